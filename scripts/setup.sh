@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what building and testing Switchboard needs on Debian 12, as root. Skips packages
+# that are already installed, so a second run takes a second.
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build pkg-config ccache git
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
+  libvalijson-dev libsqlite3-dev libgtest-dev libgmock-dev
+  ripgrep procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,559 @@
+#include "clienttool/registry.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include "clienttool/wire.hpp"
+#include "util/ids.hpp"
+#include "util/log.hpp"
+
+namespace sb::clienttool {
+namespace {
+
+std::string tool_id_for(const std::string& client_id, const std::string& name) {
+  return "client_" + client_id + "_" + name;
+}
+
+json::object call_properties(const StartedCall& call, const ExecutionRequest& req) {
+  return json::object{{"sessionID", req.session_id}, {"messageID", req.message_id},
+                      {"callID", req.call_id},       {"tool", call.tool_id},
+                      {"clientID", call.client_id},  {"requestID", call.request_id}};
+}
+
+}  // namespace
+
+std::shared_ptr<ClientToolRegistry> ClientToolRegistry::create(
+    boost::asio::any_io_executor executor, std::shared_ptr<bus::EventBus> bus,
+    RegistryOptions options) {
+  return std::shared_ptr<ClientToolRegistry>(
+      new ClientToolRegistry(std::move(executor), std::move(bus), options));
+}
+
+ClientToolRegistry::ClientToolRegistry(boost::asio::any_io_executor executor,
+                                       std::shared_ptr<bus::EventBus> bus, RegistryOptions options)
+    : options_(options),
+      bus_(std::move(bus)),
+      strand_(boost::asio::make_strand(std::move(executor))),
+      timer_(strand_) {}
+
+ClientToolRegistry::~ClientToolRegistry() = default;
+
+// ---- tools ----------------------------------------------------------------------------------
+
+Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::string& client_id,
+                                                                    std::vector<ToolSpec> specs) {
+  if (!valid_name(client_id))
+    return make_error(ErrorCode::InvalidRequest,
+                      "clientID must be 1-128 letters, digits, '_' or '-', got \"" + client_id + "\"");
+  std::vector<ToolDefinition> defs;
+  defs.reserve(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    auto& spec = specs[i];
+    std::string at = "tools[" + std::to_string(i) + "]";
+    if (!valid_name(spec.name))
+      return make_error(ErrorCode::InvalidRequest,
+                        at + ".id must be 1-128 letters, digits, '_' or '-', got \"" + spec.name +
+                            "\"");
+    auto schema = CompiledSchema::compile(spec.parameters);
+    if (!schema)
+      return make_error(ErrorCode::InvalidRequest, at + ".parameters " + schema.error().message);
+    ToolDefinition def;
+    def.id = tool_id_for(client_id, spec.name);
+    def.name = std::move(spec.name);
+    def.client_id = client_id;
+    def.description = std::move(spec.description);
+    def.parameters = std::move(spec.parameters);
+    def.schema = std::move(*schema);
+    defs.push_back(std::move(def));
+  }
+
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(mutex_);
+    auto& client = clients_[client_id];
+    for (auto& def : defs) {
+      ids.push_back(def.id);
+      tool_owner_[def.id] = client_id;
+      client.tools.insert_or_assign(def.id, std::move(def));
+    }
+  }
+  bus_->publish("client-tool.registered",
+                json::object{{"clientID", client_id}, {"toolIDs", to_json(ids)}});
+  return ids;
+}
+
+std::vector<std::string> ClientToolRegistry::unregister(
+    const std::string& client_id, const std::optional<std::vector<std::string>>& ids) {
+  std::vector<std::string> removed;
+  Effects effects;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = clients_.find(client_id);
+    if (it == clients_.end()) return removed;
+    ClientState& client = it->second;
+    if (!ids) {
+      for (auto& [id, def] : client.tools) removed.push_back(id);
+    } else {
+      for (const auto& given : *ids) {
+        std::string id = client.tools.count(given) ? given : tool_id_for(client_id, given);
+        if (client.tools.count(id) &&
+            std::find(removed.begin(), removed.end(), id) == removed.end())
+          removed.push_back(id);
+      }
+    }
+    for (const auto& id : removed) {
+      client.tools.erase(id);
+      tool_owner_.erase(id);
+    }
+    // Calls waiting on a tool that no longer exists can never be answered by it.
+    std::vector<std::string> orphaned;
+    for (const auto& [seq, request_id] : client.pending) {
+      const auto& call = pending_.at(request_id);
+      if (std::find(removed.begin(), removed.end(), call.call.tool_id) != removed.end())
+        orphaned.push_back(request_id);
+    }
+    for (const auto& request_id : orphaned) {
+      std::string tool = pending_.at(request_id).call.tool_id;
+      finish_locked(request_id,
+                    make_error(ErrorCode::Unavailable, "Tool " + tool + " was unregistered"),
+                    std::string("tool unregistered"), "failed: the tool was unregistered", effects);
+    }
+    if (client.tools.empty() && client.pending.empty() && !client.sink && !client.grace)
+      clients_.erase(it);
+  }
+  if (!removed.empty())
+    bus_->publish("client-tool.unregistered",
+                  json::object{{"clientID", client_id}, {"toolIDs", to_json(removed)}});
+  for (auto& effect : effects) effect();
+  return removed;
+}
+
+std::vector<ToolDefinition> ClientToolRegistry::get_tools(const std::string& client_id) const {
+  std::lock_guard lock(mutex_);
+  std::vector<ToolDefinition> out;
+  auto it = clients_.find(client_id);
+  if (it == clients_.end()) return out;
+  for (const auto& [id, def] : it->second.tools) out.push_back(def);
+  return out;
+}
+
+std::map<std::string, ToolDefinition> ClientToolRegistry::get_all_tools() const {
+  std::lock_guard lock(mutex_);
+  std::map<std::string, ToolDefinition> out;
+  for (const auto& [client_id, client] : clients_)
+    for (const auto& [id, def] : client.tools) out.emplace(id, def);
+  return out;
+}
+
+std::optional<std::string> ClientToolRegistry::find_client_for_tool(
+    const std::string& tool_id) const {
+  std::lock_guard lock(mutex_);
+  auto it = tool_owner_.find(tool_id);
+  if (it == tool_owner_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool ClientToolRegistry::is_client_tool(const std::string& tool_id) const {
+  return find_client_for_tool(tool_id).has_value();
+}
+
+std::optional<std::string> ClientToolRegistry::resolve_locked(const std::string& tool,
+                                                              const std::string& client_id) const {
+  if (!client_id.empty()) {
+    std::string full = tool_id_for(client_id, tool);
+    if (tool_owner_.count(full)) return full;
+    auto it = tool_owner_.find(tool);
+    if (it != tool_owner_.end() && it->second == client_id) return tool;
+    return std::nullopt;
+  }
+  if (tool_owner_.count(tool)) return tool;
+  return std::nullopt;
+}
+
+// ---- calls ----------------------------------------------------------------------------------
+
+Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, CompletionHandler done,
+                                                ProgressHandler progress) {
+  if (params.tool.empty()) return make_error(ErrorCode::InvalidRequest, "tool is required");
+  std::shared_ptr<const CompiledSchema> schema;
+  std::string tool_id, client_id;
+  {
+    std::lock_guard lock(mutex_);
+    if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
+    auto resolved = resolve_locked(params.tool, params.client_id);
+    if (!resolved) {
+      std::string msg = "Unknown client tool: " + params.tool;
+      if (!params.client_id.empty()) msg += " (client " + params.client_id + ")";
+      return make_error(ErrorCode::NotFound, msg);
+    }
+    tool_id = *resolved;
+    client_id = tool_owner_.at(tool_id);
+    schema = clients_.at(client_id).tools.at(tool_id).schema;
+  }
+  // Validation is the expensive part; the schema is immutable, so no lock is needed.
+  if (auto valid = schema->validate(params.input); !valid) return valid.error();
+
+  milliseconds timeout = std::min(params.timeout.value_or(options_.default_timeout),
+                                  options_.max_timeout);
+  if (timeout.count() <= 0)
+    return make_error(ErrorCode::InvalidRequest, "timeout must be a positive number of ms");
+
+  ExecutionRequest req;
+  req.request_id = ids::make("req");
+  req.session_id = std::move(params.session_id);
+  req.message_id = params.message_id.empty() ? ids::make("msg") : std::move(params.message_id);
+  req.call_id = params.call_id.empty() ? ids::make("call") : std::move(params.call_id);
+  req.tool = tool_id;
+  req.input = std::move(params.input);
+  StartedCall started{req.request_id, tool_id, client_id};
+  auto wire = std::make_shared<const json::object>(to_json(req));
+
+  Effects effects;
+  bool rearm = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
+    auto cit = clients_.find(client_id);
+    // The tool may have gone while the input was validated.
+    if (cit == clients_.end() || !cit->second.tools.count(tool_id))
+      return make_error(ErrorCode::NotFound, "Unknown client tool: " + params.tool);
+    ClientState& client = cit->second;
+    if (options_.rate_limit > 0) {
+      auto now = Clock::now();
+      if (now - client.window_start >= std::chrono::minutes(1)) {
+        client.window_start = now;
+        client.window_count = 0;
+      }
+      if (client.window_count >= options_.rate_limit)
+        return make_error(ErrorCode::RateLimited,
+                          "Client " + client_id + " exceeded " +
+                              std::to_string(options_.rate_limit) + " executions per minute");
+      ++client.window_count;
+    }
+
+    auto message = std::make_shared<ClientMessage>();
+    message->kind = ClientMessage::Kind::Request;
+    message->seq = ++next_seq_;
+    message->request_id = req.request_id;
+    message->request = wire;
+
+    auto now = Clock::now();
+    PendingCall call;
+    call.call = started;
+    call.message = message;
+    call.done = std::move(done);
+    call.progress = std::move(progress);
+    call.timeout = timeout;
+    call.hard_deadline = now + options_.max_timeout;
+    Clock::time_point deadline = now + timeout;
+    rearm = deadline < armed_for_;
+    call.deadline = add_deadline_locked(deadline, {Deadline::Kind::Call, req.request_id});
+    call.request = req;
+    client.pending.emplace(message->seq, req.request_id);
+    auto [pit, inserted] = pending_.emplace(req.request_id, std::move(call));
+    if (client.sink) deliver_locked(client, pit->second, effects);
+  }
+  bus_->publish("client-tool.request", json::object{{"clientID", client_id}, {"request", *wire}});
+  for (auto& effect : effects) effect();
+  if (rearm) boost::asio::post(strand_, [self = shared_from_this()] { self->arm_timer(); });
+  return started;
+}
+
+void ClientToolRegistry::deliver_locked(ClientState& client, PendingCall& call, Effects& effects) {
+  bool first = !call.delivered;
+  call.delivered = true;
+  effects.push_back([sink = client.sink, message = call.message] { sink->deliver(message); });
+  if (first)
+    effects.push_back([bus = bus_, props = call_properties(call.call, call.request)]() mutable {
+      bus->publish("client-tool.executing", std::move(props));
+    });
+}
+
+void ClientToolRegistry::remember_ended_locked(const std::string& request_id, std::string how) {
+  ended_.insert_or_assign(request_id, std::move(how));
+  ended_order_.push_back(request_id);
+  while (ended_order_.size() > options_.remembered_results) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
+}
+
+void ClientToolRegistry::finish_locked(const std::string& request_id, ExecuteOutcome outcome,
+                                       std::optional<std::string> cancel_reason,
+                                       std::string ended_how, Effects& effects) {
+  auto it = pending_.find(request_id);
+  if (it == pending_.end()) return;
+  PendingCall call = std::move(it->second);
+  pending_.erase(it);
+  deadlines_.erase(call.deadline);
+  remember_ended_locked(request_id, std::move(ended_how));
+
+  std::shared_ptr<ClientSink> sink;
+  if (auto cit = clients_.find(call.call.client_id); cit != clients_.end()) {
+    cit->second.pending.erase({call.message->seq, request_id});
+    sink = cit->second.sink;
+  }
+  if (cancel_reason && sink && call.delivered) {
+    auto cancel = std::make_shared<ClientMessage>();
+    cancel->kind = ClientMessage::Kind::Cancel;
+    cancel->request_id = request_id;
+    cancel->reason = *cancel_reason;
+    effects.push_back([sink, cancel] { sink->deliver(cancel); });
+  }
+
+  json::object props = call_properties(call.call, call.request);
+  const char* type = "client-tool.completed";
+  if (!outcome) {
+    type = "client-tool.failed";
+    props["error"] = outcome.error().message;
+  } else if (!outcome->success) {
+    type = "client-tool.failed";
+    props["error"] = outcome->error;
+  } else {
+    props["success"] = true;
+  }
+  effects.push_back([bus = bus_, type, props = std::move(props)]() mutable {
+    bus->publish(type, std::move(props));
+  });
+  effects.push_back([done = std::move(call.done), outcome = std::move(outcome)]() mutable {
+    if (done) done(std::move(outcome));
+  });
+}
+
+Result<void> ClientToolRegistry::submit_result(const std::string& request_id,
+                                               const std::optional<std::string>& from_client,
+                                               ToolResponse response) {
+  Effects effects;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = pending_.find(request_id);
+    if (it == pending_.end()) {
+      if (auto ended = ended_.find(request_id); ended != ended_.end())
+        return make_error(ErrorCode::Conflict,
+                          "Request " + request_id + " already ended (" + ended->second + ")");
+      return make_error(ErrorCode::NotFound, "Unknown request ID: " + request_id);
+    }
+    if (from_client && *from_client != it->second.call.client_id)
+      return make_error(ErrorCode::Forbidden,
+                        "Request " + request_id + " was not sent to client " + *from_client);
+    std::string how = response.success ? "answered" : "answered with an error";
+    finish_locked(request_id, std::move(response), std::nullopt, std::move(how), effects);
+  }
+  for (auto& effect : effects) effect();
+  return {};
+}
+
+Result<void> ClientToolRegistry::report_progress(const std::string& request_id,
+                                                 const std::optional<std::string>& from_client,
+                                                 Progress progress) {
+  ProgressHandler handler;
+  json::object props;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = pending_.find(request_id);
+    if (it == pending_.end()) {
+      if (auto ended = ended_.find(request_id); ended != ended_.end())
+        return make_error(ErrorCode::Conflict,
+                          "Request " + request_id + " already ended (" + ended->second + ")");
+      return make_error(ErrorCode::NotFound, "Unknown request ID: " + request_id);
+    }
+    PendingCall& call = it->second;
+    if (from_client && *from_client != call.call.client_id)
+      return make_error(ErrorCode::Forbidden,
+                        "Request " + request_id + " was not sent to client " + *from_client);
+    // A client that reports progress is alive and working: give it another full timeout, but
+    // never beyond the hard cap. The timer notices a later deadline when it fires.
+    auto extended = std::min(Clock::now() + call.timeout, call.hard_deadline);
+    if (extended > call.deadline->first) {
+      deadlines_.erase(call.deadline);
+      call.deadline = add_deadline_locked(extended, {Deadline::Kind::Call, request_id});
+    }
+    handler = call.progress;
+    props = call_properties(call.call, call.request);
+  }
+  props["metadata"] = progress.metadata;
+  if (progress.title) props["title"] = *progress.title;
+  bus_->publish("client-tool.progress", std::move(props));
+  if (handler) handler(progress);
+  return {};
+}
+
+bool ClientToolRegistry::cancel(const std::string& request_id, const std::string& reason) {
+  Effects effects;
+  {
+    std::lock_guard lock(mutex_);
+    if (!pending_.count(request_id)) return false;
+    finish_locked(request_id, make_error(ErrorCode::Unavailable, "Cancelled: " + reason), reason,
+                  "cancelled: " + reason, effects);
+  }
+  for (auto& effect : effects) effect();
+  return true;
+}
+
+std::size_t ClientToolRegistry::pending_count() const {
+  std::lock_guard lock(mutex_);
+  return pending_.size();
+}
+
+// ---- connections ----------------------------------------------------------------------------
+
+std::uint64_t ClientToolRegistry::attach(const std::string& client_id,
+                                         std::shared_ptr<ClientSink> sink, std::uint64_t last_seq,
+                                         const std::string& transport) {
+  Effects effects;
+  std::shared_ptr<ClientSink> replaced;
+  std::uint64_t connection;
+  {
+    std::lock_guard lock(mutex_);
+    ClientState& client = clients_[client_id];
+    replaced = std::exchange(client.sink, sink);
+    connection = client.connection = ++next_connection_;
+    if (client.grace) {
+      deadlines_.erase(*client.grace);
+      client.grace.reset();
+    }
+    for (const auto& [seq, request_id] : client.pending)
+      if (seq > last_seq) deliver_locked(client, pending_.at(request_id), effects);
+  }
+  if (replaced) replaced->close("superseded by a newer connection of client " + client_id);
+  bus_->publish("client-tool.connected",
+                json::object{{"clientID", client_id}, {"transport", transport}});
+  for (auto& effect : effects) effect();
+  return connection;
+}
+
+void ClientToolRegistry::detach(const std::string& client_id, std::uint64_t connection) {
+  Effects effects;
+  bool rearm = false;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = clients_.find(client_id);
+    if (it == clients_.end() || it->second.connection != connection || !it->second.sink) return;
+    ClientState& client = it->second;
+    client.sink.reset();
+    if (options_.reconnect_grace.count() == 0 || shutting_down_) {
+      cleanup_locked(client_id, effects);
+    } else {
+      auto at = Clock::now() + options_.reconnect_grace;
+      rearm = at < armed_for_;
+      client.grace = add_deadline_locked(at, {Deadline::Kind::Grace, client_id});
+    }
+  }
+  bus_->publish("client-tool.disconnected", json::object{{"clientID", client_id}});
+  for (auto& effect : effects) effect();
+  if (rearm) boost::asio::post(strand_, [self = shared_from_this()] { self->arm_timer(); });
+}
+
+void ClientToolRegistry::cleanup(const std::string& client_id) {
+  Effects effects;
+  {
+    std::lock_guard lock(mutex_);
+    cleanup_locked(client_id, effects);
+  }
+  for (auto& effect : effects) effect();
+}
+
+void ClientToolRegistry::cleanup_locked(const std::string& client_id, Effects& effects) {
+  auto it = clients_.find(client_id);
+  if (it == clients_.end()) return;
+  std::vector<std::string> requests;
+  for (const auto& [seq, request_id] : it->second.pending) requests.push_back(request_id);
+  for (const auto& request_id : requests)
+    finish_locked(request_id, make_error(ErrorCode::Unavailable, "Client disconnected"),
+                  std::nullopt, "failed: the client disconnected", effects);
+  ClientState& client = it->second;
+  std::vector<std::string> removed;
+  for (const auto& [id, def] : client.tools) {
+    removed.push_back(id);
+    tool_owner_.erase(id);
+  }
+  client.tools.clear();
+  if (client.grace) {
+    deadlines_.erase(*client.grace);
+    client.grace.reset();
+  }
+  if (!client.sink) clients_.erase(it);
+  if (!removed.empty())
+    effects.push_back([bus = bus_, client_id, removed] {
+      bus->publish("client-tool.unregistered",
+                   json::object{{"clientID", client_id}, {"toolIDs", to_json(removed)}});
+    });
+}
+
+bool ClientToolRegistry::is_connected(const std::string& client_id) const {
+  std::lock_guard lock(mutex_);
+  auto it = clients_.find(client_id);
+  return it != clients_.end() && it->second.sink != nullptr;
+}
+
+void ClientToolRegistry::shutdown() {
+  Effects effects;
+  {
+    std::lock_guard lock(mutex_);
+    shutting_down_ = true;
+    std::vector<std::string> requests;
+    for (const auto& [request_id, call] : pending_) requests.push_back(request_id);
+    for (const auto& request_id : requests)
+      finish_locked(request_id, make_error(ErrorCode::Unavailable, "Server shutting down"),
+                    std::string("server shutting down"), "failed: the server shut down", effects);
+  }
+  for (auto& effect : effects) effect();
+  boost::asio::post(strand_, [self = shared_from_this()] { self->timer_.cancel(); });
+}
+
+// ---- deadlines ------------------------------------------------------------------------------
+
+ClientToolRegistry::Deadlines::iterator ClientToolRegistry::add_deadline_locked(
+    Clock::time_point at, Deadline d) {
+  return deadlines_.emplace(at, std::move(d));
+}
+
+// On strand_: point the one timer at the earliest deadline.
+void ClientToolRegistry::arm_timer() {
+  Clock::time_point next;
+  {
+    std::lock_guard lock(mutex_);
+    if (shutting_down_ && pending_.empty()) return;
+    next = deadlines_.empty() ? Clock::time_point::max() : deadlines_.begin()->first;
+    armed_for_ = next;
+  }
+  if (next == Clock::time_point::max()) {
+    timer_.cancel();
+    return;
+  }
+  timer_.expires_at(next);
+  timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (ec) return;  // re-armed or shut down
+    if (auto self = weak.lock()) self->on_timer();
+  });
+}
+
+// On strand_: end every call and grace whose deadline has passed, then re-arm.
+void ClientToolRegistry::on_timer() {
+  Effects effects;
+  {
+    std::lock_guard lock(mutex_);
+    armed_for_ = Clock::time_point::max();
+    auto now = Clock::now();
+    while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+      Deadline d = deadlines_.begin()->second;
+      if (d.kind == Deadline::Kind::Call) {
+        const auto& call = pending_.at(d.key);
+        std::string msg =
+            "Client tool execution timed out after " + std::to_string(call.timeout.count()) + "ms";
+        finish_locked(d.key, make_error(ErrorCode::Timeout, msg), std::string("timeout"),
+                      "failed: timed out", effects);
+      } else {
+        auto it = clients_.find(d.key);
+        deadlines_.erase(deadlines_.begin());
+        if (it != clients_.end()) {
+          it->second.grace.reset();
+          if (!it->second.sink) cleanup_locked(d.key, effects);
+        }
+      }
+    }
+  }
+  for (auto& effect : effects) effect();
+  arm_timer();
+}
+
+}  // namespace sb::clienttool

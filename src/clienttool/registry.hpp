@@ -1,0 +1,200 @@
+#pragma once
+// ClientToolRegistry: the tools that connected clients registered, the calls waiting for a
+// client's result, and each client's live delivery channel (seed 001's registry, plus the
+// guarantees of design.md: every call ends exactly once, cancels reach the client, results are
+// bound to the call, reconnection within a grace period loses nothing).
+//
+// Thread-safe: every public function may be called from any thread. Completion handlers and
+// sinks are called outside the registry's lock. Deadlines (call timeouts, reconnect grace) run on
+// one timer on a strand of the executor given at construction.
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/event_bus.hpp"
+#include "clienttool/types.hpp"
+
+namespace sb::clienttool {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct RegistryOptions {
+  milliseconds default_timeout{30000};  // a call's wait for its result when the caller names none
+  milliseconds max_timeout{600000};     // cap for a caller's timeout and for progress extensions
+  milliseconds reconnect_grace{5000};   // a dropped client keeps tools and calls this long
+  std::int64_t rate_limit = 100;        // executions per client per minute; 0 = unlimited
+  std::size_t remembered_results = 65536;  // ended request ids kept to answer repeats with 409
+};
+
+// A client's live connection (an SSE stream or a WebSocket), as the registry sees it.
+class ClientSink {
+ public:
+  virtual ~ClientSink() = default;
+  // Must not block: queue the message for the connection's writer. Any thread.
+  virtual void deliver(std::shared_ptr<const ClientMessage> message) = 0;
+  // A newer connection of the same client took over; close this one. Any thread.
+  virtual void close(const std::string& reason) = 0;
+};
+
+struct ExecuteParams {
+  std::string client_id;  // optional; when given, `tool` may be the client's own tool name
+  std::string tool;       // full id client_{clientID}_{name}, or the name with client_id
+  json::object input;
+  std::string session_id;
+  std::string message_id;  // generated when empty
+  std::string call_id;     // generated when empty
+  std::optional<milliseconds> timeout;
+};
+
+// How a call ended: the client's response (success or its own error), or why the server gave up
+// (Timeout, Unavailable: client disconnected / tool unregistered / cancelled / shutting down).
+using ExecuteOutcome = Result<ToolResponse>;
+using CompletionHandler = std::function<void(ExecuteOutcome)>;
+struct Progress {
+  json::object metadata;
+  std::optional<std::string> title;
+};
+using ProgressHandler = std::function<void(const Progress&)>;
+
+struct StartedCall {
+  std::string request_id;
+  std::string tool_id;
+  std::string client_id;
+};
+
+class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistry> {
+ public:
+  static std::shared_ptr<ClientToolRegistry> create(boost::asio::any_io_executor executor,
+                                                    std::shared_ptr<bus::EventBus> bus,
+                                                    RegistryOptions options = {});
+  ~ClientToolRegistry();
+
+  // Validates every spec (name of letters, digits, '_' and '-'; a compilable object schema) and
+  // registers all or none. An id that exists is replaced. Returns the tool ids.
+  Result<std::vector<std::string>> register_tools(const std::string& client_id,
+                                                  std::vector<ToolSpec> specs);
+  // Removes the named tools (full ids or the client's names), or all when `ids` is nullopt.
+  // Calls waiting on a removed tool fail. Returns the ids that were removed.
+  std::vector<std::string> unregister(const std::string& client_id,
+                                      const std::optional<std::vector<std::string>>& ids);
+
+  std::vector<ToolDefinition> get_tools(const std::string& client_id) const;
+  std::map<std::string, ToolDefinition> get_all_tools() const;
+  std::optional<std::string> find_client_for_tool(const std::string& tool_id) const;
+  bool is_client_tool(const std::string& tool_id) const;
+
+  // Starts a call: resolves the tool (NotFound), validates the input against its schema
+  // (InvalidRequest naming the path), applies the rate limit (RateLimited), then queues the
+  // request for the client. `done` is called exactly once, from any thread; `progress` for each
+  // progress report before that.
+  Result<StartedCall> execute(ExecuteParams params, CompletionHandler done,
+                              ProgressHandler progress = {});
+
+  // A client's answer. NotFound for an id never issued, Conflict for one that already ended,
+  // Forbidden when `from_client` is given and is not the client the request went to.
+  Result<void> submit_result(const std::string& request_id,
+                             const std::optional<std::string>& from_client, ToolResponse response);
+  // Progress before the result; extends the deadline by the call's timeout, up to max_timeout
+  // after the start.
+  Result<void> report_progress(const std::string& request_id,
+                               const std::optional<std::string>& from_client, Progress progress);
+  // The caller gave up: the call ends with Unavailable and the client gets a cancel.
+  bool cancel(const std::string& request_id, const std::string& reason);
+
+  // Removes the client's tools and fails its calls with "Client disconnected".
+  void cleanup(const std::string& client_id);
+
+  // A connection of `client_id` opened. Replays its pending requests with seq > last_seq, closes
+  // the connection it replaces, and stops a running reconnect grace. Returns a connection id.
+  std::uint64_t attach(const std::string& client_id, std::shared_ptr<ClientSink> sink,
+                       std::uint64_t last_seq, const std::string& transport);
+  // The connection closed. Starts the reconnect grace (or cleans up at once when it is 0).
+  void detach(const std::string& client_id, std::uint64_t connection);
+
+  // Fails every pending call with "Server shutting down"; later executes are refused.
+  void shutdown();
+
+  std::size_t pending_count() const;
+  bool is_connected(const std::string& client_id) const;
+  const RegistryOptions& options() const { return options_; }
+
+ private:
+  struct Deadline {
+    enum class Kind { Call, Grace } kind;
+    std::string key;  // request id or client id
+  };
+  using Deadlines = std::multimap<Clock::time_point, Deadline>;
+
+  struct PendingCall {
+    StartedCall call;
+    std::shared_ptr<const ClientMessage> message;
+    ExecutionRequest request;
+    CompletionHandler done;
+    ProgressHandler progress;
+    milliseconds timeout;
+    Clock::time_point hard_deadline;
+    Deadlines::iterator deadline;
+    bool delivered = false;
+  };
+
+  struct ClientState {
+    std::map<std::string, ToolDefinition> tools;
+    std::shared_ptr<ClientSink> sink;
+    std::uint64_t connection = 0;
+    std::optional<Deadlines::iterator> grace;
+    std::set<std::pair<std::uint64_t, std::string>> pending;  // (seq, request id)
+    Clock::time_point window_start{};
+    std::int64_t window_count = 0;
+  };
+
+  // Work gathered under the lock and done after releasing it.
+  using Effects = std::vector<std::function<void()>>;
+
+  ClientToolRegistry(boost::asio::any_io_executor executor, std::shared_ptr<bus::EventBus> bus,
+                     RegistryOptions options);
+
+  std::optional<std::string> resolve_locked(const std::string& tool,
+                                            const std::string& client_id) const;
+  // Ends a call (already looked up under the lock); queues the handler, events and cancel.
+  void finish_locked(const std::string& request_id, ExecuteOutcome outcome,
+                     std::optional<std::string> cancel_reason, std::string ended_how,
+                     Effects& effects);
+  void remember_ended_locked(const std::string& request_id, std::string how);
+  void cleanup_locked(const std::string& client_id, Effects& effects);
+  void deliver_locked(ClientState& client, PendingCall& call, Effects& effects);
+  Deadlines::iterator add_deadline_locked(Clock::time_point at, Deadline d);
+  void arm_timer();
+  void on_timer();
+
+  const RegistryOptions options_;
+  std::shared_ptr<bus::EventBus> bus_;
+  boost::asio::strand<boost::asio::any_io_executor> strand_;
+  boost::asio::steady_timer timer_;  // used only on strand_
+
+  mutable std::mutex mutex_;
+  std::map<std::string, ClientState> clients_;
+  std::unordered_map<std::string, std::string> tool_owner_;  // tool id -> client id
+  std::unordered_map<std::string, PendingCall> pending_;
+  std::unordered_map<std::string, std::string> ended_;  // request id -> how it ended
+  std::deque<std::string> ended_order_;
+  Deadlines deadlines_;
+  Clock::time_point armed_for_ = Clock::time_point::max();
+  std::uint64_t next_seq_ = 0;
+  std::uint64_t next_connection_ = 0;
+  bool shutting_down_ = false;
+};
+
+}  // namespace sb::clienttool

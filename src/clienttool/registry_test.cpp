@@ -1,0 +1,1404 @@
+#include "clienttool/registry.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace sb::clienttool {
+namespace {
+
+using namespace std::chrono_literals;
+using MessagePtr = std::shared_ptr<const ClientMessage>;
+
+// How long a test waits for something that should happen (much longer than any deadline used).
+constexpr auto kWait = 5s;
+
+::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
+}
+
+// A client connection that records what the registry sends it. Thread-safe.
+class FakeSink : public ClientSink {
+ public:
+  void deliver(std::shared_ptr<const ClientMessage> message) override {
+    {
+      std::lock_guard lock(mutex_);
+      messages_.push_back(std::move(message));
+    }
+    cv_.notify_all();
+  }
+  void close(const std::string& reason) override {
+    {
+      std::lock_guard lock(mutex_);
+      closes_.push_back(reason);
+    }
+    cv_.notify_all();
+  }
+
+  std::vector<MessagePtr> messages() const {
+    std::lock_guard lock(mutex_);
+    return messages_;
+  }
+  std::vector<MessagePtr> of_kind(ClientMessage::Kind kind) const {
+    std::vector<MessagePtr> out;
+    for (auto& m : messages())
+      if (m->kind == kind) out.push_back(m);
+    return out;
+  }
+  std::vector<MessagePtr> requests() const { return of_kind(ClientMessage::Kind::Request); }
+  std::vector<MessagePtr> cancels() const { return of_kind(ClientMessage::Kind::Cancel); }
+  std::vector<std::string> closes() const {
+    std::lock_guard lock(mutex_);
+    return closes_;
+  }
+
+  // The first message of `kind` for `request_id`, waiting for it; null if none came in time.
+  MessagePtr wait_for(ClientMessage::Kind kind, const std::string& request_id) const {
+    std::unique_lock lock(mutex_);
+    MessagePtr found;
+    cv_.wait_for(lock, kWait, [&] {
+      for (auto& m : messages_)
+        if (m->kind == kind && m->request_id == request_id) {
+          found = m;
+          return true;
+        }
+      return false;
+    });
+    return found;
+  }
+  MessagePtr wait_cancel(const std::string& request_id) const {
+    return wait_for(ClientMessage::Kind::Cancel, request_id);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable cv_;
+  std::vector<MessagePtr> messages_;
+  std::vector<std::string> closes_;
+};
+
+// Records every outcome a completion handler receives, so a test can wait for the first and
+// check that there was exactly one.
+class Completion {
+ public:
+  CompletionHandler handler() const {
+    return [state = state_](ExecuteOutcome outcome) {
+      {
+        std::lock_guard lock(state->mutex);
+        state->outcomes.push_back(std::move(outcome));
+      }
+      state->cv.notify_all();
+    };
+  }
+  // The first outcome, waiting up to `timeout`.
+  std::optional<ExecuteOutcome> wait(std::chrono::milliseconds timeout = kWait) const {
+    std::unique_lock lock(state_->mutex);
+    if (!state_->cv.wait_for(lock, timeout, [&] { return !state_->outcomes.empty(); }))
+      return std::nullopt;
+    return state_->outcomes.front();
+  }
+  std::size_t count() const {
+    std::lock_guard lock(state_->mutex);
+    return state_->outcomes.size();
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::vector<ExecuteOutcome> outcomes;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+// Every event published on the bus. Thread-safe.
+class EventLog {
+ public:
+  explicit EventLog(const std::shared_ptr<bus::EventBus>& bus)
+      : subscription_(bus->subscribe([this](const bus::EventPtr& e) {
+          {
+            std::lock_guard lock(mutex_);
+            events_.push_back(e);
+          }
+          cv_.notify_all();
+        })) {}
+
+  using Filter = std::function<bool(const json::object&)>;
+
+  std::vector<bus::EventPtr> of_type(std::string_view type, const Filter& filter = {}) const {
+    std::lock_guard lock(mutex_);
+    return matching(type, filter);
+  }
+  // The first event of `type` that passes `filter`, waiting for it; null if none came in time.
+  bus::EventPtr wait_for(std::string_view type, const Filter& filter = {}) const {
+    std::unique_lock lock(mutex_);
+    bus::EventPtr found;
+    cv_.wait_for(lock, kWait, [&] {
+      auto m = matching(type, filter);
+      if (m.empty()) return false;
+      found = m.front();
+      return true;
+    });
+    return found;
+  }
+  static Filter request(const std::string& request_id) {
+    return [request_id](const json::object& p) {
+      auto it = p.find("requestID");
+      return it != p.end() && it->value() == json::value(request_id);
+    };
+  }
+
+ private:
+  std::vector<bus::EventPtr> matching(std::string_view type, const Filter& filter) const {
+    std::vector<bus::EventPtr> out;
+    for (auto& e : events_)
+      if (e->type == type && (!filter || filter(e->properties))) out.push_back(e);
+    return out;
+  }
+
+  mutable std::mutex mutex_;
+  mutable std::condition_variable cv_;
+  std::vector<bus::EventPtr> events_;
+  bus::Subscription subscription_;  // last: unsubscribes before the rest goes away
+};
+
+ToolSpec spec(std::string name, json::value parameters = json::object{{"type", "object"}},
+              std::string description = "a tool") {
+  return ToolSpec{std::move(name), std::move(description), std::move(parameters)};
+}
+
+ExecuteParams params(std::string tool, json::object input = {},
+                     std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                     std::string client_id = {}) {
+  ExecuteParams p;
+  p.tool = std::move(tool);
+  p.input = std::move(input);
+  p.timeout = timeout;
+  p.client_id = std::move(client_id);
+  return p;
+}
+
+ToolResponse success(std::string output) {
+  ToolResponse r;
+  r.success = true;
+  r.title = "done";
+  r.output = std::move(output);
+  r.metadata = json::object{{"k", 1}};
+  return r;
+}
+
+ToolResponse failure(std::string error) {
+  ToolResponse r;
+  r.success = false;
+  r.error = std::move(error);
+  return r;
+}
+
+json::value schema(std::string_view text) {
+  auto r = parse_json(text);
+  EXPECT_TRUE(r.has_value()) << text;
+  return r ? *r : json::value();
+}
+
+class RegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override { restart({}); }
+  void TearDown() override {
+    registry_.reset();
+    guard_.reset();
+    io_thread_.join();
+  }
+
+  void restart(RegistryOptions options) {
+    registry_ = ClientToolRegistry::create(io_.get_executor(), bus_, options);
+  }
+
+  void register_ok(const std::string& client, std::vector<ToolSpec> specs) {
+    auto r = registry_->register_tools(client, std::move(specs));
+    ASSERT_TRUE(r.has_value()) << r.error().message;
+  }
+
+  // Starts a call that must be accepted.
+  StartedCall start(ExecuteParams p, const Completion& done, ProgressHandler progress = {}) {
+    auto r = registry_->execute(std::move(p), done.handler(), std::move(progress));
+    EXPECT_TRUE(r.has_value()) << r.error().message;
+    return r ? *r : StartedCall{};
+  }
+
+  std::vector<std::string> tool_ids(const std::string& client) const {
+    std::vector<std::string> ids;
+    for (auto& def : registry_->get_tools(client))
+      ids.push_back(def.id);
+    return ids;
+  }
+
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_ =
+      boost::asio::make_work_guard(io_);
+  std::thread io_thread_{[this] { io_.run(); }};
+  std::shared_ptr<bus::EventBus> bus_ = bus::EventBus::create();
+  EventLog events_{bus_};
+  std::shared_ptr<ClientToolRegistry> registry_;
+};
+
+using Strings = std::vector<std::string>;
+
+// ---- registration -----------------------------------------------------------------------------
+
+TEST_F(RegistryTest, RegisterReturnsIdsInClientIdNameFormat) {
+  json::value params = schema(R"({"type": "object", "properties": {"tz": {"type": "string"}}})");
+  auto r = registry_->register_tools(
+      "c1", {spec("get_time", params, "Get the local time"), spec("search-docs")});
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_EQ(*r, (Strings{"client_c1_get_time", "client_c1_search-docs"}));
+
+  auto tools = registry_->get_tools("c1");
+  ASSERT_EQ(tools.size(), 2u);
+  const ToolDefinition* get_time = nullptr;
+  for (auto& t : tools)
+    if (t.id == "client_c1_get_time") get_time = &t;
+  ASSERT_NE(get_time, nullptr);
+  EXPECT_EQ(get_time->name, "get_time");
+  EXPECT_EQ(get_time->client_id, "c1");
+  EXPECT_EQ(get_time->description, "Get the local time");
+  EXPECT_EQ(get_time->parameters, params);
+  EXPECT_NE(get_time->schema, nullptr);
+
+  EXPECT_TRUE(registry_->get_tools("nobody").empty());
+}
+
+TEST_F(RegistryTest, GetAllToolsSpansClients) {
+  register_ok("c1", {spec("a"), spec("b")});
+  register_ok("c2", {spec("a")});
+  auto all = registry_->get_all_tools();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all.at("client_c1_a").client_id, "c1");
+  EXPECT_EQ(all.at("client_c1_b").client_id, "c1");
+  EXPECT_EQ(all.at("client_c2_a").client_id, "c2");
+  EXPECT_EQ(all.at("client_c2_a").id, "client_c2_a");
+}
+
+TEST_F(RegistryTest, FindClientForToolAndIsClientTool) {
+  register_ok("c1", {spec("a")});
+  register_ok("my-client", {spec("search-docs")});
+  EXPECT_EQ(registry_->find_client_for_tool("client_c1_a"), "c1");
+  EXPECT_EQ(registry_->find_client_for_tool("client_my-client_search-docs"), "my-client");
+  EXPECT_EQ(registry_->find_client_for_tool("a"), std::nullopt);  // a name is not an id
+  EXPECT_EQ(registry_->find_client_for_tool("client_c2_a"), std::nullopt);
+  EXPECT_TRUE(registry_->is_client_tool("client_c1_a"));
+  EXPECT_FALSE(registry_->is_client_tool("read"));
+  EXPECT_FALSE(registry_->is_client_tool("client_c1_b"));
+}
+
+TEST_F(RegistryTest, RegisterPublishesRegisteredEvent) {
+  register_ok("c1", {spec("a"), spec("b")});
+  auto e = events_.wait_for("client-tool.registered");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->properties.at("clientID").as_string(), "c1");
+  EXPECT_EQ(e->properties.at("toolIDs"), (json::value(json::array{"client_c1_a", "client_c1_b"})));
+}
+
+TEST_F(RegistryTest, RegisteringAnExistingIdReplacesIt) {
+  register_ok("c1", {spec("t", schema(R"({"type": "object", "required": ["old"]})"), "old")});
+  register_ok("c1", {spec("t", schema(R"({"type": "object", "required": ["new"]})"), "new")});
+  auto tools = registry_->get_tools("c1");
+  ASSERT_EQ(tools.size(), 1u);
+  EXPECT_EQ(tools[0].id, "client_c1_t");
+  EXPECT_EQ(tools[0].description, "new");
+
+  // The new schema is the one that applies.
+  Completion done;
+  auto old_input = registry_->execute(params("client_c1_t", {{"old", 1}}), done.handler());
+  ASSERT_FALSE(old_input.has_value());
+  EXPECT_EQ(old_input.error().code, ErrorCode::InvalidRequest);
+  EXPECT_TRUE(registry_->execute(params("client_c1_t", {{"new", 1}}), done.handler()).has_value());
+}
+
+TEST_F(RegistryTest, RejectsBadToolNames) {
+  const std::string bad[] = {"",         "has space", "dot.name",           "slash/name",
+                             "\xc3\xbc", "a\nb",      std::string(129, 'a')};
+  for (const auto& name : bad) {
+    auto r = registry_->register_tools("c1", {spec(name)});
+    ASSERT_FALSE(r.has_value()) << name;
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidRequest);
+    EXPECT_TRUE(Contains(r.error().message, "tools[0].id")) << name;
+  }
+  EXPECT_TRUE(registry_->get_all_tools().empty());
+  EXPECT_TRUE(events_.of_type("client-tool.registered").empty());
+
+  // The longest allowed name, and every allowed character.
+  register_ok("c1", {spec(std::string(128, 'a')), spec("Az09_-")});
+  EXPECT_EQ(registry_->get_tools("c1").size(), 2u);
+}
+
+TEST_F(RegistryTest, RejectsBadClientIds) {
+  for (const std::string& client :
+       {std::string(), std::string("c 1"), std::string("c/1"), std::string(129, 'c')}) {
+    auto r = registry_->register_tools(client, {spec("a")});
+    ASSERT_FALSE(r.has_value()) << client;
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidRequest);
+    EXPECT_TRUE(Contains(r.error().message, "clientID"));
+  }
+  EXPECT_TRUE(registry_->get_all_tools().empty());
+}
+
+TEST_F(RegistryTest, RejectsSchemasThatAreNotCompilableObjectSchemas) {
+  const json::value bad[] = {
+      json::value(json::array{}),
+      json::value("object"),
+      json::value(5),
+      json::value(nullptr),
+      schema(R"({"type": "string"})"),
+      schema(R"({"type": ["object", "null"]})"),
+      schema(R"({"type": "object", "properties": {"a": {"type": "notatype"}}})"),
+      schema(R"({"type": "object", "required": "a"})"),
+      schema(R"({"type": "object", "properties": {"a": {"minLength": "x"}}})"),
+      schema(R"({"$ref": "http://example.com/schema.json"})"),
+  };
+  for (const auto& parameters : bad) {
+    auto r = registry_->register_tools("c1", {spec("ok"), spec("t", parameters)});
+    ASSERT_FALSE(r.has_value()) << json::serialize(parameters);
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidRequest);
+    EXPECT_TRUE(Contains(r.error().message, "tools[1].parameters")) << json::serialize(parameters);
+  }
+  EXPECT_TRUE(registry_->get_all_tools().empty());
+}
+
+TEST_F(RegistryTest, RegistrationIsAllOrNothing) {
+  register_ok("c1", {spec("keep", json::object{{"type", "object"}}, "v1")});
+  auto r = registry_->register_tools(
+      "c1", {spec("keep", json::object{{"type", "object"}}, "v2"), spec("fresh"),
+             spec("bad", schema(R"({"type": "string"})"))});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_TRUE(Contains(r.error().message, "tools[2]"));
+
+  auto tools = registry_->get_tools("c1");
+  ASSERT_EQ(tools.size(), 1u);
+  EXPECT_EQ(tools[0].description, "v1");
+  EXPECT_FALSE(registry_->is_client_tool("client_c1_fresh"));
+  EXPECT_EQ(events_.of_type("client-tool.registered").size(), 1u);
+}
+
+// ---- unregistration ---------------------------------------------------------------------------
+
+TEST_F(RegistryTest, UnregisterByFullIdOrByNameSkipsUnknownIds) {
+  register_ok("c1", {spec("a"), spec("b"), spec("c")});
+  auto removed = registry_->unregister(
+      "c1", Strings{"client_c1_a", "b", "nope", "client_c1_nope", "client_c1_a"});
+  EXPECT_EQ(removed, (Strings{"client_c1_a", "client_c1_b"}));
+  EXPECT_EQ(tool_ids("c1"), (Strings{"client_c1_c"}));
+  EXPECT_FALSE(registry_->is_client_tool("client_c1_a"));
+  EXPECT_FALSE(registry_->is_client_tool("client_c1_b"));
+
+  auto e = events_.wait_for("client-tool.unregistered");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->properties.at("clientID").as_string(), "c1");
+  EXPECT_EQ(e->properties.at("toolIDs"), (json::value(json::array{"client_c1_a", "client_c1_b"})));
+}
+
+TEST_F(RegistryTest, UnregisterWithoutIdsRemovesAllOfTheClientsTools) {
+  register_ok("c1", {spec("a"), spec("b")});
+  register_ok("c2", {spec("a")});
+  auto removed = registry_->unregister("c1", std::nullopt);
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(removed, (Strings{"client_c1_a", "client_c1_b"}));
+  EXPECT_TRUE(registry_->get_tools("c1").empty());
+  EXPECT_EQ(registry_->find_client_for_tool("client_c1_a"), std::nullopt);
+  EXPECT_EQ(tool_ids("c2"), (Strings{"client_c2_a"}));
+
+  // Nothing left: nothing removed, no event.
+  EXPECT_TRUE(registry_->unregister("c1", std::nullopt).empty());
+  EXPECT_TRUE(registry_->unregister("never-registered", std::nullopt).empty());
+  EXPECT_EQ(events_.of_type("client-tool.unregistered").size(), 1u);
+}
+
+TEST_F(RegistryTest, UnregisterCannotRemoveAnotherClientsTools) {
+  register_ok("c1", {spec("a")});
+  register_ok("c2", {spec("b")});
+  EXPECT_TRUE(registry_->unregister("c2", Strings{"client_c1_a", "a"}).empty());
+  EXPECT_TRUE(registry_->is_client_tool("client_c1_a"));
+}
+
+// ---- execute ----------------------------------------------------------------------------------
+
+TEST_F(RegistryTest, ExecuteOfUnknownToolIsNotFound) {
+  register_ok("c1", {spec("a")});
+  Completion done;
+  const ExecuteParams cases[] = {params("client_c1_zzz"), params("a"),  // a name needs a client
+                                 params("a", {}, std::nullopt, "c2"),
+                                 params("client_c1_a", {}, std::nullopt, "c2")};
+  for (const auto& p : cases) {
+    auto r = registry_->execute(p, done.handler());
+    ASSERT_FALSE(r.has_value()) << p.tool << " / " << p.client_id;
+    EXPECT_EQ(r.error().code, ErrorCode::NotFound);
+    EXPECT_TRUE(Contains(r.error().message, p.tool));
+  }
+  EXPECT_EQ(done.count(), 0u);
+  EXPECT_EQ(registry_->pending_count(), 0u);
+  EXPECT_TRUE(events_.of_type("client-tool.request").empty());
+}
+
+TEST_F(RegistryTest, ExecuteAcceptsFullIdOrNameWithClientId) {
+  register_ok("c1", {spec("a")});
+  Completion d1, d2, d3;
+  auto by_id = start(params("client_c1_a"), d1);
+  auto by_name = start(params("a", {}, std::nullopt, "c1"), d2);
+  auto by_both = start(params("client_c1_a", {}, std::nullopt, "c1"), d3);
+  for (const auto& s : {by_id, by_name, by_both}) {
+    EXPECT_EQ(s.tool_id, "client_c1_a");
+    EXPECT_EQ(s.client_id, "c1");
+    EXPECT_EQ(s.request_id.rfind("req_", 0), 0u) << s.request_id;
+  }
+  EXPECT_NE(by_id.request_id, by_name.request_id);
+  EXPECT_EQ(registry_->pending_count(), 3u);
+}
+
+TEST_F(RegistryTest, InputThatFailsTheSchemaIsInvalidAndNamesThePath) {
+  register_ok("c1", {spec("t", schema(R"({
+    "type": "object",
+    "properties": {
+      "loc": {"type": "object", "properties": {"city": {"type": "string"}}},
+      "n": {"type": "array", "items": {"type": "integer"}}
+    }})"))});
+  Completion done;
+  struct Case {
+    json::object input;
+    const char* path;
+  };
+  const Case cases[] = {{json::object{{"loc", json::object{{"city", 5}}}}, "/loc/city"},
+                        {json::object{{"n", json::array{1, "x"}}}, "/n/1"}};
+  for (const auto& c : cases) {
+    auto r = registry_->execute(params("client_c1_t", c.input), done.handler());
+    ASSERT_FALSE(r.has_value()) << c.path;
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidRequest);
+    EXPECT_TRUE(Contains(r.error().message, std::string("schema at ") + c.path));
+  }
+  EXPECT_EQ(done.count(), 0u);
+  EXPECT_EQ(registry_->pending_count(), 0u);
+
+  // Valid input is accepted.
+  start(params("client_c1_t", {{"loc", json::object{{"city", "Oslo"}}}, {"n", json::array{1, 2}}}),
+        done);
+}
+
+TEST_F(RegistryTest, SchemaWithUnusablePatternIsAnErrorNotAThrow) {
+  register_ok("c1", {spec("t", schema(R"({"type": "object",
+                                          "properties": {"s": {"type": "string", "pattern": "("}}})"))});
+  Completion done;
+  Result<StartedCall> r = make_error(ErrorCode::Internal, "not run");
+  EXPECT_NO_THROW(r = registry_->execute(params("client_c1_t", {{"s", "x"}}), done.handler()));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::InvalidRequest);
+  EXPECT_EQ(done.count(), 0u);
+}
+
+TEST_F(RegistryTest, ExecuteDeliversTheRequestToTheAttachedClient) {
+  register_ok("c1", {spec("t")});
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "sse");
+
+  ExecuteParams p = params("client_c1_t", {{"q", "hello"}});
+  p.session_id = "ses_1";
+  p.message_id = "msg_1";
+  p.call_id = "call_1";
+  Completion done;
+  auto call = start(p, done);
+
+  auto msg = sink->wait_for(ClientMessage::Kind::Request, call.request_id);
+  ASSERT_NE(msg, nullptr);
+  EXPECT_GT(msg->seq, 0u);
+  ASSERT_NE(msg->request, nullptr);
+  EXPECT_EQ(json::value(*msg->request), schema(R"({"type": "client-tool-request",
+      "requestID": ")" + call.request_id + R"(", "sessionID": "ses_1", "messageID": "msg_1",
+      "callID": "call_1", "tool": "client_c1_t", "input": {"q": "hello"}})"));
+
+  auto request_event = events_.wait_for("client-tool.request");
+  ASSERT_NE(request_event, nullptr);
+  EXPECT_EQ(request_event->properties.at("clientID").as_string(), "c1");
+  EXPECT_EQ(request_event->properties.at("request"), json::value(*msg->request));
+
+  auto executing = events_.wait_for("client-tool.executing", EventLog::request(call.request_id));
+  ASSERT_NE(executing, nullptr);
+  EXPECT_EQ(json::value(executing->properties),
+            schema(R"({"sessionID": "ses_1", "messageID": "msg_1", "callID": "call_1",
+                       "tool": "client_c1_t", "clientID": "c1", "requestID": ")" +
+                   call.request_id + R"("})"));
+  EXPECT_EQ(done.count(), 0u);
+}
+
+TEST_F(RegistryTest, MessageAndCallIdsAreGeneratedWhenEmpty) {
+  register_ok("c1", {spec("t")});
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "ws");
+  Completion done;
+  auto call = start(params("client_c1_t"), done);
+  auto msg = sink->wait_for(ClientMessage::Kind::Request, call.request_id);
+  ASSERT_NE(msg, nullptr);
+  EXPECT_EQ(std::string(msg->request->at("messageID").as_string()).rfind("msg_", 0), 0u);
+  EXPECT_EQ(std::string(msg->request->at("callID").as_string()).rfind("call_", 0), 0u);
+}
+
+TEST_F(RegistryTest, RequestWaitsForTheClientToConnect) {
+  register_ok("c1", {spec("t")});
+  Completion done;
+  auto call = start(params("client_c1_t"), done);
+  EXPECT_EQ(registry_->pending_count(), 1u);
+  EXPECT_TRUE(events_.of_type("client-tool.executing").empty());  // nobody to execute it yet
+
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "sse");
+  ASSERT_NE(sink->wait_for(ClientMessage::Kind::Request, call.request_id), nullptr);
+  EXPECT_NE(events_.wait_for("client-tool.executing", EventLog::request(call.request_id)), nullptr);
+
+  ASSERT_TRUE(registry_->submit_result(call.request_id, "c1", success("ok")).has_value());
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_TRUE(outcome->has_value());
+}
+
+// ---- results ----------------------------------------------------------------------------------
+
+TEST_F(RegistryTest, SubmitResultCompletesTheCall) {
+  register_ok("c1", {spec("t")});
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "sse");
+  Completion done;
+  auto call = start(params("client_c1_t", {}, 300ms), done);
+
+  ToolResponse response = success("12:00");
+  response.attachments = json::array{json::object{{"type", "file"}}};
+  ASSERT_TRUE(registry_->submit_result(call.request_id, "c1", response).has_value());
+
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_TRUE(outcome->has_value()) << outcome->error().message;
+  EXPECT_TRUE((*outcome)->success);
+  EXPECT_EQ((*outcome)->title, "done");
+  EXPECT_EQ((*outcome)->output, "12:00");
+  EXPECT_EQ((*outcome)->metadata, (json::object{{"k", 1}}));
+  EXPECT_EQ((*outcome)->attachments.size(), 1u);
+  EXPECT_EQ(registry_->pending_count(), 0u);
+
+  auto completed = events_.wait_for("client-tool.completed", EventLog::request(call.request_id));
+  ASSERT_NE(completed, nullptr);
+  EXPECT_EQ(completed->properties.at("success"), json::value(true));
+  EXPECT_EQ(completed->properties.at("tool").as_string(), "client_c1_t");
+  EXPECT_EQ(completed->properties.at("clientID").as_string(), "c1");
+  EXPECT_TRUE(sink->cancels().empty());  // an answered call is not cancelled
+
+  // The call's deadline passes without a second ending.
+  std::this_thread::sleep_for(400ms);
+  EXPECT_EQ(done.count(), 1u);
+  EXPECT_TRUE(events_.of_type("client-tool.failed").empty());
+}
+
+TEST_F(RegistryTest, ResultWithoutClientIdIsAccepted) {
+  register_ok("c1", {spec("t")});
+  Completion done;
+  auto call = start(params("client_c1_t"), done);
+  ASSERT_TRUE(registry_->submit_result(call.request_id, std::nullopt, success("x")).has_value());
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_TRUE(outcome->has_value());
+  EXPECT_EQ((*outcome)->output, "x");
+}
+
+TEST_F(RegistryTest, ClientErrorEndsTheCallWithTheClientsMessage) {
+  register_ok("c1", {spec("t")});
+  Completion done;
+  auto call = start(params("client_c1_t"), done);
+  ASSERT_TRUE(registry_->submit_result(call.request_id, "c1", failure("disk full")).has_value());
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_TRUE(outcome->has_value());  // the client answered; its answer is an error
+  EXPECT_FALSE((*outcome)->success);
+  EXPECT_EQ((*outcome)->error, "disk full");
+  auto failed = events_.wait_for("client-tool.failed", EventLog::request(call.request_id));
+  ASSERT_NE(failed, nullptr);
+  EXPECT_EQ(failed->properties.at("error").as_string(), "disk full");
+  EXPECT_TRUE(events_.of_type("client-tool.completed").empty());
+}
+
+TEST_F(RegistryTest, SecondResultIsConflictAndChangesNothing) {
+  register_ok("c1", {spec("t")});
+  Completion done;
+  auto call = start(params("client_c1_t"), done);
+  ASSERT_TRUE(registry_->submit_result(call.request_id, "c1", success("first")).has_value());
+  auto again = registry_->submit_result(call.request_id, "c1", success("second"));
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code, ErrorCode::Conflict);
+  EXPECT_TRUE(Contains(again.error().message, call.request_id));
+
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ((*outcome)->output, "first");
+  EXPECT_EQ(done.count(), 1u);
+  EXPECT_EQ(events_.of_type("client-tool.completed").size(), 1u);
+}
+
+TEST_F(RegistryTest, ResultFromAnotherClientIsForbidden) {
+  register_ok("c1", {spec("t")});
+  Completion done;
+  auto call = start(params("client_c1_t"), done);
+  auto forged = registry_->submit_result(call.request_id, "c2", success("forged"));
+  ASSERT_FALSE(forged.has_value());
+  EXPECT_EQ(forged.error().code, ErrorCode::Forbidden);
+  EXPECT_EQ(done.count(), 0u);
+  EXPECT_EQ(registry_->pending_count(), 1u);
+
+  // The real client can still answer.
+  ASSERT_TRUE(registry_->submit_result(call.request_id, "c1", success("real")).has_value());
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ((*outcome)->output, "real");
+}
+
+TEST_F(RegistryTest, ResultForUnknownRequestIsNotFound) {
+  auto r = registry_->submit_result("req_never_issued", std::nullopt, success("x"));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::NotFound);
+  EXPECT_TRUE(Contains(r.error().message, "req_never_issued"));
+}
+
+// ---- timeouts ---------------------------------------------------------------------------------
+
+TEST_F(RegistryTest, TimeoutEndsTheCallAndCancelsItOnTheClient) {
+  register_ok("c1", {spec("t")});
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "sse");
+  Completion done;
+  auto begin = Clock::now();
+  auto call = start(params("client_c1_t", {}, 100ms), done);
+
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value());
+  auto elapsed = Clock::now() - begin;
+  ASSERT_FALSE(outcome->has_value());
+  EXPECT_EQ(outcome->error().code, ErrorCode::Timeout);
+  EXPECT_TRUE(Contains(outcome->error().message, "timed out after 100ms"));
+  EXPECT_GE(elapsed, 100ms);
+
+  auto cancel = sink->wait_cancel(call.request_id);
+  ASSERT_NE(cancel, nullptr);
+  EXPECT_EQ(cancel->reason, "timeout");
+
+  auto failed = events_.wait_for("client-tool.failed", EventLog::request(call.request_id));
+  ASSERT_NE(failed, nullptr);
+  EXPECT_TRUE(Contains(failed->properties.at("error").as_string().c_str(), "timed out"));
+
+  auto late = registry_->submit_result(call.request_id, "c1", success("late"));
+  ASSERT_FALSE(late.has_value());
+  EXPECT_EQ(late.error().code, ErrorCode::Conflict);
+  EXPECT_EQ(done.count(), 1u);
+  EXPECT_EQ(registry_->pending_count(), 0u);
+}
+
+TEST_F(RegistryTest, EarlierDeadlineAfterALaterOneStillFiresOnTime) {
+  register_ok("c1", {spec("t")});
+  Completion slow, fast;
+  start(params("client_c1_t", {}, 10s), slow);
+  auto begin = Clock::now();
+  start(params("client_c1_t", {}, 100ms), fast);
+  auto outcome = fast.wait(3s);
+  ASSERT_TRUE(outcome.has_value()) << "the 100ms call did not time out within 3s";
+  EXPECT_EQ(outcome->error().code, ErrorCode::Timeout);
+  EXPECT_LT(Clock::now() - begin, 3s);
+  EXPECT_EQ(slow.count(), 0u);
+}
+
+TEST_F(RegistryTest, DefaultTimeoutAppliesWhenTheCallerGivesNone) {
+  RegistryOptions o;
+  o.default_timeout = 100ms;
+  restart(o);
+  register_ok("c1", {spec("t")});
+  Completion done;
+  start(params("client_c1_t"), done);
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_FALSE(outcome->has_value());
+  EXPECT_EQ(outcome->error().code, ErrorCode::Timeout);
+  EXPECT_TRUE(Contains(outcome->error().message, "100ms"));
+}
+
+TEST_F(RegistryTest, CallersTimeoutIsCappedByMaxTimeout) {
+  RegistryOptions o;
+  o.max_timeout = 100ms;
+  restart(o);
+  register_ok("c1", {spec("t")});
+  Completion done;
+  start(params("client_c1_t", {}, 60s), done);
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_FALSE(outcome->has_value());
+  EXPECT_EQ(outcome->error().code, ErrorCode::Timeout);
+  EXPECT_TRUE(Contains(outcome->error().message, "100ms"));
+}
+
+TEST_F(RegistryTest, NonPositiveTimeoutIsInvalid) {
+  register_ok("c1", {spec("t")});
+  Completion done;
+  for (auto t : {0ms, -5ms}) {
+    auto r = registry_->execute(params("client_c1_t", {}, t), done.handler());
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidRequest);
+  }
+  EXPECT_EQ(done.count(), 0u);
+  EXPECT_EQ(registry_->pending_count(), 0u);
+}
+
+TEST_F(RegistryTest, TimedOutCallIsNotDeliveredWhenTheClientConnectsLater) {
+  register_ok("c1", {spec("t")});
+  Completion done;
+  start(params("client_c1_t", {}, 50ms), done);
+  ASSERT_TRUE(done.wait().has_value());
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "sse");
+  EXPECT_TRUE(sink->messages().empty());
+}
+
+// ---- rate limit -------------------------------------------------------------------------------
+
+TEST_F(RegistryTest, ExecutionsOverTheRateLimitAreRefused) {
+  RegistryOptions o;
+  o.rate_limit = 2;
+  restart(o);
+  register_ok("c1", {spec("t")});
+  register_ok("c2", {spec("t")});
+  Completion d1, d2, d3, d4;
+  start(params("client_c1_t"), d1);
+  start(params("client_c1_t"), d2);
+  auto third = registry_->execute(params("client_c1_t"), d3.handler());
+  ASSERT_FALSE(third.has_value());
+  EXPECT_EQ(third.error().code, ErrorCode::RateLimited);
+  EXPECT_TRUE(Contains(third.error().message, "c1"));
+  EXPECT_EQ(d3.count(), 0u);
+  EXPECT_EQ(registry_->pending_count(), 2u);
+
+  start(params("client_c2_t"), d4);  // the limit is per client
+}
+
+// ---- unregister, disconnect, reconnect --------------------------------------------------------
+
+TEST_F(RegistryTest, UnregisterFailsCallsWaitingOnTheRemovedTool) {
+  register_ok("c1", {spec("a"), spec("b")});
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "sse");
+  Completion on_a, on_b;
+  auto call_a = start(params("client_c1_a"), on_a);
+  auto call_b = start(params("client_c1_b"), on_b);
+
+  registry_->unregister("c1", Strings{"a"});
+  auto outcome = on_a.wait();
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_FALSE(outcome->has_value());
+  EXPECT_EQ(outcome->error().code, ErrorCode::Unavailable);
+  EXPECT_TRUE(Contains(outcome->error().message, "Tool client_c1_a was unregistered"));
+  auto cancel = sink->wait_cancel(call_a.request_id);
+  ASSERT_NE(cancel, nullptr);
+  EXPECT_EQ(cancel->reason, "tool unregistered");
+
+  EXPECT_EQ(on_b.count(), 0u);
+  EXPECT_EQ(sink->cancels().size(), 1u);
+  ASSERT_TRUE(registry_->submit_result(call_b.request_id, "c1", success("b")).has_value());
+  ASSERT_TRUE(on_b.wait().has_value());
+  EXPECT_EQ(on_a.count(), 1u);
+}
+
+TEST_F(RegistryTest, DetachWithoutGraceFailsCallsAndRemovesTools) {
+  RegistryOptions o;
+  o.reconnect_grace = 0ms;
+  restart(o);
+  register_ok("c1", {spec("t")});
+  register_ok("c2", {spec("t")});
+  auto sink = std::make_shared<FakeSink>();
+  auto conn = registry_->attach("c1", sink, 0, "sse");
+  EXPECT_TRUE(registry_->is_connected("c1"));
+  Completion done, other;
+  start(params("client_c1_t"), done);
+  start(params("client_c2_t"), other);
+
+  registry_->detach("c1", conn);
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_FALSE(outcome->has_value());
+  EXPECT_EQ(outcome->error().code, ErrorCode::Unavailable);
+  EXPECT_EQ(outcome->error().message, "Client disconnected");
+  EXPECT_FALSE(registry_->is_connected("c1"));
+  EXPECT_TRUE(registry_->get_tools("c1").empty());
+  EXPECT_FALSE(registry_->is_client_tool("client_c1_t"));
+  EXPECT_NE(events_.wait_for("client-tool.disconnected"), nullptr);
+  auto unregistered = events_.wait_for("client-tool.unregistered");
+  ASSERT_NE(unregistered, nullptr);
+  EXPECT_EQ(unregistered->properties.at("toolIDs"), json::value(json::array{"client_c1_t"}));
+
+  // Other clients are untouched.
+  EXPECT_EQ(other.count(), 0u);
+  EXPECT_TRUE(registry_->is_client_tool("client_c2_t"));
+}
+
+TEST_F(RegistryTest, CleanupFailsCallsAndRemovesTools) {
+  register_ok("c1", {spec("t")});
+  Completion done;
+  start(params("client_c1_t"), done);
+  registry_->cleanup("c1");
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_FALSE(outcome->has_value());
+  EXPECT_EQ(outcome->error().code, ErrorCode::Unavailable);
+  EXPECT_EQ(outcome->error().message, "Client disconnected");
+  EXPECT_TRUE(registry_->get_tools("c1").empty());
+  EXPECT_EQ(registry_->pending_count(), 0u);
+  registry_->cleanup("c1");  // again: nothing to do
+  registry_->cleanup("never-seen");
+  EXPECT_EQ(done.count(), 1u);
+}
+
+TEST_F(RegistryTest, ReconnectWithinGraceReplaysPendingRequestsAfterLastSeq) {
+  RegistryOptions o;
+  o.reconnect_grace = 5s;
+  restart(o);
+  register_ok("c1", {spec("t")});
+  auto first = std::make_shared<FakeSink>();
+  auto conn = registry_->attach("c1", first, 0, "sse");
+  Completion d1, d2, d3;
+  auto c1 = start(params("client_c1_t"), d1);
+  auto c2 = start(params("client_c1_t"), d2);
+  auto c3 = start(params("client_c1_t"), d3);
+  auto requests = first->requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_LT(requests[0]->seq, requests[1]->seq);
+  EXPECT_LT(requests[1]->seq, requests[2]->seq);
+  ASSERT_TRUE(registry_->submit_result(c1.request_id, "c1", success("1")).has_value());
+
+  registry_->detach("c1", conn);
+  EXPECT_FALSE(registry_->is_connected("c1"));
+  EXPECT_EQ(tool_ids("c1"), (Strings{"client_c1_t"}));  // kept during the grace
+  EXPECT_EQ(d2.count(), 0u);
+
+  // The client saw everything up to c2's request: only c3 comes again.
+  auto second = std::make_shared<FakeSink>();
+  conn = registry_->attach("c1", second, requests[1]->seq, "sse");
+  auto replayed = second->requests();
+  ASSERT_EQ(replayed.size(), 1u);
+  EXPECT_EQ(replayed[0]->request_id, c3.request_id);
+  EXPECT_EQ(replayed[0]->seq, requests[2]->seq);  // same event id as the first delivery
+
+  // Without a last id, every still-pending request comes again, in order.
+  registry_->detach("c1", conn);
+  auto third = std::make_shared<FakeSink>();
+  registry_->attach("c1", third, 0, "ws");
+  replayed = third->requests();
+  ASSERT_EQ(replayed.size(), 2u);
+  EXPECT_EQ(replayed[0]->request_id, c2.request_id);
+  EXPECT_EQ(replayed[1]->request_id, c3.request_id);
+
+  // A replay is not a second execution.
+  EXPECT_EQ(events_.of_type("client-tool.executing", EventLog::request(c3.request_id)).size(), 1u);
+
+  ASSERT_TRUE(registry_->submit_result(c2.request_id, "c1", success("2")).has_value());
+  ASSERT_TRUE(registry_->submit_result(c3.request_id, "c1", success("3")).has_value());
+  ASSERT_TRUE(d2.wait().has_value());
+  ASSERT_TRUE(d3.wait().has_value());
+  EXPECT_EQ((*d3.wait())->output, "3");
+}
+
+TEST_F(RegistryTest, ReconnectWithinGraceKeepsToolsAndCallsAfterTheGraceWouldHaveEnded) {
+  RegistryOptions o;
+  o.reconnect_grace = 150ms;
+  restart(o);
+  register_ok("c1", {spec("t")});
+  auto conn = registry_->attach("c1", std::make_shared<FakeSink>(), 0, "sse");
+  Completion done;
+  auto call = start(params("client_c1_t", {}, 10s), done);
+  registry_->detach("c1", conn);
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "sse");
+
+  std::this_thread::sleep_for(400ms);  // well past the grace that was stopped
+  EXPECT_TRUE(registry_->is_connected("c1"));
+  EXPECT_EQ(tool_ids("c1"), (Strings{"client_c1_t"}));
+  EXPECT_EQ(done.count(), 0u);
+  EXPECT_EQ(registry_->pending_count(), 1u);
+  ASSERT_TRUE(registry_->submit_result(call.request_id, "c1", success("ok")).has_value());
+  ASSERT_TRUE(done.wait().has_value());
+  ASSERT_TRUE(done.wait()->has_value());
+}
+
+TEST_F(RegistryTest, GraceExpiryFailsCallsAndRemovesTools) {
+  RegistryOptions o;
+  o.reconnect_grace = 100ms;
+  restart(o);
+  register_ok("c1", {spec("t")});
+  auto conn = registry_->attach("c1", std::make_shared<FakeSink>(), 0, "sse");
+  Completion done;
+  start(params("client_c1_t", {}, 10s), done);
+  auto begin = Clock::now();
+  registry_->detach("c1", conn);
+  EXPECT_EQ(done.count(), 0u);
+
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value()) << "the grace never expired";
+  EXPECT_GE(Clock::now() - begin, 100ms);
+  ASSERT_FALSE(outcome->has_value());
+  EXPECT_EQ(outcome->error().code, ErrorCode::Unavailable);
+  EXPECT_EQ(outcome->error().message, "Client disconnected");
+  ASSERT_NE(events_.wait_for("client-tool.unregistered"), nullptr);
+  EXPECT_TRUE(registry_->get_tools("c1").empty());
+  EXPECT_FALSE(registry_->is_client_tool("client_c1_t"));
+}
+
+TEST_F(RegistryTest, SecondConnectionReplacesAndClosesTheFirst) {
+  RegistryOptions o;
+  o.reconnect_grace = 0ms;  // so that a detach that counted would visibly clean up
+  restart(o);
+  register_ok("c1", {spec("t")});
+  auto first = std::make_shared<FakeSink>();
+  auto second = std::make_shared<FakeSink>();
+  auto conn1 = registry_->attach("c1", first, 0, "sse");
+  Completion d1;
+  auto call1 = start(params("client_c1_t"), d1);
+  ASSERT_EQ(first->requests().size(), 1u);
+
+  auto conn2 = registry_->attach("c1", second, 0, "ws");
+  EXPECT_NE(conn1, conn2);
+  EXPECT_EQ(first->closes().size(), 1u);
+  EXPECT_TRUE(second->closes().empty());
+  // The pending request goes to the new connection.
+  ASSERT_EQ(second->requests().size(), 1u);
+  EXPECT_EQ(second->requests()[0]->request_id, call1.request_id);
+
+  // New requests go only to the new connection.
+  Completion d2;
+  auto call2 = start(params("client_c1_t"), d2);
+  EXPECT_EQ(first->requests().size(), 1u);
+  EXPECT_NE(second->wait_for(ClientMessage::Kind::Request, call2.request_id), nullptr);
+
+  // The old connection closing afterwards does not disconnect the client.
+  registry_->detach("c1", conn1);
+  EXPECT_TRUE(registry_->is_connected("c1"));
+  EXPECT_TRUE(registry_->is_client_tool("client_c1_t"));
+  EXPECT_EQ(d1.count(), 0u);
+
+  registry_->detach("c1", conn2);
+  EXPECT_FALSE(registry_->is_connected("c1"));
+  ASSERT_TRUE(d1.wait().has_value());
+  ASSERT_TRUE(d2.wait().has_value());
+}
+
+// ---- progress ---------------------------------------------------------------------------------
+
+TEST_F(RegistryTest, ProgressExtendsTheDeadlineAndReachesTheHandler) {
+  register_ok("c1", {spec("t")});
+  std::mutex mutex;
+  std::vector<Progress> seen;
+  Completion done;
+  auto begin = Clock::now();
+  auto call = start(params("client_c1_t", {}, 150ms), done, [&](const Progress& p) {
+    std::lock_guard lock(mutex);
+    seen.push_back(p);
+  });
+
+  for (int i = 1; i <= 4; ++i) {
+    std::this_thread::sleep_until(begin + i * 100ms);
+    Progress p;
+    p.metadata = json::object{{"step", i}};
+    p.title = "step " + std::to_string(i);
+    auto r = registry_->report_progress(call.request_id, "c1", p);
+    ASSERT_TRUE(r.has_value()) << "progress " << i << ": " << r.error().message;
+  }
+  EXPECT_GE(Clock::now() - begin, 400ms);
+  EXPECT_EQ(done.count(), 0u);  // alive well past two of its 150ms timeouts
+
+  ASSERT_TRUE(registry_->submit_result(call.request_id, "c1", success("finished")).has_value());
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_TRUE(outcome->has_value()) << outcome->error().message;
+  EXPECT_EQ((*outcome)->output, "finished");
+
+  {
+    std::lock_guard lock(mutex);
+    ASSERT_EQ(seen.size(), 4u);
+    EXPECT_EQ(seen[2].metadata.at("step").as_int64(), 3);
+    EXPECT_EQ(seen[2].title, "step 3");
+  }
+  auto progress = events_.of_type("client-tool.progress", EventLog::request(call.request_id));
+  ASSERT_EQ(progress.size(), 4u);
+  EXPECT_EQ(progress[0]->properties.at("metadata"), json::value(json::object{{"step", 1}}));
+  EXPECT_EQ(progress[0]->properties.at("title").as_string(), "step 1");
+  EXPECT_EQ(progress[0]->properties.at("clientID").as_string(), "c1");
+}
+
+TEST_F(RegistryTest, ProgressCannotExtendBeyondMaxTimeout) {
+  RegistryOptions o;
+  o.max_timeout = 300ms;
+  restart(o);
+  register_ok("c1", {spec("t")});
+  Completion done;
+  auto begin = Clock::now();
+  auto call = start(params("client_c1_t", {}, 150ms), done);
+  // Keep reporting until the call ends; the hard cap must end it.
+  while (done.count() == 0 && Clock::now() - begin < kWait) {
+    (void)registry_->report_progress(call.request_id, "c1", Progress{});
+    std::this_thread::sleep_for(30ms);
+  }
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value()) << "progress kept the call alive past the cap";
+  auto elapsed = Clock::now() - begin;
+  ASSERT_FALSE(outcome->has_value());
+  EXPECT_EQ(outcome->error().code, ErrorCode::Timeout);
+  EXPECT_GE(elapsed, 300ms);
+  EXPECT_LT(elapsed, 3s);
+}
+
+TEST_F(RegistryTest, ProgressErrorsMatchResultErrors) {
+  register_ok("c1", {spec("t")});
+  Completion done;
+  auto call = start(params("client_c1_t"), done);
+
+  auto unknown = registry_->report_progress("req_unknown", std::nullopt, Progress{});
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_EQ(unknown.error().code, ErrorCode::NotFound);
+
+  auto forged = registry_->report_progress(call.request_id, "c2", Progress{});
+  ASSERT_FALSE(forged.has_value());
+  EXPECT_EQ(forged.error().code, ErrorCode::Forbidden);
+
+  EXPECT_TRUE(registry_->report_progress(call.request_id, std::nullopt, Progress{}).has_value());
+  ASSERT_TRUE(registry_->submit_result(call.request_id, "c1", success("x")).has_value());
+
+  auto ended = registry_->report_progress(call.request_id, "c1", Progress{});
+  ASSERT_FALSE(ended.has_value());
+  EXPECT_EQ(ended.error().code, ErrorCode::Conflict);
+}
+
+// ---- cancel and shutdown ----------------------------------------------------------------------
+
+TEST_F(RegistryTest, CancelEndsTheCallAndTellsTheClient) {
+  register_ok("c1", {spec("t")});
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "sse");
+  Completion done;
+  auto call = start(params("client_c1_t", {}, 200ms), done);
+
+  EXPECT_TRUE(registry_->cancel(call.request_id, "caller disconnected"));
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_FALSE(outcome->has_value());
+  EXPECT_EQ(outcome->error().code, ErrorCode::Unavailable);
+  EXPECT_TRUE(Contains(outcome->error().message, "caller disconnected"));
+  auto cancel = sink->wait_cancel(call.request_id);
+  ASSERT_NE(cancel, nullptr);
+  EXPECT_EQ(cancel->reason, "caller disconnected");
+  EXPECT_NE(events_.wait_for("client-tool.failed", EventLog::request(call.request_id)), nullptr);
+
+  EXPECT_FALSE(registry_->cancel(call.request_id, "again"));
+  EXPECT_FALSE(registry_->cancel("req_unknown", "x"));
+  auto late = registry_->submit_result(call.request_id, "c1", success("late"));
+  ASSERT_FALSE(late.has_value());
+  EXPECT_EQ(late.error().code, ErrorCode::Conflict);
+
+  std::this_thread::sleep_for(300ms);  // past the call's own deadline
+  EXPECT_EQ(done.count(), 1u);
+  EXPECT_EQ(sink->cancels().size(), 1u);
+}
+
+TEST_F(RegistryTest, CancelledCallIsNotDeliveredWhenTheClientConnectsLater) {
+  register_ok("c1", {spec("t")});
+  Completion done;
+  auto call = start(params("client_c1_t"), done);
+  ASSERT_TRUE(registry_->cancel(call.request_id, "stop"));
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "sse");
+  EXPECT_TRUE(sink->messages().empty());
+  EXPECT_EQ(done.count(), 1u);
+}
+
+TEST_F(RegistryTest, ShutdownFailsEveryPendingCallAndRefusesNewOnes) {
+  register_ok("c1", {spec("t")});
+  register_ok("c2", {spec("t")});
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "sse");
+  Completion d1, d2;
+  auto call1 = start(params("client_c1_t"), d1);
+  start(params("client_c2_t"), d2);  // never delivered: c2 has no connection
+
+  registry_->shutdown();
+  for (Completion* d : {&d1, &d2}) {
+    auto outcome = d->wait();
+    ASSERT_TRUE(outcome.has_value());
+    ASSERT_FALSE(outcome->has_value());
+    EXPECT_EQ(outcome->error().code, ErrorCode::Unavailable);
+    EXPECT_EQ(outcome->error().message, "Server shutting down");
+  }
+  auto cancel = sink->wait_cancel(call1.request_id);
+  ASSERT_NE(cancel, nullptr);
+  EXPECT_EQ(cancel->reason, "server shutting down");
+  EXPECT_EQ(registry_->pending_count(), 0u);
+
+  Completion later;
+  auto refused = registry_->execute(params("client_c1_t"), later.handler());
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::Unavailable);
+  EXPECT_EQ(later.count(), 0u);
+  EXPECT_EQ(d1.count(), 1u);
+  EXPECT_EQ(d2.count(), 1u);
+}
+
+// ---- lifecycle as a whole ---------------------------------------------------------------------
+
+TEST_F(RegistryTest, EveryWayACallEndsCallsTheHandlerExactlyOnce) {
+  RegistryOptions o;
+  o.reconnect_grace = 0ms;
+  restart(o);
+  register_ok("c1", {spec("a"), spec("b")});
+  register_ok("c2", {spec("t")});
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "sse");
+  const auto t = 200ms;
+
+  Completion answered, errored, timed_out, cancelled, unregistered, disconnected;
+  auto a1 = start(params("client_c1_a", {}, t), answered);
+  auto a2 = start(params("client_c1_a", {}, t), errored);
+  start(params("client_c1_a", {}, 50ms), timed_out);
+  auto a4 = start(params("client_c1_a", {}, t), cancelled);
+  start(params("client_c1_b", {}, t), unregistered);
+  start(params("client_c2_t", {}, t), disconnected);
+
+  ASSERT_TRUE(registry_->submit_result(a1.request_id, "c1", success("ok")).has_value());
+  ASSERT_TRUE(registry_->submit_result(a2.request_id, "c1", failure("no")).has_value());
+  ASSERT_TRUE(timed_out.wait().has_value());
+  ASSERT_TRUE(registry_->cancel(a4.request_id, "abort"));
+  registry_->unregister("c1", Strings{"b"});
+  registry_->cleanup("c2");
+
+  // Give every original deadline time to pass, then end whatever could still be pending.
+  std::this_thread::sleep_for(t + 200ms);
+  registry_->shutdown();
+  for (Completion* d : {&answered, &errored, &timed_out, &cancelled, &unregistered, &disconnected})
+    EXPECT_EQ(d->count(), 1u);
+  EXPECT_EQ(registry_->pending_count(), 0u);
+  EXPECT_EQ(events_.of_type("client-tool.completed").size(), 1u);
+  EXPECT_EQ(events_.of_type("client-tool.failed").size(), 5u);
+}
+
+TEST_F(RegistryTest, EventsFollowACallFromRequestToCompletion) {
+  register_ok("c1", {spec("t")});
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "ws");
+  auto connected = events_.wait_for("client-tool.connected");
+  ASSERT_NE(connected, nullptr);
+  EXPECT_EQ(connected->properties.at("clientID").as_string(), "c1");
+  EXPECT_EQ(connected->properties.at("transport").as_string(), "ws");
+
+  ExecuteParams p = params("client_c1_t");
+  p.session_id = "ses_9";
+  Completion done;
+  auto call = start(p, done);
+  ASSERT_TRUE(registry_->submit_result(call.request_id, "c1", success("ok")).has_value());
+  ASSERT_TRUE(done.wait().has_value());
+
+  // The order a subscriber sees for one call.
+  for (const char* type : {"client-tool.request", "client-tool.executing", "client-tool.completed"})
+    ASSERT_NE(events_.wait_for(type), nullptr) << type;
+  std::vector<std::uint64_t> seqs;
+  for (const char* type : {"client-tool.request", "client-tool.executing", "client-tool.completed"})
+    seqs.push_back(events_.of_type(type).front()->seq);
+  EXPECT_LT(seqs[0], seqs[1]);
+  EXPECT_LT(seqs[1], seqs[2]);
+  auto completed = events_.of_type("client-tool.completed").front();
+  EXPECT_EQ(completed->properties.at("sessionID").as_string(), "ses_9");
+  EXPECT_EQ(completed->properties.at("requestID").as_string(), call.request_id);
+}
+
+// ---- concurrency ------------------------------------------------------------------------------
+
+// A client connection whose messages a separate "client" thread picks up and answers.
+class QueueSink : public ClientSink {
+ public:
+  explicit QueueSink(std::string client) : client_(std::move(client)) {}
+  void deliver(std::shared_ptr<const ClientMessage> message) override {
+    if (message->kind != ClientMessage::Kind::Request) return;
+    std::lock_guard lock(mutex_);
+    requests_.push_back(message->request_id);
+  }
+  void close(const std::string&) override { closed_.store(true); }
+  std::vector<std::string> take() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(requests_, {});
+  }
+  const std::string& client() const { return client_; }
+
+ private:
+  std::string client_;
+  std::mutex mutex_;
+  std::vector<std::string> requests_;
+  std::atomic<bool> closed_{false};
+};
+
+TEST_F(RegistryTest, ConcurrentRegisterExecuteSubmitAndCleanup) {
+  RegistryOptions o;
+  o.reconnect_grace = 20ms;
+  o.rate_limit = 0;
+  o.remembered_results = 64;  // also exercises forgetting old request ids under load
+  restart(o);
+
+  constexpr int kClients = 4;
+  constexpr int kExecutors = 3;
+  constexpr int kCallsPerExecutor = 400;
+  auto client_name = [](int i) { return "c" + std::to_string(i); };
+
+  struct Call {
+    std::shared_ptr<std::atomic<int>> ended = std::make_shared<std::atomic<int>>(0);
+  };
+  std::mutex calls_mutex;
+  std::vector<Call> started;  // accepted executes
+  std::vector<Call> refused;  // executes that returned an error
+  std::atomic<int> total_ended{0};
+  std::mutex ended_mutex;
+  std::condition_variable ended_cv;
+
+  std::mutex sinks_mutex;
+  std::vector<std::shared_ptr<QueueSink>> sinks;
+
+  for (int i = 0; i < kClients; ++i)
+    register_ok(client_name(i), {spec("t"), spec("u")});
+
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+
+  // Executors.
+  for (int e = 0; e < kExecutors; ++e) {
+    threads.emplace_back([&, e] {
+      std::mt19937 rng(static_cast<unsigned>(e));
+      for (int i = 0; i < kCallsPerExecutor; ++i) {
+        Call call;
+        std::string client = client_name(static_cast<int>(rng() % kClients));
+        auto timeout = std::chrono::milliseconds(5 + rng() % 60);
+        auto r = registry_->execute(
+            params(rng() % 2 ? "t" : "u", {{"i", i}}, timeout, client),
+            [ended = call.ended, &total_ended, &ended_mutex, &ended_cv](ExecuteOutcome) {
+              ended->fetch_add(1);
+              {
+                std::lock_guard lock(ended_mutex);
+                total_ended.fetch_add(1);
+              }
+              ended_cv.notify_all();
+            });
+        std::lock_guard lock(calls_mutex);
+        (r ? started : refused).push_back(call);
+      }
+    });
+  }
+  // Clients answering what they were sent, sometimes twice or as the wrong client.
+  threads.emplace_back([&] {
+    std::mt19937 rng(99);
+    while (!stop.load()) {
+      std::vector<std::shared_ptr<QueueSink>> current;
+      {
+        std::lock_guard lock(sinks_mutex);
+        current = sinks;
+      }
+      for (auto& sink : current) {
+        for (auto& id : sink->take()) {
+          switch (rng() % 4) {
+            case 0:
+              (void)registry_->report_progress(id, sink->client(), Progress{});
+              break;
+            case 1:
+              (void)registry_->submit_result(id, "intruder", success("x"));
+              break;
+            default:
+              break;
+          }
+          (void)registry_->submit_result(id, sink->client(), success("ok"));
+          (void)registry_->submit_result(id, sink->client(), success("again"));
+        }
+      }
+      std::this_thread::yield();
+    }
+  });
+  // Connection churn: attach, detach, re-register, unregister, clean up.
+  threads.emplace_back([&] {
+    std::mt19937 rng(7);
+    std::vector<std::uint64_t> connections(kClients, 0);
+    while (!stop.load()) {
+      int i = static_cast<int>(rng() % kClients);
+      std::string client = client_name(i);
+      switch (rng() % 6) {
+        case 0:
+        case 1: {
+          auto sink = std::make_shared<QueueSink>(client);
+          {
+            std::lock_guard lock(sinks_mutex);
+            sinks.push_back(sink);
+          }
+          connections[i] = registry_->attach(client, sink, 0, "sse");
+          break;
+        }
+        case 2:
+          registry_->detach(client, connections[i]);
+          break;
+        case 3:
+          (void)registry_->register_tools(client, {spec("t"), spec("u")});
+          break;
+        case 4:
+          registry_->unregister(client, Strings{"u"});
+          break;
+        case 5:
+          registry_->cleanup(client);
+          (void)registry_->register_tools(client, {spec("t"), spec("u")});
+          break;
+      }
+      (void)registry_->get_all_tools();
+      (void)registry_->pending_count();
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+
+  for (int e = 0; e < kExecutors; ++e)
+    threads[static_cast<std::size_t>(e)].join();
+  stop = true;
+  for (std::size_t i = kExecutors; i < threads.size(); ++i)
+    threads[i].join();
+
+  // End whatever is still waiting, then every accepted call must have ended exactly once.
+  registry_->shutdown();
+  std::size_t expected;
+  {
+    std::lock_guard lock(calls_mutex);
+    expected = started.size();
+    EXPECT_EQ(started.size() + refused.size(),
+              static_cast<std::size_t>(kExecutors * kCallsPerExecutor));
+  }
+  {
+    std::unique_lock lock(ended_mutex);
+    EXPECT_TRUE(ended_cv.wait_for(
+        lock, kWait, [&] { return static_cast<std::size_t>(total_ended.load()) >= expected; }))
+        << total_ended.load() << " of " << expected << " calls ended";
+  }
+  std::this_thread::sleep_for(100ms);  // past every call's deadline: nothing may end twice
+  std::lock_guard lock(calls_mutex);
+  EXPECT_GT(started.size(), 0u);
+  int not_once = 0, refused_called = 0;
+  for (auto& c : started)
+    not_once += c.ended->load() != 1;
+  for (auto& c : refused)
+    refused_called += c.ended->load() != 0;
+  EXPECT_EQ(not_once, 0);
+  EXPECT_EQ(refused_called, 0);
+  EXPECT_EQ(static_cast<std::size_t>(total_ended.load()), started.size());
+  EXPECT_EQ(registry_->pending_count(), 0u);
+}
+
+}  // namespace
+}  // namespace sb::clienttool

@@ -1,0 +1,59 @@
+#pragma once
+// The client-tools data model of seeds 000/001, as C++ types.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "clienttool/schema.hpp"
+#include "util/json.hpp"
+
+namespace sb::clienttool {
+
+// A tool as a client describes it at registration.
+struct ToolSpec {
+  std::string name;  // the client's own name, e.g. "get_local_time"
+  std::string description;
+  json::value parameters;  // JSON Schema of the input object
+};
+
+// A registered tool. `id` is client_{clientID}_{name}.
+struct ToolDefinition {
+  std::string id;
+  std::string name;
+  std::string client_id;
+  std::string description;
+  json::value parameters;
+  std::shared_ptr<const CompiledSchema> schema;
+};
+
+// What the server sends a client to run ("client-tool-request").
+struct ExecutionRequest {
+  std::string request_id;
+  std::string session_id;
+  std::string message_id;
+  std::string call_id;
+  std::string tool;  // the full tool id
+  json::object input;
+};
+
+// What a client answers: a success with output, or an error message the model will see.
+struct ToolResponse {
+  bool success = true;
+  std::string title;
+  std::string output;
+  json::object metadata;
+  json::array attachments;
+  std::string error;  // when !success
+};
+
+// A message on a client's delivery channel (SSE stream or WebSocket).
+struct ClientMessage {
+  enum class Kind { Request, Cancel };
+  Kind kind = Kind::Request;
+  std::uint64_t seq = 0;  // requests only: the SSE event id, for Last-Event-ID replay
+  std::string request_id;
+  std::string reason;  // cancels only
+  std::shared_ptr<const json::object> request;  // requests only: the wire form, built once
+};
+
+}  // namespace sb::clienttool

@@ -1,0 +1,138 @@
+#include "clienttool/wire.hpp"
+
+namespace sb::clienttool {
+
+bool valid_name(std::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Result<std::vector<ToolSpec>> parse_tool_specs(const json::value* tools, std::string_view path) {
+  if (!tools || tools->is_null())
+    return make_error(ErrorCode::InvalidRequest, std::string(path) + " is required");
+  if (!tools->is_array())
+    return make_error(ErrorCode::InvalidRequest, std::string(path) + " must be an array, got " +
+                                                     std::string(kind_name(*tools)));
+  std::vector<ToolSpec> specs;
+  const json::array& arr = tools->get_array();
+  specs.reserve(arr.size());
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    std::string at = std::string(path) + "[" + std::to_string(i) + "]";
+    if (!arr[i].is_object())
+      return make_error(ErrorCode::InvalidRequest,
+                        at + " must be an object, got " + std::string(kind_name(arr[i])));
+    const json::object& t = arr[i].get_object();
+    ToolSpec spec;
+    auto id = get_string(t, "id", at);
+    if (!id) return id.error();
+    if (!*id) return make_error(ErrorCode::InvalidRequest, at + ".id is required");
+    spec.name = std::move(**id);
+    auto description = get_string(t, "description", at);
+    if (!description) return description.error();
+    spec.description = description->value_or("");
+    if (auto p = t.find("parameters"); p != t.end() && !p->value().is_null())
+      spec.parameters = p->value();
+    else
+      spec.parameters = json::object{{"type", "object"}, {"properties", json::object{}}};
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+Result<std::optional<std::vector<std::string>>> parse_string_list(const json::object& obj,
+                                                                  std::string_view key) {
+  auto arr = get_array(obj, key);
+  if (!arr) return arr.error();
+  if (!*arr) return std::optional<std::vector<std::string>>{};
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < (*arr)->size(); ++i) {
+    const json::value& v = (**arr)[i];
+    if (!v.is_string())
+      return make_error(ErrorCode::InvalidRequest, std::string(key) + "[" + std::to_string(i) +
+                                                       "] must be a string, got " +
+                                                       std::string(kind_name(v)));
+    out.emplace_back(v.get_string());
+  }
+  return std::optional<std::vector<std::string>>{std::move(out)};
+}
+
+Result<ToolResponse> parse_tool_response(const json::object& body) {
+  const json::object* fields = &body;
+  std::string prefix;
+  auto nested = get_object(body, "result");
+  if (!nested) return nested.error();
+  if (*nested) {
+    fields = *nested;
+    prefix = "result";
+  }
+  auto status = get_string(*fields, "status", prefix);
+  if (!status) return status.error();
+  if (!*status)
+    return make_error(ErrorCode::InvalidRequest,
+                      field_path(prefix, "status") + " is required (\"success\" or \"error\")");
+  ToolResponse res;
+  if (**status == "error") {
+    res.success = false;
+    auto error = get_string(*fields, "error", prefix);
+    if (!error) return error.error();
+    res.error = error->value_or("");
+    if (res.error.empty()) res.error = "Client tool failed without a message";
+    return res;
+  }
+  if (**status != "success")
+    return make_error(ErrorCode::InvalidRequest, field_path(prefix, "status") +
+                                                     " must be \"success\" or \"error\", got \"" +
+                                                     **status + "\"");
+  auto title = get_string(*fields, "title", prefix);
+  if (!title) return title.error();
+  auto output = get_string(*fields, "output", prefix);
+  if (!output) return output.error();
+  auto metadata = get_object(*fields, "metadata", prefix);
+  if (!metadata) return metadata.error();
+  auto attachments = get_array(*fields, "attachments", prefix);
+  if (!attachments) return attachments.error();
+  res.title = title->value_or("");
+  res.output = output->value_or("");
+  if (*metadata) res.metadata = **metadata;
+  if (*attachments) res.attachments = **attachments;
+  return res;
+}
+
+json::object to_json(const ToolDefinition& def) {
+  return json::object{
+      {"id", def.id}, {"description", def.description}, {"parameters", def.parameters}};
+}
+
+json::object to_json(const ExecutionRequest& req) {
+  return json::object{{"type", "client-tool-request"},
+                      {"requestID", req.request_id},
+                      {"sessionID", req.session_id},
+                      {"messageID", req.message_id},
+                      {"callID", req.call_id},
+                      {"tool", req.tool},
+                      {"input", req.input}};
+}
+
+json::object to_json(const ToolResponse& res) {
+  if (!res.success) return json::object{{"status", "error"}, {"error", res.error}};
+  json::object out{{"status", "success"},
+                   {"title", res.title},
+                   {"output", res.output},
+                   {"metadata", res.metadata}};
+  if (!res.attachments.empty()) out["attachments"] = res.attachments;
+  return out;
+}
+
+json::array to_json(const std::vector<std::string>& strings) {
+  json::array out;
+  out.reserve(strings.size());
+  for (const auto& s : strings) out.emplace_back(s);
+  return out;
+}
+
+}  // namespace sb::clienttool

@@ -1,0 +1,31 @@
+#pragma once
+// JSON <-> client-tool types, shared by the HTTP routes and the WebSocket handler so both accept
+// and produce exactly the same shapes.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clienttool/types.hpp"
+
+namespace sb::clienttool {
+
+// Client ids and tool names: 1-128 letters, digits, '_' or '-'.
+bool valid_name(std::string_view name);
+
+// `tools` as sent to /client-tools/register or a WebSocket "register": an array of
+// {id, description, parameters}. Errors name the element ("tools[2].description must be a string").
+Result<std::vector<ToolSpec>> parse_tool_specs(const json::value* tools, std::string_view path);
+
+// Optional array of strings (toolIDs of unregister). nullopt when absent.
+Result<std::optional<std::vector<std::string>>> parse_string_list(const json::object& obj,
+                                                                  std::string_view key);
+
+// A result body: {result: {status, ...}} or the same fields flat beside requestID.
+Result<ToolResponse> parse_tool_response(const json::object& body);
+
+json::object to_json(const ToolDefinition& def);  // {id, description, parameters}
+json::object to_json(const ExecutionRequest& req);  // {type: "client-tool-request", ...}
+json::object to_json(const ToolResponse& res);      // {status: "success", ...} | {status: "error", error}
+json::array to_json(const std::vector<std::string>& strings);
+
+}  // namespace sb::clienttool

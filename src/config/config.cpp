@@ -1,0 +1,175 @@
+#include "config/config.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace sb::config {
+namespace {
+
+Error bad_key(const std::string& source, const std::string& key, const std::string& what) {
+  return make_error(ErrorCode::InvalidRequest, source + ": " + key + " " + what);
+}
+
+// Reads an integer key in [min, max]; absent keys leave `out` unchanged.
+Result<void> read_int(const json::object& obj, std::string_view key, const std::string& prefix,
+                      const std::string& source, std::int64_t min, std::int64_t max,
+                      std::int64_t& out) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return {};
+  std::string path = field_path(prefix, key);
+  const json::value& v = it->value();
+  std::optional<std::int64_t> n;
+  if (v.is_int64()) n = v.get_int64();
+  if (v.is_uint64() && v.get_uint64() <= static_cast<std::uint64_t>(INT64_MAX))
+    n = static_cast<std::int64_t>(v.get_uint64());
+  if (!n) return bad_key(source, path, "must be an integer, got " + std::string(kind_name(v)));
+  if (*n < min || *n > max)
+    return bad_key(source, path,
+                   "must be between " + std::to_string(min) + " and " + std::to_string(max) +
+                       ", got " + std::to_string(*n));
+  out = *n;
+  return {};
+}
+
+Result<void> read_ms(const json::object& obj, std::string_view key, const std::string& prefix,
+                     const std::string& source, std::int64_t min, milliseconds& out) {
+  std::int64_t n = out.count();
+  if (auto r = read_int(obj, key, prefix, source, min, 24LL * 3600 * 1000, n); !r) return r;
+  out = milliseconds{n};
+  return {};
+}
+
+Result<const json::object*> section(const json::object& doc, std::string_view key,
+                                    const std::string& source) {
+  auto it = doc.find(key);
+  if (it == doc.end()) return static_cast<const json::object*>(nullptr);
+  if (!it->value().is_object())
+    return bad_key(source, std::string(key),
+                   "must be an object, got " + std::string(kind_name(it->value())));
+  return &it->value().get_object();
+}
+
+void warn_unknown(Config& cfg, const json::object& obj, const std::string& prefix,
+                  std::initializer_list<std::string_view> known, const std::string& source) {
+  for (const auto& kv : obj) {
+    bool found = false;
+    for (auto k : known) found = found || kv.key() == k;
+    if (!found)
+      cfg.warnings.push_back(source + ": unknown key " + field_path(prefix, kv.key()) +
+                             " (ignored)");
+  }
+}
+
+void merge_into(json::object& dst, const json::object& src) {
+  for (const auto& kv : src) {
+    auto it = dst.find(kv.key());
+    if (it != dst.end() && it->value().is_object() && kv.value().is_object())
+      merge_into(it->value().get_object(), kv.value().get_object());
+    else
+      dst[kv.key()] = kv.value();
+  }
+}
+
+// Keys that later components own (providers, models, permissions, ...). They are kept in `raw`
+// and checked by their owners; listing them here keeps start-up from warning about them.
+constexpr std::string_view kTopLevelKeys[] = {"$schema", "clientTools", "server", "provider",
+                                              "model", "permission", "agent", "experimental",
+                                              "tools", "mcp"};
+
+}  // namespace
+
+Result<void> apply(Config& cfg, const json::value& document, const std::string& source) {
+  if (!document.is_object())
+    return make_error(ErrorCode::InvalidRequest,
+                      source + ": the top level must be an object, got " +
+                          std::string(kind_name(document)));
+  const json::object& doc = document.get_object();
+  for (const auto& kv : doc) {
+    bool known = false;
+    for (auto k : kTopLevelKeys) known = known || kv.key() == k;
+    if (!known) cfg.warnings.push_back(source + ": unknown key " + std::string(kv.key()) + " (ignored)");
+  }
+
+  auto ct = section(doc, "clientTools", source);
+  if (!ct) return ct.error();
+  if (*ct) {
+    const json::object& o = **ct;
+    const std::string p = "clientTools";
+    auto& c = cfg.client_tools;
+    if (auto r = read_ms(o, "defaultTimeout", p, source, 1, c.default_timeout); !r) return r;
+    if (auto r = read_ms(o, "maxTimeout", p, source, 1, c.max_timeout); !r) return r;
+    if (auto r = read_ms(o, "keepaliveInterval", p, source, 10, c.keepalive_interval); !r) return r;
+    if (auto r = read_ms(o, "reconnectGrace", p, source, 0, c.reconnect_grace); !r) return r;
+    if (auto r = read_int(o, "rateLimit", p, source, 0, 1'000'000'000, c.rate_limit); !r) return r;
+    warn_unknown(cfg, o, p,
+                 {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace", "rateLimit"},
+                 source);
+  }
+
+  auto sv = section(doc, "server", source);
+  if (!sv) return sv.error();
+  if (*sv) {
+    const json::object& o = **sv;
+    const std::string p = "server";
+    auto& s = cfg.server;
+    auto host = get_string(o, "hostname", p);
+    if (!host) return bad_key(source, "server.hostname", "must be a string");
+    if (*host) s.hostname = **host;
+    std::int64_t port = s.port;
+    if (auto r = read_int(o, "port", p, source, 0, 65535, port); !r) return r;
+    s.port = static_cast<std::uint16_t>(port);
+    auto body = static_cast<std::int64_t>(s.max_body_bytes);
+    if (auto r = read_int(o, "maxBodyBytes", p, source, 1024, 1LL << 32, body); !r) return r;
+    s.max_body_bytes = static_cast<std::uint64_t>(body);
+    auto queue = static_cast<std::int64_t>(s.subscriber_queue_limit);
+    if (auto r = read_int(o, "subscriberQueueLimit", p, source, 1, 1'000'000, queue); !r) return r;
+    s.subscriber_queue_limit = static_cast<std::uint64_t>(queue);
+    if (auto r = read_ms(o, "idleTimeout", p, source, 100, s.idle_timeout); !r) return r;
+    warn_unknown(cfg, o, p,
+                 {"hostname", "port", "maxBodyBytes", "subscriberQueueLimit", "idleTimeout",
+                  "password", "cors"},
+                 source);
+  }
+
+  merge_into(cfg.raw, doc);
+  return {};
+}
+
+namespace {
+Result<void> apply_file(Config& cfg, const std::filesystem::path& path, bool required) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (!required) return {};
+    return make_error(ErrorCode::InvalidRequest, path.string() + ": cannot be read");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto doc = parse_json(text.str());
+  if (!doc) return make_error(ErrorCode::InvalidRequest, path.string() + ": " + doc.error().message);
+  if (auto r = apply(cfg, *doc, path.string()); !r) return r;
+  cfg.sources.push_back(path.string());
+  return {};
+}
+}  // namespace
+
+Result<Config> load(const LoadOptions& options) {
+  Config cfg;
+  std::optional<std::filesystem::path> home = options.home;
+  if (!home) {
+    if (const char* h = std::getenv("HOME"); h && *h) home = h;
+  }
+  if (home) {
+    if (auto r = apply_file(cfg, *home / ".config" / "switchboard" / "config.json", false); !r)
+      return r.error();
+  }
+  if (auto r = apply_file(cfg, options.working_directory / ".switchboard" / "config.json", false);
+      !r)
+    return r.error();
+  if (options.explicit_file) {
+    if (auto r = apply_file(cfg, *options.explicit_file, true); !r) return r.error();
+  }
+  return cfg;
+}
+
+}  // namespace sb::config

@@ -1,0 +1,57 @@
+#pragma once
+// Server configuration: defaults, then ~/.config/switchboard/config.json, then
+// ./.switchboard/config.json, then --config FILE, each merged over the previous (objects merge
+// key by key, everything else replaces). A file that does not parse, or a known key with the
+// wrong type or range, is an error that names the file and the key.
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/error.hpp"
+#include "util/json.hpp"
+
+namespace sb::config {
+
+using std::chrono::milliseconds;
+
+struct ClientToolsOptions {
+  milliseconds default_timeout{30000};     // clientTools.defaultTimeout: per-call wait for a result
+  milliseconds max_timeout{600000};        // clientTools.maxTimeout: cap for `timeout` and progress extensions
+  milliseconds keepalive_interval{30000};  // clientTools.keepaliveInterval: SSE ping / WS ping period
+  milliseconds reconnect_grace{5000};      // clientTools.reconnectGrace: how long a dropped client keeps tools and calls
+  std::int64_t rate_limit = 100;           // clientTools.rateLimit: executions per client per minute, 0 = off
+};
+
+struct ServerOptions {
+  std::string hostname = "127.0.0.1";           // server.hostname (--hostname wins)
+  std::uint16_t port = 4096;                    // server.port (--port wins)
+  std::uint64_t max_body_bytes = 10 * 1024 * 1024;  // server.maxBodyBytes: larger bodies get 413
+  std::uint64_t subscriber_queue_limit = 1024;  // server.subscriberQueueLimit: frames queued per SSE/WS subscriber before it is dropped
+  milliseconds idle_timeout{60000};             // server.idleTimeout: an HTTP connection idle this long is closed
+};
+
+struct Config {
+  ClientToolsOptions client_tools;
+  ServerOptions server;
+  json::object raw;                      // the merged document, for keys owned by later components
+  std::vector<std::string> sources;      // files that were read, in merge order
+  std::vector<std::string> warnings;     // unknown keys and the like; start-up logs them
+};
+
+struct LoadOptions {
+  std::optional<std::filesystem::path> home;  // default: $HOME
+  std::filesystem::path working_directory = std::filesystem::current_path();
+  std::optional<std::filesystem::path> explicit_file;  // --config; must exist
+};
+
+// Reads and merges the files. Missing optional files are skipped.
+Result<Config> load(const LoadOptions& options);
+
+// Applies one parsed document over `into` (exposed for tests and for the fuzz target).
+// `source` names the document in error messages.
+Result<void> apply(Config& into, const json::value& document, const std::string& source);
+
+}  // namespace sb::config

@@ -1,0 +1,309 @@
+#include "config/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <fstream>
+#include <string>
+
+namespace sb::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
+}
+
+// A fresh home directory, working directory and scratch directory per test, removed afterwards.
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "sb_config_test_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    root_ = tmpl;
+    home_ = root_ / "home";
+    work_ = root_ / "work";
+    fs::create_directories(home_);
+    fs::create_directories(work_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+
+  static void write(const fs::path& path, const std::string& text) {
+    fs::create_directories(path.parent_path());
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+    ASSERT_TRUE(out.good()) << path;
+  }
+  fs::path home_file() const { return home_ / ".config" / "switchboard" / "config.json"; }
+  fs::path work_file() const { return work_ / ".switchboard" / "config.json"; }
+  fs::path explicit_file() const { return root_ / "explicit.json"; }
+
+  LoadOptions options(bool with_explicit = false) const {
+    LoadOptions o;
+    o.home = home_;
+    o.working_directory = work_;
+    if (with_explicit) o.explicit_file = explicit_file();
+    return o;
+  }
+
+  fs::path root_, home_, work_;
+};
+
+TEST_F(ConfigTest, DefaultsWhenNoFileExists) {
+  auto cfg = load(options());
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->client_tools.default_timeout, milliseconds(30000));
+  EXPECT_EQ(cfg->client_tools.max_timeout, milliseconds(600000));
+  EXPECT_EQ(cfg->client_tools.keepalive_interval, milliseconds(30000));
+  EXPECT_EQ(cfg->client_tools.reconnect_grace, milliseconds(5000));
+  EXPECT_EQ(cfg->client_tools.rate_limit, 100);
+  EXPECT_EQ(cfg->server.hostname, "127.0.0.1");
+  EXPECT_EQ(cfg->server.port, 4096);
+  EXPECT_EQ(cfg->server.max_body_bytes, 10u * 1024 * 1024);
+  EXPECT_EQ(cfg->server.subscriber_queue_limit, 1024u);
+  EXPECT_EQ(cfg->server.idle_timeout, milliseconds(60000));
+  EXPECT_TRUE(cfg->raw.empty());
+  EXPECT_TRUE(cfg->sources.empty());
+  EXPECT_TRUE(cfg->warnings.empty());
+}
+
+TEST_F(ConfigTest, ReadsEveryKnownKey) {
+  write(explicit_file(), R"({
+    "clientTools": {"defaultTimeout": 1500, "maxTimeout": 90000, "keepaliveInterval": 250,
+                    "reconnectGrace": 0, "rateLimit": 7},
+    "server": {"hostname": "0.0.0.0", "port": 8080, "maxBodyBytes": 2048,
+               "subscriberQueueLimit": 16, "idleTimeout": 1000}
+  })");
+  auto cfg = load(options(true));
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->client_tools.default_timeout, milliseconds(1500));
+  EXPECT_EQ(cfg->client_tools.max_timeout, milliseconds(90000));
+  EXPECT_EQ(cfg->client_tools.keepalive_interval, milliseconds(250));
+  EXPECT_EQ(cfg->client_tools.reconnect_grace, milliseconds(0));
+  EXPECT_EQ(cfg->client_tools.rate_limit, 7);
+  EXPECT_EQ(cfg->server.hostname, "0.0.0.0");
+  EXPECT_EQ(cfg->server.port, 8080);
+  EXPECT_EQ(cfg->server.max_body_bytes, 2048u);
+  EXPECT_EQ(cfg->server.subscriber_queue_limit, 16u);
+  EXPECT_EQ(cfg->server.idle_timeout, milliseconds(1000));
+  EXPECT_TRUE(cfg->warnings.empty());
+  ASSERT_EQ(cfg->sources.size(), 1u);
+  EXPECT_EQ(cfg->sources[0], explicit_file().string());
+}
+
+TEST_F(ConfigTest, MergesHomeThenWorkingDirectoryThenExplicitFile) {
+  write(home_file(), R"({"clientTools": {"defaultTimeout": 1000, "rateLimit": 5},
+                         "server": {"port": 1111, "hostname": "home.local"}})");
+  write(work_file(), R"({"clientTools": {"defaultTimeout": 2000},
+                         "server": {"port": 2222}})");
+  write(explicit_file(), R"({"server": {"port": 3333}})");
+
+  auto cfg = load(options(true));
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->client_tools.default_timeout, milliseconds(2000));  // working dir over home
+  EXPECT_EQ(cfg->client_tools.rate_limit, 5);                        // only home sets it
+  EXPECT_EQ(cfg->server.port, 3333);                                 // explicit over both
+  EXPECT_EQ(cfg->server.hostname, "home.local");
+  EXPECT_EQ(cfg->client_tools.max_timeout, milliseconds(600000));  // nobody sets it: default
+  ASSERT_EQ(cfg->sources.size(), 3u);
+  EXPECT_EQ(cfg->sources[0], home_file().string());
+  EXPECT_EQ(cfg->sources[1], work_file().string());
+  EXPECT_EQ(cfg->sources[2], explicit_file().string());
+  EXPECT_EQ(cfg->raw.at("server").at("port").as_int64(), 3333);
+  EXPECT_EQ(cfg->raw.at("clientTools").at("defaultTimeout").as_int64(), 2000);
+}
+
+TEST_F(ConfigTest, WorkingDirectoryFileAloneApplies) {
+  write(work_file(), R"({"clientTools": {"reconnectGrace": 250}})");
+  auto cfg = load(options());
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->client_tools.reconnect_grace, milliseconds(250));
+  ASSERT_EQ(cfg->sources.size(), 1u);
+  EXPECT_EQ(cfg->sources[0], work_file().string());
+}
+
+TEST_F(ConfigTest, NestedObjectsMergeKeyByKeyAndOtherValuesReplace) {
+  write(home_file(), R"({"provider": {"openai": {"apiKey": "k1", "baseURL": "http://a"},
+                                      "anthropic": {"apiKey": "k2"}},
+                         "tools": ["a", "b"], "model": "m1"})");
+  write(work_file(), R"({"provider": {"openai": {"baseURL": "http://b"}},
+                         "tools": ["c"]})");
+  auto cfg = load(options());
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  const auto& provider = cfg->raw.at("provider").as_object();
+  EXPECT_EQ(provider.at("openai").at("apiKey").as_string(), "k1");
+  EXPECT_EQ(provider.at("openai").at("baseURL").as_string(), "http://b");
+  EXPECT_EQ(provider.at("anthropic").at("apiKey").as_string(), "k2");
+  EXPECT_EQ(cfg->raw.at("tools"), json::value(json::array{"c"}));  // arrays replace
+  EXPECT_EQ(cfg->raw.at("model").as_string(), "m1");
+  EXPECT_TRUE(cfg->warnings.empty());
+}
+
+TEST_F(ConfigTest, KnownSectionsMergeKeyByKey) {
+  write(home_file(), R"({"clientTools": {"defaultTimeout": 1234}})");
+  write(work_file(), R"({"clientTools": {"maxTimeout": 5678}})");
+  auto cfg = load(options());
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->client_tools.default_timeout, milliseconds(1234));
+  EXPECT_EQ(cfg->client_tools.max_timeout, milliseconds(5678));
+  EXPECT_EQ(cfg->raw.at("clientTools").as_object().size(), 2u);
+}
+
+TEST_F(ConfigTest, FileThatDoesNotParseIsAnErrorNamingTheFile) {
+  write(work_file(), "{\n  \"server\": {\"port\": 80,}\n}");
+  auto cfg = load(options());
+  ASSERT_FALSE(cfg.has_value());
+  EXPECT_EQ(cfg.error().code, ErrorCode::InvalidRequest);
+  EXPECT_TRUE(Contains(cfg.error().message, work_file().string()));
+  EXPECT_TRUE(Contains(cfg.error().message, "line 2"));
+}
+
+TEST_F(ConfigTest, EmptyFileIsAnError) {
+  write(home_file(), "");
+  auto cfg = load(options());
+  ASSERT_FALSE(cfg.has_value());
+  EXPECT_TRUE(Contains(cfg.error().message, home_file().string()));
+}
+
+TEST_F(ConfigTest, TopLevelMustBeAnObject) {
+  write(explicit_file(), "[1, 2]");
+  auto cfg = load(options(true));
+  ASSERT_FALSE(cfg.has_value());
+  EXPECT_TRUE(Contains(cfg.error().message, explicit_file().string()));
+  EXPECT_TRUE(Contains(cfg.error().message, "object"));
+}
+
+struct BadValue {
+  const char* document;
+  const char* key;
+};
+
+TEST_F(ConfigTest, KnownKeyWithWrongTypeOrRangeNamesFileAndKey) {
+  const BadValue cases[] = {
+      {R"({"clientTools": {"defaultTimeout": "x"}})", "clientTools.defaultTimeout"},
+      {R"({"clientTools": {"defaultTimeout": 0}})", "clientTools.defaultTimeout"},
+      {R"({"clientTools": {"defaultTimeout": 1.5}})", "clientTools.defaultTimeout"},
+      {R"({"clientTools": {"maxTimeout": -1}})", "clientTools.maxTimeout"},
+      {R"({"clientTools": {"keepaliveInterval": true}})", "clientTools.keepaliveInterval"},
+      {R"({"clientTools": {"reconnectGrace": -5}})", "clientTools.reconnectGrace"},
+      {R"({"clientTools": {"rateLimit": null}})", "clientTools.rateLimit"},
+      {R"({"clientTools": {"rateLimit": -1}})", "clientTools.rateLimit"},
+      {R"({"server": {"port": 70000}})", "server.port"},
+      {R"({"server": {"port": "4096"}})", "server.port"},
+      {R"({"server": {"hostname": 5}})", "server.hostname"},
+      {R"({"server": {"maxBodyBytes": 10}})", "server.maxBodyBytes"},
+      {R"({"server": {"subscriberQueueLimit": 0}})", "server.subscriberQueueLimit"},
+      {R"({"server": {"idleTimeout": {}}})", "server.idleTimeout"},
+      {R"({"clientTools": 5})", "clientTools"},
+      {R"({"server": []})", "server"},
+  };
+  for (const auto& c : cases) {
+    write(explicit_file(), c.document);
+    auto cfg = load(options(true));
+    ASSERT_FALSE(cfg.has_value()) << c.document;
+    EXPECT_EQ(cfg.error().code, ErrorCode::InvalidRequest) << c.document;
+    EXPECT_TRUE(Contains(cfg.error().message, explicit_file().string())) << c.document;
+    EXPECT_TRUE(Contains(cfg.error().message, std::string(c.key) + " must be")) << c.document;
+  }
+}
+
+TEST_F(ConfigTest, OutOfRangeMessageSaysTheRangeAndTheValue) {
+  write(explicit_file(), R"({"server": {"port": 70000}})");
+  auto cfg = load(options(true));
+  ASSERT_FALSE(cfg.has_value());
+  EXPECT_TRUE(Contains(cfg.error().message, "65535"));
+  EXPECT_TRUE(Contains(cfg.error().message, "70000"));
+}
+
+TEST_F(ConfigTest, ErrorInHomeFileNamesTheHomeFile) {
+  write(home_file(), R"({"clientTools": {"defaultTimeout": "x"}})");
+  write(work_file(), R"({"clientTools": {"defaultTimeout": 10}})");
+  auto cfg = load(options());
+  ASSERT_FALSE(cfg.has_value());
+  EXPECT_TRUE(Contains(cfg.error().message, home_file().string()));
+  EXPECT_TRUE(Contains(cfg.error().message, "clientTools.defaultTimeout"));
+}
+
+TEST_F(ConfigTest, BoundaryValuesAreAccepted) {
+  write(explicit_file(), R"({"server": {"port": 65535, "maxBodyBytes": 1024},
+                             "clientTools": {"reconnectGrace": 0, "rateLimit": 0,
+                                             "defaultTimeout": 1}})");
+  auto cfg = load(options(true));
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->server.port, 65535);
+  EXPECT_EQ(cfg->server.max_body_bytes, 1024u);
+  EXPECT_EQ(cfg->client_tools.reconnect_grace, milliseconds(0));
+  EXPECT_EQ(cfg->client_tools.rate_limit, 0);
+  EXPECT_EQ(cfg->client_tools.default_timeout, milliseconds(1));
+}
+
+TEST_F(ConfigTest, UnknownKeysAreWarningsNotErrors) {
+  write(work_file(), R"({"colour": "blue",
+                         "clientTools": {"defaultTimeout": 1000, "retries": 3},
+                         "server": {"port": 5000, "tls": true, "cors": ["*"]},
+                         "provider": {"anything": {"goes": 1}}})");
+  auto cfg = load(options());
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->client_tools.default_timeout, milliseconds(1000));
+  EXPECT_EQ(cfg->server.port, 5000);
+  ASSERT_EQ(cfg->warnings.size(), 3u);
+  std::string all;
+  for (const auto& w : cfg->warnings) {
+    EXPECT_TRUE(Contains(w, work_file().string()));
+    all += w + "\n";
+  }
+  EXPECT_TRUE(Contains(all, "colour"));
+  EXPECT_TRUE(Contains(all, "clientTools.retries"));
+  EXPECT_TRUE(Contains(all, "server.tls"));
+  EXPECT_FALSE(Contains(all, "provider"));  // owned by a later component, not unknown
+  EXPECT_FALSE(Contains(all, "cors"));
+  // Unknown keys are still kept in the merged document.
+  EXPECT_EQ(cfg->raw.at("colour").as_string(), "blue");
+}
+
+TEST_F(ConfigTest, MissingExplicitFileIsAnError) {
+  auto cfg = load(options(true));  // explicit.json was never written
+  ASSERT_FALSE(cfg.has_value());
+  EXPECT_EQ(cfg.error().code, ErrorCode::InvalidRequest);
+  EXPECT_TRUE(Contains(cfg.error().message, explicit_file().string()));
+}
+
+TEST_F(ConfigTest, MissingOptionalFilesAreSkipped) {
+  LoadOptions o;
+  o.home = root_ / "no-such-home";
+  o.working_directory = root_ / "no-such-dir";
+  auto cfg = load(o);
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_TRUE(cfg->sources.empty());
+  EXPECT_EQ(cfg->server.port, 4096);
+}
+
+TEST(ConfigApply, AppliesOneDocumentOverAnother) {
+  Config cfg;
+  auto first = parse_json(R"({"clientTools": {"rateLimit": 3}, "mcp": {"a": {"x": 1}}})");
+  ASSERT_TRUE(first.has_value());
+  ASSERT_TRUE(apply(cfg, *first, "first").has_value());
+  auto second = parse_json(R"({"clientTools": {"maxTimeout": 1000}, "mcp": {"a": {"y": 2}}})");
+  ASSERT_TRUE(second.has_value());
+  ASSERT_TRUE(apply(cfg, *second, "second").has_value());
+  EXPECT_EQ(cfg.client_tools.rate_limit, 3);
+  EXPECT_EQ(cfg.client_tools.max_timeout, milliseconds(1000));
+  EXPECT_EQ(cfg.raw.at("mcp").at("a").at("x").as_int64(), 1);
+  EXPECT_EQ(cfg.raw.at("mcp").at("a").at("y").as_int64(), 2);
+
+  auto bad = parse_json(R"({"server": {"port": -1}})");
+  ASSERT_TRUE(bad.has_value());
+  auto r = apply(cfg, *bad, "third");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_TRUE(Contains(r.error().message, "third"));
+  EXPECT_TRUE(Contains(r.error().message, "server.port"));
+}
+
+}  // namespace
+}  // namespace sb::config

@@ -1,0 +1,163 @@
+// switchboard: the agent server's command line. Thin by design: parse arguments, load the
+// configuration, run the server until SIGINT/SIGTERM.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "config/config.hpp"
+#include "server/http_server.hpp"
+#include "util/log.hpp"
+
+namespace {
+
+constexpr std::string_view kUsage = R"(usage: switchboard serve [options]
+
+  --port N          port to listen on (default 4096; 0 picks a free one)
+  --hostname H      address to listen on (default 127.0.0.1)
+  --config FILE     configuration merged over ~/.config/switchboard/config.json
+                    and ./.switchboard/config.json
+  --log-level L     debug | info | warn | error (default info)
+
+  switchboard --version    print the version
+)";
+
+struct Args {
+  std::optional<std::uint16_t> port;
+  std::optional<std::string> hostname;
+  std::optional<std::string> config;
+  sb::log::Level level = sb::log::Level::Info;
+};
+
+int usage_error(const std::string& message) {
+  std::cerr << "switchboard: " << message << "\n\n" << kUsage;
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> argv_list(argv + 1, argv + argc);
+  if (argv_list.empty()) return usage_error("missing command");
+  if (argv_list[0] == "--version" || argv_list[0] == "version") {
+    std::cout << "switchboard " << SWITCHBOARD_VERSION << "\n";
+    return 0;
+  }
+  if (argv_list[0] == "--help" || argv_list[0] == "-h" || argv_list[0] == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (argv_list[0] != "serve") return usage_error("unknown command \"" + std::string(argv_list[0]) + "\"");
+
+  Args args;
+  for (std::size_t i = 1; i < argv_list.size(); ++i) {
+    std::string_view flag = argv_list[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argv_list.size()) return std::nullopt;
+      return std::string(argv_list[++i]);
+    };
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    auto v = value();
+    if (!v) return usage_error(std::string(flag) + " needs a value");
+    if (flag == "--port") {
+      unsigned port = 0;
+      auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), port);
+      if (ec != std::errc{} || ptr != v->data() + v->size() || port > 65535)
+        return usage_error("--port must be a number from 0 to 65535, got \"" + *v + "\"");
+      args.port = static_cast<std::uint16_t>(port);
+    } else if (flag == "--hostname") {
+      args.hostname = *v;
+    } else if (flag == "--config") {
+      args.config = *v;
+    } else if (flag == "--log-level") {
+      if (*v == "debug") args.level = sb::log::Level::Debug;
+      else if (*v == "info") args.level = sb::log::Level::Info;
+      else if (*v == "warn") args.level = sb::log::Level::Warn;
+      else if (*v == "error") args.level = sb::log::Level::Error;
+      else return usage_error("--log-level must be debug, info, warn or error");
+    } else {
+      return usage_error("unknown option " + std::string(flag));
+    }
+  }
+  sb::log::set_level(args.level);
+
+  sb::config::LoadOptions load;
+  if (args.config) load.explicit_file = *args.config;
+  auto cfg = sb::config::load(load);
+  if (!cfg) {
+    std::cerr << "switchboard: configuration error: " << cfg.error().message << "\n";
+    return 1;
+  }
+  for (const auto& w : cfg->warnings) sb::log::warn("config: ", w);
+  for (const auto& s : cfg->sources) sb::log::info("config: read ", s);
+  if (args.port) cfg->server.port = *args.port;
+  if (args.hostname) cfg->server.hostname = *args.hostname;
+
+  boost::asio::io_context io(1);
+  sb::server::HttpServer server(io, std::move(*cfg));
+  auto endpoint = server.start();
+  if (!endpoint) {
+    std::cerr << "switchboard: " << endpoint.error().message << "\n";
+    return 1;
+  }
+  std::string host = endpoint->address().is_v6() ? "[" + endpoint->address().to_string() + "]"
+                                                 : endpoint->address().to_string();
+  sb::log::info("switchboard ", SWITCHBOARD_VERSION, " listening on http://", host, ":",
+                endpoint->port());
+
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  boost::asio::steady_timer deadline(io);
+  int signals_seen = 0;
+  std::function<void(boost::system::error_code, int)> on_signal =
+      [&](boost::system::error_code ec, int signo) {
+        if (ec) return;
+        if (++signals_seen > 1) {
+          sb::log::warn("second signal: exiting now");
+          io.stop();
+          return;
+        }
+        sb::log::info("received ", signo == SIGINT ? "SIGINT" : "SIGTERM", ", shutting down");
+        server.shutdown();
+        // Connections get a few seconds to finish what they are writing.
+        deadline.expires_after(std::chrono::seconds(5));
+        deadline.async_wait([&](boost::system::error_code e) {
+          if (!e) {
+            sb::log::warn("shutdown took too long: closing the remaining connections");
+            io.stop();
+          }
+        });
+        signals.async_wait(on_signal);
+        // When every connection has ended, the only work left is the signal wait and the
+        // deadline; cancel them so that run() returns.
+        boost::asio::post(io, [&] { /* checked by watch below */ });
+      };
+  signals.async_wait(on_signal);
+
+  // Poll for "nothing left but our own waits" after shutdown starts.
+  boost::asio::steady_timer watch(io);
+  std::function<void(boost::system::error_code)> check = [&](boost::system::error_code ec) {
+    if (ec) return;
+    if (server.state().stopping && server.state().connections.size() == 0) {
+      signals.cancel();
+      deadline.cancel();
+      return;
+    }
+    watch.expires_after(std::chrono::milliseconds(20));
+    watch.async_wait(check);
+  };
+  watch.expires_after(std::chrono::milliseconds(20));
+  watch.async_wait(check);
+
+  io.run();
+  sb::log::info("stopped");
+  return 0;
+}

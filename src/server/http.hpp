@@ -1,0 +1,65 @@
+#pragma once
+// Shared types of the HTTP edge. Only server/ includes Beast.
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "bus/event_bus.hpp"
+#include "clienttool/registry.hpp"
+#include "config/config.hpp"
+
+namespace sb::server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+
+// Something the server must stop on shutdown: a connection. Used only on the I/O thread.
+class Stoppable {
+ public:
+  virtual ~Stoppable() = default;
+  virtual void stop() = 0;
+};
+
+// The live connections, so that shutdown can reach each one. I/O thread only.
+class ConnectionSet {
+ public:
+  using Handle = std::list<std::weak_ptr<Stoppable>>::iterator;
+  Handle add(std::weak_ptr<Stoppable> c) { return list_.insert(list_.end(), std::move(c)); }
+  void remove(Handle h) { list_.erase(h); }
+  std::size_t size() const { return list_.size(); }
+  void stop_all() {
+    auto copy = list_;  // stop() may remove entries
+    for (auto& weak : copy)
+      if (auto c = weak.lock()) c->stop();
+  }
+
+ private:
+  std::list<std::weak_ptr<Stoppable>> list_;
+};
+
+// Everything a route needs. Owned by HttpServer; lives as long as the io_context runs.
+struct ServerState {
+  config::Config config;
+  std::shared_ptr<bus::EventBus> bus;
+  std::shared_ptr<clienttool::ClientToolRegistry> registry;
+  ConnectionSet connections;
+  bool stopping = false;
+};
+
+// Builds a JSON response. One place maps error codes to statuses: error_response().
+Response json_response(http::status status, const boost::json::value& body, const Request& req);
+Response error_response(const Error& error, const Request& req);
+http::status http_status(ErrorCode code);
+
+}  // namespace sb::server

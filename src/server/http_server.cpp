@@ -1,0 +1,202 @@
+#include "server/http_server.hpp"
+
+#include <boost/beast/websocket.hpp>
+
+#include "server/routes.hpp"
+#include "util/log.hpp"
+
+namespace sb::server {
+
+constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+namespace {
+
+void log_exception(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    log::error("connection ended with an exception: ", ex.what());
+  }
+}
+
+// One HTTP connection: reads requests one after another (keep-alive) until the peer leaves,
+// the idle timeout passes, or a route takes the connection over.
+class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(ServerState& state, tcp::socket socket)
+      : state_(state), stream_(std::move(socket)) {}
+
+  asio::awaitable<void> run() {
+    auto handle = state_.connections.add(weak_from_this());
+    co_await serve();
+    state_.connections.remove(handle);
+  }
+
+  // Shutdown: a connection waiting for its next request closes now; one in the middle of a
+  // request finishes it and then closes (see serve()).
+  void stop() override {
+    if (!busy_ && !taken_over_) {
+      boost::system::error_code ignored;
+      stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      stream_.socket().close(ignored);
+    }
+  }
+
+ private:
+  asio::awaitable<void> serve() {
+    const auto& opts = state_.config.server;
+    beast::flat_buffer buffer;
+    for (;;) {
+      if (state_.stopping) break;
+      http::request_parser<http::string_body> parser;
+      parser.body_limit(opts.max_body_bytes);
+      parser.header_limit(16 * 1024);
+      stream_.expires_after(opts.idle_timeout);
+      busy_ = false;
+      auto [ec, n] = co_await http::async_read(stream_, buffer, parser, tuple_awaitable);
+      busy_ = true;
+      if (ec == http::error::body_limit) {
+        Request head = parser.release();
+        auto res = error_response(
+            make_error(ErrorCode::TooLarge, "request body over the limit of " +
+                                                std::to_string(opts.max_body_bytes) + " bytes"),
+            head);
+        co_await write_and_close(res);
+        co_return;
+      }
+      if (ec == http::error::header_limit) {
+        Request head;
+        auto res = error_response(
+            make_error(ErrorCode::TooLarge, "request header over the limit of 16384 bytes"), head);
+        co_await write_and_close(res);
+        co_return;
+      }
+      if (ec) {
+        // A malformed request gets an answer; a peer that left or went idle does not.
+        bool bad_input = ec.category() == make_error_code(http::error::end_of_stream).category() &&
+                         ec != http::error::end_of_stream && ec != http::error::partial_message;
+        if (bad_input) {
+          Request head;
+          auto res = error_response(
+              make_error(ErrorCode::InvalidRequest, "malformed HTTP request: " + ec.message()),
+              head);
+          co_await write_and_close(res);
+        }
+        co_return;
+      }
+      Request req = parser.release();
+      stream_.expires_never();
+
+      std::optional<Response> res;
+      try {
+        taken_over_ = beast::websocket::is_upgrade(req);
+        res = co_await dispatch(state_, stream_, req);
+        if (!res) {
+          taken_over_ = true;
+          co_return;  // an SSE stream or WebSocket ran to its end
+        }
+        taken_over_ = false;
+      } catch (const std::exception& e) {
+        log::error("internal error on ", req.method_string(), " ", req.target(), ": ", e.what());
+        res = error_response(make_error(ErrorCode::Internal, e.what()), req);
+      }
+      bool keep_alive = res->keep_alive() && !state_.stopping;
+      res->keep_alive(keep_alive);
+      stream_.expires_after(std::chrono::seconds(30));
+      auto [wec, wn] = co_await http::async_write(stream_, *res, tuple_awaitable);
+      if (wec || !keep_alive) break;
+    }
+    boost::system::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+
+  asio::awaitable<void> write_and_close(Response& res) {
+    res.keep_alive(false);
+    stream_.expires_after(std::chrono::seconds(10));
+    co_await http::async_write(stream_, res, tuple_awaitable);
+    boost::system::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+
+  ServerState& state_;
+  beast::tcp_stream stream_;
+  bool busy_ = false;
+  bool taken_over_ = false;
+};
+
+}  // namespace
+
+HttpServer::HttpServer(asio::io_context& io, config::Config config) : io_(io), acceptor_(io) {
+  state_.config = std::move(config);
+  state_.bus = bus::EventBus::create();
+  const auto& ct = state_.config.client_tools;
+  clienttool::RegistryOptions options;
+  options.default_timeout = ct.default_timeout;
+  options.max_timeout = ct.max_timeout;
+  options.reconnect_grace = ct.reconnect_grace;
+  options.rate_limit = ct.rate_limit;
+  state_.registry = clienttool::ClientToolRegistry::create(io.get_executor(), state_.bus, options);
+}
+
+HttpServer::~HttpServer() = default;
+
+Result<tcp::endpoint> HttpServer::start() {
+  const auto& opts = state_.config.server;
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(opts.hostname, ec);
+  tcp::endpoint endpoint;
+  if (ec) {
+    tcp::resolver resolver(io_);
+    auto results = resolver.resolve(opts.hostname, std::to_string(opts.port), ec);
+    if (ec || results.empty())
+      return make_error(ErrorCode::InvalidRequest,
+                        "cannot resolve hostname \"" + opts.hostname + "\": " + ec.message());
+    endpoint = results.begin()->endpoint();
+  } else {
+    endpoint = tcp::endpoint(address, opts.port);
+  }
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return make_error(ErrorCode::Internal, "cannot listen on " + opts.hostname + ":" +
+                                               std::to_string(opts.port) + ": " + ec.message());
+  asio::co_spawn(io_, accept_loop(), log_exception);
+  return acceptor_.local_endpoint();
+}
+
+asio::awaitable<void> HttpServer::accept_loop() {
+  asio::steady_timer backoff(io_);
+  for (;;) {
+    auto [ec, socket] = co_await acceptor_.async_accept(asio::make_strand(io_), tuple_awaitable);
+    if (ec) {
+      if (!acceptor_.is_open() || ec == asio::error::operation_aborted) co_return;
+      // Out of file descriptors and the like: wait a little instead of spinning.
+      log::warn("accept failed: ", ec.message());
+      backoff.expires_after(std::chrono::milliseconds(100));
+      co_await backoff.async_wait(tuple_awaitable);
+      continue;
+    }
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    auto executor = socket.get_executor();
+    auto session = std::make_shared<HttpSession>(state_, std::move(socket));
+    // The completion handler owns the session until its coroutine ends.
+    asio::co_spawn(executor, session->run(),
+                   [session](std::exception_ptr e) { log_exception(e); });
+  }
+}
+
+void HttpServer::shutdown() {
+  if (state_.stopping) return;
+  state_.stopping = true;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  // Pending calls end first, so that their waiting callers and clients hear why.
+  state_.registry->shutdown();
+  state_.connections.stop_all();
+}
+
+}  // namespace sb::server

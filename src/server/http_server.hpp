@@ -1,0 +1,33 @@
+#pragma once
+// The HTTP/SSE/WebSocket server: accepts connections, reads requests (with body, header and
+// idle limits), routes them, and shuts down cleanly. All connections run on the io_context it
+// is given, one strand each.
+#include <memory>
+
+#include "server/http.hpp"
+
+namespace sb::server {
+
+class HttpServer {
+ public:
+  HttpServer(asio::io_context& io, config::Config config);
+  ~HttpServer();
+
+  // Binds server.hostname:server.port (port 0 picks a free one) and starts accepting.
+  Result<tcp::endpoint> start();
+
+  // Stops accepting, fails pending client-tool calls ("Server shutting down"), closes push
+  // connections and idle keep-alive connections; requests in progress finish. Idempotent.
+  void shutdown();
+
+  ServerState& state() { return state_; }
+
+ private:
+  asio::awaitable<void> accept_loop();
+
+  asio::io_context& io_;
+  ServerState state_;
+  tcp::acceptor acceptor_;
+};
+
+}  // namespace sb::server

@@ -1,0 +1,345 @@
+#include "server/routes.hpp"
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/url/parse.hpp>
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <charconv>
+
+#include "clienttool/wire.hpp"
+#include "server/push.hpp"
+#include "util/log.hpp"
+
+namespace sb::server {
+
+using namespace asio::experimental::awaitable_operators;
+constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+// ---- the one place that maps errors to HTTP -------------------------------------------------
+
+http::status http_status(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::InvalidRequest: return http::status::bad_request;
+    case ErrorCode::Forbidden: return http::status::forbidden;
+    case ErrorCode::NotFound: return http::status::not_found;
+    case ErrorCode::Conflict: return http::status::conflict;
+    case ErrorCode::TooLarge: return http::status::payload_too_large;
+    case ErrorCode::RateLimited: return http::status::too_many_requests;
+    case ErrorCode::Internal: return http::status::internal_server_error;
+    case ErrorCode::Unavailable: return http::status::service_unavailable;
+    case ErrorCode::Timeout: return http::status::gateway_timeout;
+  }
+  return http::status::internal_server_error;
+}
+
+Response json_response(http::status status, const json::value& body, const Request& req) {
+  Response res{status, req.version()};
+  res.set(http::field::server, "switchboard/" SWITCHBOARD_VERSION);
+  res.set(http::field::content_type, "application/json");
+  res.body() = json::serialize(body);
+  res.keep_alive(req.keep_alive());
+  res.prepare_payload();
+  return res;
+}
+
+Response error_response(const Error& error, const Request& req) {
+  return json_response(http_status(error.code), error_body(error), req);
+}
+
+namespace {
+
+// What a handler sees of its request.
+struct Call {
+  ServerState& state;
+  beast::tcp_stream& stream;
+  Request& req;
+  std::vector<std::string> params;  // the {…} segments of the route, decoded
+  boost::urls::url_view url;
+};
+
+using Reply = std::optional<Response>;
+using Handler = asio::awaitable<Reply> (*)(Call&);
+
+Result<json::object> body_object(const Request& req) {
+  auto doc = parse_json(req.body());
+  if (!doc) return doc.error();
+  if (!doc->is_object())
+    return make_error(ErrorCode::InvalidRequest,
+                      "the body must be a JSON object, got " + std::string(kind_name(*doc)));
+  return std::move(doc->get_object());
+}
+
+Reply fail(const Call& c, const Error& e) { return error_response(e, c.req); }
+Reply ok(const Call& c, const json::value& body) {
+  return json_response(http::status::ok, body, c.req);
+}
+
+Result<std::string> client_id_param(const std::string& id) {
+  if (!clienttool::valid_name(id))
+    return make_error(ErrorCode::InvalidRequest,
+                      "clientID must be 1-128 letters, digits, '_' or '-', got \"" + id + "\"");
+  return id;
+}
+
+// ---- handlers -------------------------------------------------------------------------------
+
+asio::awaitable<Reply> health(Call& c) {
+  co_return ok(c, json::object{{"healthy", true}, {"version", SWITCHBOARD_VERSION}});
+}
+
+asio::awaitable<Reply> register_tools(Call& c) {
+  auto body = body_object(c.req);
+  if (!body) co_return fail(c, body.error());
+  auto client_id = require_string(*body, "clientID");
+  if (!client_id) co_return fail(c, client_id.error());
+  if (auto s = get_string(*body, "sessionID"); !s) co_return fail(c, s.error());
+  auto it = body->find("tools");
+  auto specs = clienttool::parse_tool_specs(it == body->end() ? nullptr : &it->value(), "tools");
+  if (!specs) co_return fail(c, specs.error());
+  auto ids = c.state.registry->register_tools(*client_id, std::move(*specs));
+  if (!ids) co_return fail(c, ids.error());
+  co_return ok(c, json::object{{"registered", clienttool::to_json(*ids)}});
+}
+
+asio::awaitable<Reply> unregister_tools(Call& c) {
+  auto body = body_object(c.req);
+  if (!body) co_return fail(c, body.error());
+  auto client_id = require_string(*body, "clientID");
+  if (!client_id) co_return fail(c, client_id.error());
+  if (auto s = get_string(*body, "sessionID"); !s) co_return fail(c, s.error());
+  auto ids = clienttool::parse_string_list(*body, "toolIDs");
+  if (!ids) co_return fail(c, ids.error());
+  auto removed = c.state.registry->unregister(*client_id, *ids);
+  co_return ok(c, json::object{{"success", true}, {"unregistered", clienttool::to_json(removed)}});
+}
+
+// Completes when the HTTP caller closes its connection while we wait for a result.
+asio::awaitable<void> wait_peer_closed(tcp::socket& socket) {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, tuple_awaitable);
+  if (ec) co_return;  // cancelled: the result came first
+  char byte;
+  ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) co_return;
+  // The caller pipelined another request; it is still there. Wait for the result alone.
+  asio::steady_timer never(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+  co_await never.async_wait(tuple_awaitable);
+}
+
+asio::awaitable<Reply> execute(Call& c) {
+  auto body = body_object(c.req);
+  if (!body) co_return fail(c, body.error());
+  clienttool::ExecuteParams params;
+  auto client_id = get_string(*body, "clientID");
+  if (!client_id) co_return fail(c, client_id.error());
+  params.client_id = client_id->value_or("");
+  auto tool = get_string(*body, "tool");
+  if (!tool) co_return fail(c, tool.error());
+  auto tool_id = get_string(*body, "toolID");
+  if (!tool_id) co_return fail(c, tool_id.error());
+  params.tool = tool->value_or(tool_id->value_or(""));
+  if (params.tool.empty()) co_return fail(c, make_error(ErrorCode::InvalidRequest, "tool (or toolID) is required"));
+  auto input = get_object(*body, "input");
+  if (!input) co_return fail(c, input.error());
+  if (*input) params.input = **input;
+  for (auto [key, field] : {std::pair{"sessionID", &params.session_id},
+                            std::pair{"messageID", &params.message_id},
+                            std::pair{"callID", &params.call_id}}) {
+    auto v = get_string(*body, key);
+    if (!v) co_return fail(c, v.error());
+    *field = v->value_or("");
+  }
+  auto timeout = get_int(*body, "timeout");
+  if (!timeout) co_return fail(c, timeout.error());
+  if (*timeout) {
+    if (**timeout <= 0)
+      co_return fail(c, make_error(ErrorCode::InvalidRequest, "timeout must be a positive number of ms"));
+    params.timeout = std::chrono::milliseconds(**timeout);
+  }
+
+  using Channel = asio::experimental::concurrent_channel<void(boost::system::error_code,
+                                                              clienttool::ExecuteOutcome)>;
+  auto channel = std::make_shared<Channel>(co_await asio::this_coro::executor, 1);
+  auto started = c.state.registry->execute(std::move(params),
+                                           [channel](clienttool::ExecuteOutcome outcome) {
+                                             channel->try_send(boost::system::error_code{},
+                                                               std::move(outcome));
+                                           });
+  if (!started) co_return fail(c, started.error());
+
+  auto winner = co_await (channel->async_receive(tuple_awaitable) ||
+                          wait_peer_closed(c.stream.socket()));
+  if (winner.index() == 1) {
+    c.state.registry->cancel(started->request_id, "caller disconnected");
+    co_return fail(c, make_error(ErrorCode::Unavailable, "caller disconnected"));
+  }
+  auto [ec, outcome] = std::move(std::get<0>(winner));
+  if (ec) co_return fail(c, make_error(ErrorCode::Internal, "result channel: " + ec.message()));
+  if (!outcome) co_return fail(c, outcome.error());
+  co_return ok(c, clienttool::to_json(*outcome));
+}
+
+asio::awaitable<Reply> submit_result(Call& c) {
+  auto body = body_object(c.req);
+  if (!body) co_return fail(c, body.error());
+  auto request_id = require_string(*body, "requestID");
+  if (!request_id) co_return fail(c, request_id.error());
+  auto client_id = get_string(*body, "clientID");
+  if (!client_id) co_return fail(c, client_id.error());
+  auto response = clienttool::parse_tool_response(*body);
+  if (!response) co_return fail(c, response.error());
+  auto r = c.state.registry->submit_result(*request_id, *client_id, std::move(*response));
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, json::object{{"success", true}});
+}
+
+asio::awaitable<Reply> report_progress(Call& c) {
+  auto body = body_object(c.req);
+  if (!body) co_return fail(c, body.error());
+  auto request_id = require_string(*body, "requestID");
+  if (!request_id) co_return fail(c, request_id.error());
+  auto client_id = get_string(*body, "clientID");
+  if (!client_id) co_return fail(c, client_id.error());
+  auto metadata = get_object(*body, "metadata");
+  if (!metadata) co_return fail(c, metadata.error());
+  auto title = get_string(*body, "title");
+  if (!title) co_return fail(c, title.error());
+  clienttool::Progress progress{*metadata ? **metadata : json::object{}, *title};
+  auto r = c.state.registry->report_progress(*request_id, *client_id, std::move(progress));
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, json::object{{"success", true}});
+}
+
+asio::awaitable<Reply> client_tools_of(Call& c) {
+  auto client_id = client_id_param(c.params[0]);
+  if (!client_id) co_return fail(c, client_id.error());
+  json::array out;
+  for (const auto& def : c.state.registry->get_tools(*client_id)) out.push_back(clienttool::to_json(def));
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> all_client_tools(Call& c) {
+  json::object out;
+  for (const auto& [id, def] : c.state.registry->get_all_tools()) out[id] = clienttool::to_json(def);
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> pending_stream(Call& c) {
+  auto client_id = client_id_param(c.params[0]);
+  if (!client_id) co_return fail(c, client_id.error());
+  std::string last;
+  if (auto h = c.req.find("Last-Event-ID"); h != c.req.end()) last = std::string(h->value());
+  if (auto q = c.url.params().find("lastEventID"); q != c.url.params().end() && (*q).has_value)
+    last = (*q).value;
+  std::uint64_t last_seq = 0;
+  if (!last.empty()) {
+    auto [ptr, ec] = std::from_chars(last.data(), last.data() + last.size(), last_seq);
+    if (ec != std::errc{} || ptr != last.data() + last.size())
+      co_return fail(c, make_error(ErrorCode::InvalidRequest,
+                                   "Last-Event-ID must be a number, got \"" + last + "\""));
+  }
+  co_await run_client_sse(c.state, c.stream, c.req, *client_id, last_seq);
+  co_return std::nullopt;
+}
+
+asio::awaitable<Reply> client_websocket(Call& c) {
+  auto client_id = client_id_param(c.params[0]);
+  if (!client_id) co_return fail(c, client_id.error());
+  if (!beast::websocket::is_upgrade(c.req))
+    co_return fail(c, make_error(ErrorCode::InvalidRequest,
+                                 "this route is a WebSocket: send an Upgrade: websocket request"));
+  co_await run_client_websocket(c.state, std::move(c.stream), std::move(c.req), *client_id);
+  co_return std::nullopt;
+}
+
+asio::awaitable<Reply> event_stream(Call& c) {
+  co_await run_event_sse(c.state, c.stream, c.req);
+  co_return std::nullopt;
+}
+
+// ---- the route table ------------------------------------------------------------------------
+
+struct Route {
+  http::verb method;
+  std::vector<std::string_view> pattern;  // "{}" matches one segment
+  Handler handler;
+};
+
+const std::vector<Route>& routes() {
+  static const std::vector<Route> table = {
+      {http::verb::get, {"health"}, &health},
+      {http::verb::post, {"client-tools", "register"}, &register_tools},
+      {http::verb::delete_, {"client-tools", "unregister"}, &unregister_tools},
+      {http::verb::post, {"client-tools", "execute"}, &execute},
+      {http::verb::post, {"client-tools", "result"}, &submit_result},
+      {http::verb::post, {"client-tools", "progress"}, &report_progress},
+      {http::verb::get, {"client-tools", "pending", "{}"}, &pending_stream},
+      {http::verb::get, {"client-tools", "ws", "{}"}, &client_websocket},
+      {http::verb::get, {"client-tools", "tools"}, &all_client_tools},
+      {http::verb::get, {"client-tools", "tools", "{}"}, &client_tools_of},
+      {http::verb::get, {"event"}, &event_stream},
+  };
+  return table;
+}
+
+bool matches(const Route& route, const std::vector<std::string>& segments,
+             std::vector<std::string>& params) {
+  if (route.pattern.size() != segments.size()) return false;
+  params.clear();
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    if (route.pattern[i] == "{}") {
+      params.push_back(segments[i]);
+    } else if (route.pattern[i] != segments[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<Response>> dispatch(ServerState& state, beast::tcp_stream& stream,
+                                                  Request& req) {
+  auto url = boost::urls::parse_origin_form(req.target());
+  if (!url)
+    co_return error_response(make_error(ErrorCode::InvalidRequest,
+                                        "invalid request target: " + std::string(req.target())),
+                             req);
+  std::vector<std::string> segments;
+  for (auto seg : url->segments()) segments.push_back(seg);
+  if (!segments.empty() && segments.back().empty()) segments.pop_back();  // trailing slash
+
+  std::vector<std::string> params;
+  std::string allowed;
+  for (const auto& route : routes()) {
+    if (!matches(route, segments, params)) continue;
+    if (route.method != req.method() &&
+        !(route.method == http::verb::get && req.method() == http::verb::head)) {
+      if (!allowed.empty()) allowed += ", ";
+      allowed += std::string(http::to_string(route.method));
+      continue;
+    }
+    Call call{state, stream, req, std::move(params), *url};
+    co_return co_await route.handler(call);
+  }
+  if (!allowed.empty()) {
+    auto res = json_response(
+        http::status::method_not_allowed,
+        error_body(make_error(ErrorCode::InvalidRequest,
+                              std::string(req.method_string()) + " is not allowed on " +
+                                  std::string(url->path()) + " (allowed: " + allowed + ")")),
+        req);
+    res.set(http::field::allow, allowed);
+    co_return res;
+  }
+  co_return error_response(
+      make_error(ErrorCode::NotFound, "no route for " + std::string(req.method_string()) + " " +
+                                          std::string(url->path())),
+      req);
+}
+
+}  // namespace sb::server

@@ -1,0 +1,45 @@
+#include "util/ids.hpp"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <random>
+
+namespace sb::ids {
+namespace {
+
+std::atomic<std::uint64_t> last_stamp{0};
+
+std::uint64_t next_stamp() {
+  auto now = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
+  std::uint64_t candidate = now << 12;
+  std::uint64_t prev = last_stamp.load(std::memory_order_relaxed);
+  std::uint64_t next;
+  do {
+    next = candidate > prev ? candidate : prev + 1;
+  } while (!last_stamp.compare_exchange_weak(prev, next, std::memory_order_relaxed));
+  return next;
+}
+
+}  // namespace
+
+std::string make(std::string_view prefix) {
+  static constexpr char kBase62[] =
+      "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  static constexpr char kHex[] = "0123456789abcdef";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+
+  std::string id;
+  id.reserve(prefix.size() + 1 + 12 + 14);
+  id.append(prefix);
+  id.push_back('_');
+  std::uint64_t stamp = next_stamp();
+  for (int shift = 44; shift >= 0; shift -= 4) id.push_back(kHex[(stamp >> shift) & 0xf]);
+  for (int i = 0; i < 14; ++i) id.push_back(kBase62[rng() % 62]);
+  return id;
+}
+
+}  // namespace sb::ids

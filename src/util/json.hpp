@@ -1,0 +1,45 @@
+#pragma once
+// JSON helpers shared by every parser of outside bytes: parsing with a position in the error, and
+// typed field access whose errors name the field ("tools[1].description must be a string").
+#include <boost/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "util/error.hpp"
+
+namespace sb {
+
+namespace json = boost::json;
+
+// Parses a whole document. Errors are InvalidRequest and say where ("line 3, column 7").
+Result<json::value> parse_json(std::string_view text, std::size_t max_depth = 64);
+
+// "prefix.key", or "key" when prefix is empty.
+std::string field_path(std::string_view prefix, std::string_view key);
+
+// Each returns nullopt when the key is absent or null, an error when present with another type.
+Result<std::optional<std::string>> get_string(const json::object& obj, std::string_view key,
+                                              std::string_view prefix = {});
+Result<std::optional<std::int64_t>> get_int(const json::object& obj, std::string_view key,
+                                            std::string_view prefix = {});
+Result<std::optional<bool>> get_bool(const json::object& obj, std::string_view key,
+                                     std::string_view prefix = {});
+Result<const json::object*> get_object(const json::object& obj, std::string_view key,
+                                       std::string_view prefix = {});  // nullptr when absent
+Result<const json::array*> get_array(const json::object& obj, std::string_view key,
+                                     std::string_view prefix = {});  // nullptr when absent
+
+// Present, non-empty string.
+Result<std::string> require_string(const json::object& obj, std::string_view key,
+                                   std::string_view prefix = {});
+
+// The JSON name of a value's kind ("string", "object", ...), for error messages.
+std::string_view kind_name(const json::value& v);
+
+// {"error": {"code": ..., "message": ...}}
+json::object error_body(const Error& e);
+
+}  // namespace sb

@@ -1,0 +1,205 @@
+#pragma once
+// Shared helpers of the black-box tests: the test configuration, tool definitions, calls that the
+// tests make over and over, and assertions on error bodies. Helpers that set a test up throw
+// std::runtime_error when the server does not do what the setup needs; GoogleTest reports the
+// exception (with the server's answer in it) as the test's failure.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include <chrono>
+#include <future>
+#include <iostream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "net_client.hpp"
+#include "server_process.hpp"
+
+namespace sb::test {
+
+using Clock = std::chrono::steady_clock;
+
+inline std::string str(const json::value& v) {
+  return json::serialize(v);
+}
+
+// The value at a JSON Pointer, or nullptr.
+inline const json::value* find(const json::value& v, std::string_view pointer) {
+  boost::system::error_code ec;
+  return v.find_pointer(pointer, ec);
+}
+
+// The string at a JSON Pointer, or "" (for concise expectations on fields that must be strings).
+inline std::string string_at(const json::value& v, std::string_view pointer) {
+  const json::value* p = find(v, pointer);
+  return p && p->is_string() ? std::string(p->get_string()) : std::string();
+}
+
+// Short timeouts everywhere, no rate limit, no reconnect grace; tests override what they test.
+inline json::object test_config(const json::object& client_tools = {},
+                                const json::object& server = {}) {
+  json::object ct{{"defaultTimeout", 5000},
+                  {"maxTimeout", 20000},
+                  {"keepaliveInterval", 1000},
+                  {"reconnectGrace", 0},
+                  {"rateLimit", 0}};
+  for (const auto& kv : client_tools)
+    ct[kv.key()] = kv.value();
+  json::object sv;
+  for (const auto& kv : server)
+    sv[kv.key()] = kv.value();
+  json::object cfg{{"clientTools", ct}};
+  if (!sv.empty()) cfg["server"] = sv;
+  return cfg;
+}
+
+// {"type": "object", "properties": {"text": {"type": "string"}}}
+inline json::value text_schema() {
+  return json::object{{"type", "object"},
+                      {"properties", json::object{{"text", json::object{{"type", "string"}}}}}};
+}
+
+// A tool definition as a client registers it.
+inline json::object tool_def(std::string_view name, std::string_view description = "a test tool",
+                             json::value parameters = text_schema()) {
+  return json::object{{"id", name}, {"description", description}, {"parameters", parameters}};
+}
+
+// POST /client-tools/register; throws unless it answers 200.
+inline json::value register_tools(unsigned short port, std::string_view client_id,
+                                  json::array tools) {
+  auto res = http_post(port, "/client-tools/register",
+                       json::object{{"clientID", client_id}, {"tools", std::move(tools)}});
+  if (res.status != 200)
+    throw std::runtime_error("setup: register for " + std::string(client_id) +
+                             " failed: " + res.describe());
+  return res.json();
+}
+
+// Starts POST /client-tools/execute on its own thread. The HTTP timeout is generous: the server's
+// own timeouts are what the tests measure.
+inline std::future<HttpResponse> execute_async(unsigned short port, json::object body,
+                                               std::chrono::milliseconds http_timeout = 20s) {
+  return std::async(std::launch::async, [port, body = std::move(body), http_timeout] {
+    return http_post(port, "/client-tools/execute", body, http_timeout);
+  });
+}
+
+// Waits for an execute started with execute_async; throws when it does not finish in time.
+inline HttpResponse await(std::future<HttpResponse>& f, std::chrono::milliseconds timeout = 15s) {
+  if (f.wait_for(timeout) != std::future_status::ready)
+    throw std::runtime_error("execute did not answer within " + std::to_string(timeout.count()) +
+                             " ms");
+  return f.get();
+}
+
+// The data of the next `tool-request` event on a client's pending stream; throws if none comes.
+inline json::object next_tool_request(SseClient& sse, std::chrono::milliseconds timeout = 5s) {
+  auto e = sse.next_event_named("tool-request", timeout);
+  if (!e)
+    throw std::runtime_error("no tool-request event within " + std::to_string(timeout.count()) +
+                             " ms");
+  json::value v = e->json();
+  if (!v.is_object()) throw std::runtime_error("tool-request data is not an object: " + e->data);
+  return v.get_object();
+}
+
+// The `request` of the next {type: "request"} WebSocket message; throws if none comes.
+inline json::object next_ws_request(WsClient& ws, std::chrono::milliseconds timeout = 5s) {
+  auto m = ws.next_message_of_type("request", timeout);
+  if (!m)
+    throw std::runtime_error("no request message within " + std::to_string(timeout.count()) +
+                             " ms");
+  const json::value* r = find(*m, "/request");
+  if (!r || !r->is_object())
+    throw std::runtime_error("request message without request: " + str(*m));
+  return r->get_object();
+}
+
+// Reads /event and finds events by type.
+class BusEvents {
+ public:
+  explicit BusEvents(unsigned short port, SseClient::Options options = {})
+      : sse_(port, "/event", std::move(options)) {}
+  SseClient& sse() { return sse_; }
+
+  // The next event of `type` (others before it are skipped), as {type, properties}.
+  std::optional<json::object> next(std::string_view type, std::chrono::milliseconds timeout = 5s) {
+    auto deadline = Clock::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      auto e = sse_.next_event(left);
+      if (!e) return std::nullopt;
+      json::value v = e->json();
+      if (v.is_object() && string_at(v, "/type") == type) return v.get_object();
+    }
+  }
+
+  // Like next(), but also requires properties.<key> == value.
+  std::optional<json::object> next_where(std::string_view type, std::string_view pointer,
+                                         const json::value& value,
+                                         std::chrono::milliseconds timeout = 5s) {
+    auto deadline = Clock::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      auto e = next(type, left);
+      if (!e) return std::nullopt;
+      const json::value* got = find(json::value(*e), pointer);
+      if (got && *got == value) return e;
+    }
+  }
+
+ private:
+  SseClient sse_;
+};
+
+// Checks an error answer: status, the documented code, a JSON error body, and (when given) that
+// the message contains each of `needles`.
+inline testing::AssertionResult IsError(const HttpResponse& res, unsigned status,
+                                        std::string_view code,
+                                        std::initializer_list<std::string_view> needles = {}) {
+  if (res.status != status)
+    return testing::AssertionFailure()
+           << "expected status " << status << ", got " << res.describe();
+  if (res.error_code() != code)
+    return testing::AssertionFailure()
+           << "expected error.code " << code << ", got " << res.describe();
+  std::string message = res.error_message();
+  if (message.empty())
+    return testing::AssertionFailure() << "error.message is missing or empty: " << res.describe();
+  for (auto needle : needles)
+    if (message.find(needle) == std::string::npos)
+      return testing::AssertionFailure()
+             << "error.message does not mention \"" << needle << "\": " << res.describe();
+  return testing::AssertionSuccess();
+}
+
+// Checks a 200 answer whose body is JSON.
+inline testing::AssertionResult IsOk(const HttpResponse& res) {
+  if (res.status != 200)
+    return testing::AssertionFailure() << "expected 200, got " << res.describe();
+  boost::system::error_code ec;
+  json::parse(res.body, ec);
+  if (ec) return testing::AssertionFailure() << "200 without a JSON body: " << res.describe();
+  return testing::AssertionSuccess();
+}
+
+// Adds the server's log to a failing test's output.
+class ServerTest : public testing::Test {
+ protected:
+  void TearDown() override {
+    if (HasFailure() && server_)
+      std::cerr << "--- switchboard log ---\n" << server_->log() << "--- end of log ---\n";
+  }
+  void start(json::object config) { server_.emplace(std::move(config)); }
+  unsigned short port() const { return server_->port(); }
+  ServerProcess& server() { return *server_; }
+
+  std::optional<ServerProcess> server_;
+};
+
+}  // namespace sb::test

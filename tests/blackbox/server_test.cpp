@@ -1,0 +1,253 @@
+// Black-box tests of the server as a whole: health, unknown routes and methods, bytes that are
+// not HTTP, idle connections, shutdown on SIGTERM/SIGINT, and configuration errors at start-up.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include "blackbox_util.hpp"
+
+namespace sb::test {
+namespace {
+
+bool contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos;
+}
+
+class Server : public ServerTest {
+ protected:
+  void SetUp() override { start(test_config()); }
+};
+
+TEST_F(Server, HealthReportsHealthyAndTheVersion) {
+  auto res = http_get(port(), "/health");
+  ASSERT_TRUE(IsOk(res));
+  EXPECT_EQ(res.json(), (json::object{{"healthy", true}, {"version", SWITCHBOARD_VERSION}}));
+  EXPECT_TRUE(contains(res.header("content-type").value_or(""), "application/json"))
+      << "Content-Type: " << res.header("content-type").value_or("(none)");
+}
+
+TEST_F(Server, UnknownRouteIs404WithTheErrorBody) {
+  for (const char* target :
+       {"/nope", "/client-tools/nope", "/client-tools/tools/c1/extra", "/client-tools/pending/"}) {
+    SCOPED_TRACE(target);
+    auto res = http_get(port(), target);
+    EXPECT_TRUE(IsError(res, 404, "NOT_FOUND"));
+    EXPECT_TRUE(contains(res.header("content-type").value_or(""), "application/json"));
+  }
+  auto post = http_post(port(), "/client-tools/nope", json::object{});
+  EXPECT_TRUE(IsError(post, 404, "NOT_FOUND"));
+}
+
+TEST_F(Server, KnownPathWithTheWrongMethodIs405WithAllow) {
+  struct Case {
+    const char* method;
+    const char* target;
+    const char* allowed;
+  };
+  for (const Case& c :
+       {Case{"GET", "/client-tools/register", "POST"},
+        Case{"POST", "/client-tools/unregister", "DELETE"},
+        Case{"GET", "/client-tools/execute", "POST"}, Case{"PUT", "/client-tools/result", "POST"},
+        Case{"DELETE", "/health", "GET"}, Case{"POST", "/client-tools/tools", "GET"}}) {
+    SCOPED_TRACE(std::string(c.method) + " " + c.target);
+    auto res = http_request(port(), c.method, c.target);
+    EXPECT_TRUE(IsError(res, 405, "INVALID_REQUEST"));
+    EXPECT_TRUE(contains(res.header("allow").value_or(""), c.allowed))
+        << "Allow: " << res.header("allow").value_or("(none)");
+  }
+}
+
+TEST_F(Server, BytesThatAreNotHttpAreRefusedAndTheServerGoesOn) {
+  for (const char* garbage :
+       {"HELLO THERE\r\n\r\n", "GET /health HTTP/1.1\r\nBad Header Line\r\n\r\n",
+        "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"}) {
+    SCOPED_TRACE(testing::PrintToString(std::string(garbage)));
+    RawConnection raw(port());
+    raw.send(garbage);
+    auto res = raw.read_response(3s);
+    if (res) {
+      EXPECT_EQ(res->status, 400u) << res->describe();
+    } else {
+      // No answer is acceptable only when the server closed the connection.
+      EXPECT_TRUE(raw.wait_closed(3s)) << "neither an answer nor a close; got: " << raw.received();
+    }
+  }
+  EXPECT_TRUE(IsOk(http_get(port(), "/health")));
+}
+
+TEST_F(Server, SeveralRequestsOnOneConnection) {
+  RawConnection raw(port());
+  raw.send(
+      "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /client-tools/tools HTTP/1.1\r\n"
+      "Host: 127.0.0.1\r\n\r\n");
+  auto first = raw.read_response();
+  ASSERT_TRUE(first.has_value()) << raw.received();
+  EXPECT_TRUE(IsOk(*first));
+  auto second = raw.read_response();
+  ASSERT_TRUE(second.has_value()) << raw.received();
+  EXPECT_TRUE(IsOk(*second));
+  EXPECT_EQ(second->json(), json::object{});
+}
+
+class ServerIdle : public ServerTest {
+ protected:
+  void SetUp() override { start(test_config({}, json::object{{"idleTimeout", 300}})); }
+};
+
+TEST_F(ServerIdle, HalfWrittenRequestsDoNotBlockOthersAndAreClosedWhenIdle) {
+  RawConnection silent(port());
+  RawConnection half_head(port());
+  half_head.send("POST /client-tools/register HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le");
+  RawConnection half_body(port());
+  half_body.send(
+      "POST /client-tools/register HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+      "\r\nContent-Length: 100\r\n\r\n{\"clientID\": ");
+
+  // Meanwhile the server answers everyone else.
+  auto t0 = Clock::now();
+  EXPECT_TRUE(IsOk(http_get(port(), "/health", 2s)));
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count(), 1000);
+
+  // And closes the idle ones (idleTimeout is 300 ms), answering no half request.
+  for (RawConnection* c : {&silent, &half_head, &half_body}) {
+    EXPECT_TRUE(c->wait_closed(3s)) << "an idle connection is still open";
+  }
+  EXPECT_TRUE(IsOk(http_get(port(), "/health")));
+}
+
+// ---- shutdown --------------------------------------------------------------------------------
+
+TEST_F(Server, SigtermEndsPendingCallsWith503AndExitsZero) {
+  WsClient ws(port(), "/client-tools/ws/c1");
+  ws.send_json(json::object{{"type", "register"}, {"tools", {tool_def("a")}}});
+  ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
+  register_tools(port(), "c2", {tool_def("a")});
+  SseClient sse(port(), "/client-tools/pending/c2");
+
+  auto ws_call = execute_async(
+      port(), json::object{{"tool", "client_c1_a"}, {"input", json::object{}}, {"timeout", 10000}});
+  auto sse_call = execute_async(
+      port(), json::object{{"tool", "client_c2_a"}, {"input", json::object{}}, {"timeout", 10000}});
+  std::string ws_id(next_ws_request(ws).at("requestID").as_string());
+  std::string sse_id = string_at(json::value(next_tool_request(sse)), "/requestID");
+
+  auto t0 = Clock::now();
+  server().send_signal(SIGTERM);
+
+  auto ws_res = await(ws_call, 5s);
+  auto sse_res = await(sse_call, 5s);
+  EXPECT_TRUE(IsError(ws_res, 503, "UNAVAILABLE", {"shutting down"}));
+  EXPECT_TRUE(IsError(sse_res, 503, "UNAVAILABLE", {"shutting down"}));
+
+  // The clients are told, then their connections close.
+  auto cancel = ws.next_message_of_type("cancel", 3s);
+  ASSERT_TRUE(cancel.has_value()) << "the WebSocket client got no cancel";
+  EXPECT_EQ(string_at(*cancel, "/requestID"), ws_id) << str(*cancel);
+  auto tool_cancel = sse.next_event_named("tool-cancel", 3s);
+  ASSERT_TRUE(tool_cancel.has_value()) << "the SSE client got no tool-cancel";
+  EXPECT_EQ(string_at(tool_cancel->json(), "/requestID"), sse_id) << tool_cancel->data;
+  EXPECT_TRUE(ws.wait_closed(3s));
+  EXPECT_TRUE(sse.wait_closed(3s));
+
+  auto status = server().wait_exit(5s);
+  ASSERT_TRUE(status.has_value()) << "still running 5 s after SIGTERM";
+  EXPECT_TRUE(status->exited && status->code == 0) << status->describe();
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count(), 5000);
+}
+
+TEST_F(Server, SigintExitsZero) {
+  SseClient events(port(), "/event");
+  server().send_signal(SIGINT);
+  EXPECT_TRUE(events.wait_closed(3s)) << "the /event stream stayed open";
+  auto status = server().wait_exit(5s);
+  ASSERT_TRUE(status.has_value()) << "still running 5 s after SIGINT";
+  EXPECT_TRUE(status->exited && status->code == 0) << status->describe();
+}
+
+// ---- configuration ---------------------------------------------------------------------------
+
+struct BadConfig {
+  const char* text;
+  const char* key;  // the message must name this key
+};
+
+class ServerConfigError : public testing::TestWithParam<BadConfig> {};
+
+TEST_P(ServerConfigError, StopsStartUpNamingTheFileAndKey) {
+  RunOptions options;
+  options.config_text = GetParam().text;
+  RunResult run = run_switchboard(options);
+  ASSERT_TRUE(run.status.has_value()) << "the server started despite the bad config; stderr:\n"
+                                      << run.stderr_text;
+  EXPECT_FALSE(run.status->exited && run.status->code == 0) << run.status->describe();
+  EXPECT_TRUE(run.status->exited) << run.status->describe();
+  EXPECT_TRUE(contains(run.stderr_text, run.config_path.string()))
+      << "stderr does not name " << run.config_path << ":\n"
+      << run.stderr_text;
+  EXPECT_TRUE(contains(run.stderr_text, GetParam().key))
+      << "stderr does not name " << GetParam().key << ":\n"
+      << run.stderr_text;
+  EXPECT_FALSE(contains(run.stderr_text, "listening on"));
+}
+
+const BadConfig kBadConfigs[] = {
+    {R"({"clientTools": {"defaultTimeout": "soon"}})", "clientTools.defaultTimeout"},
+    {R"({"clientTools": {"keepaliveInterval": true}})", "clientTools.keepaliveInterval"},
+    {R"({"clientTools": {"reconnectGrace": -5}})", "clientTools.reconnectGrace"},
+    {R"({"clientTools": {"rateLimit": 1.5}})", "clientTools.rateLimit"},
+    {R"({"clientTools": {"maxTimeout": [1]}})", "clientTools.maxTimeout"},
+    {R"({"clientTools": []})", "clientTools"},
+    {R"({"server": {"maxBodyBytes": "10MB"}})", "server.maxBodyBytes"},
+    {R"({"server": {"subscriberQueueLimit": {}}})", "server.subscriberQueueLimit"},
+    {R"({"server": {"idleTimeout": "1m"}})", "server.idleTimeout"},
+    {R"({"clientTools": {"defaultTimeout": 1000}, "server": "yes"})", "server"},
+};
+
+INSTANTIATE_TEST_SUITE_P(WrongTypes, ServerConfigError, testing::ValuesIn(kBadConfigs));
+
+TEST(ServerConfig, FileThatDoesNotParseStopsStartUpNamingTheFile) {
+  RunOptions options;
+  options.config_text = "{\"clientTools\": {\"defaultTimeout\": 1000,\n";
+  RunResult run = run_switchboard(options);
+  ASSERT_TRUE(run.status.has_value()) << "the server started; stderr:\n" << run.stderr_text;
+  EXPECT_TRUE(run.status->exited && run.status->code != 0) << run.status->describe();
+  EXPECT_TRUE(contains(run.stderr_text, run.config_path.string())) << run.stderr_text;
+}
+
+TEST(ServerConfig, BadKeyInTheUserConfigNamesThatFile) {
+  RunOptions options;
+  options.home_config_text = R"({"server": {"maxBodyBytes": "big"}})";
+  RunResult run = run_switchboard(options);
+  ASSERT_TRUE(run.status.has_value()) << "the server started; stderr:\n" << run.stderr_text;
+  EXPECT_TRUE(run.status->exited && run.status->code != 0) << run.status->describe();
+  auto file = (run.home / ".config" / "switchboard" / "config.json").string();
+  EXPECT_TRUE(contains(run.stderr_text, file)) << "stderr does not name " << file << ":\n"
+                                               << run.stderr_text;
+  EXPECT_TRUE(contains(run.stderr_text, "server.maxBodyBytes")) << run.stderr_text;
+}
+
+TEST(ServerConfig, BadKeyInTheProjectConfigNamesThatFile) {
+  RunOptions options;
+  options.cwd_config_text = R"({"clientTools": {"rateLimit": "lots"}})";
+  RunResult run = run_switchboard(options);
+  ASSERT_TRUE(run.status.has_value()) << "the server started; stderr:\n" << run.stderr_text;
+  EXPECT_TRUE(run.status->exited && run.status->code != 0) << run.status->describe();
+  EXPECT_TRUE(contains(run.stderr_text, ".switchboard/config.json")) << run.stderr_text;
+  EXPECT_TRUE(contains(run.stderr_text, "clientTools.rateLimit")) << run.stderr_text;
+}
+
+TEST(ServerConfig, MissingExplicitConfigFileStopsStartUp) {
+  RunOptions options;
+  options.args.push_back("--config");
+  options.args.push_back("/nonexistent/switchboard.json");
+  RunResult run = run_switchboard(options);
+  ASSERT_TRUE(run.status.has_value()) << "the server started; stderr:\n" << run.stderr_text;
+  EXPECT_TRUE(run.status->exited && run.status->code != 0) << run.status->describe();
+  EXPECT_TRUE(contains(run.stderr_text, "/nonexistent/switchboard.json")) << run.stderr_text;
+}
+
+}  // namespace
+}  // namespace sb::test
