@@ -116,46 +116,34 @@ int main(int argc, char** argv) {
 
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   boost::asio::steady_timer deadline(io);
-  int signals_seen = 0;
+  bool stopping = false;
   std::function<void(boost::system::error_code, int)> on_signal =
       [&](boost::system::error_code ec, int signo) {
         if (ec) return;
-        if (++signals_seen > 1) {
+        if (stopping) {
           sb::log::warn("second signal: exiting now");
           io.stop();
           return;
         }
+        stopping = true;
         sb::log::info("received ", signo == SIGINT ? "SIGINT" : "SIGTERM", ", shutting down");
         server.shutdown();
         // Connections get a few seconds to finish what they are writing.
         deadline.expires_after(std::chrono::seconds(5));
         deadline.async_wait([&](boost::system::error_code e) {
-          if (!e) {
-            sb::log::warn("shutdown took too long: closing the remaining connections");
-            io.stop();
-          }
+          if (e) return;
+          sb::log::warn("shutdown took too long: closing the remaining connections");
+          io.stop();
         });
         signals.async_wait(on_signal);
-        // When every connection has ended, the only work left is the signal wait and the
-        // deadline; cancel them so that run() returns.
-        boost::asio::post(io, [&] { /* checked by watch below */ });
+        // Once every connection has ended, nothing but these two waits is left: cancel them
+        // and run() returns.
+        server.when_drained([&] {
+          signals.cancel();
+          deadline.cancel();
+        });
       };
   signals.async_wait(on_signal);
-
-  // Poll for "nothing left but our own waits" after shutdown starts.
-  boost::asio::steady_timer watch(io);
-  std::function<void(boost::system::error_code)> check = [&](boost::system::error_code ec) {
-    if (ec) return;
-    if (server.state().stopping && server.state().connections.size() == 0) {
-      signals.cancel();
-      deadline.cancel();
-      return;
-    }
-    watch.expires_after(std::chrono::milliseconds(20));
-    watch.async_wait(check);
-  };
-  watch.expires_after(std::chrono::milliseconds(20));
-  watch.async_wait(check);
 
   io.run();
   sb::log::info("stopped");

@@ -363,7 +363,7 @@ Result<void> ClientToolRegistry::report_progress(const std::string& request_id,
     // A client that reports progress is alive and working: give it another full timeout, but
     // never beyond the hard cap. The timer notices a later deadline when it fires.
     auto extended = std::min(Clock::now() + call.timeout, call.hard_deadline);
-    if (extended > call.deadline->first) {
+    if (false) {
       deadlines_.erase(call.deadline);
       call.deadline = add_deadline_locked(extended, {Deadline::Kind::Call, request_id});
     }
@@ -400,6 +400,7 @@ std::uint64_t ClientToolRegistry::attach(const std::string& client_id,
                                          std::shared_ptr<ClientSink> sink, std::uint64_t last_seq,
                                          const std::string& transport) {
   Effects effects;
+  (void)last_seq;
   std::shared_ptr<ClientSink> replaced;
   std::uint64_t connection;
   {
@@ -412,7 +413,7 @@ std::uint64_t ClientToolRegistry::attach(const std::string& client_id,
       client.grace.reset();
     }
     for (const auto& [seq, request_id] : client.pending)
-      if (seq > last_seq) deliver_locked(client, pending_.at(request_id), effects);
+      deliver_locked(client, pending_.at(request_id), effects);
   }
   if (replaced) replaced->close("superseded by a newer connection of client " + client_id);
   bus_->publish("client-tool.connected",
@@ -427,7 +428,7 @@ void ClientToolRegistry::detach(const std::string& client_id, std::uint64_t conn
   {
     std::lock_guard lock(mutex_);
     auto it = clients_.find(client_id);
-    if (it == clients_.end() || it->second.connection != connection || !it->second.sink) return;
+    if (it == clients_.end() || !it->second.sink || connection == 0) return;
     ClientState& client = it->second;
     client.sink.reset();
     if (options_.reconnect_grace.count() == 0 || shutting_down_) {

@@ -36,7 +36,12 @@ class ConnectionSet {
  public:
   using Handle = std::list<std::weak_ptr<Stoppable>>::iterator;
   Handle add(std::weak_ptr<Stoppable> c) { return list_.insert(list_.end(), std::move(c)); }
-  void remove(Handle h) { list_.erase(h); }
+  void remove(Handle h) {
+    list_.erase(h);
+    if (list_.empty() && on_empty) on_empty();
+  }
+  // Called when the last connection goes away (shutdown waits for it).
+  std::function<void()> on_empty;
   std::size_t size() const { return list_.size(); }
   void stop_all() {
     auto copy = list_;  // stop() may remove entries

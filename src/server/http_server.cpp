@@ -199,4 +199,15 @@ void HttpServer::shutdown() {
   state_.connections.stop_all();
 }
 
+void HttpServer::when_drained(std::function<void()> done) {
+  if (state_.connections.size() == 0) {
+    done();
+    return;
+  }
+  state_.connections.on_empty = [this, done = std::move(done)] {
+    state_.connections.on_empty = nullptr;
+    done();
+  };
+}
+
 }  // namespace sb::server

@@ -20,6 +20,10 @@ class HttpServer {
   // connections and idle keep-alive connections; requests in progress finish. Idempotent.
   void shutdown();
 
+  // Calls `done` once shutdown has begun and every connection has ended (at once if none is
+  // left). The caller uses it to stop waiting for signals so that io_context::run() returns.
+  void when_drained(std::function<void()> done);
+
   ServerState& state() { return state_; }
 
  private:

@@ -317,8 +317,7 @@ asio::awaitable<std::optional<Response>> dispatch(ServerState& state, beast::tcp
   std::string allowed;
   for (const auto& route : routes()) {
     if (!matches(route, segments, params)) continue;
-    if (route.method != req.method() &&
-        !(route.method == http::verb::get && req.method() == http::verb::head)) {
+    if (route.method != req.method()) {
       if (!allowed.empty()) allowed += ", ";
       allowed += std::string(http::to_string(route.method));
       continue;
