@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
     std::cout << kUsage;
     return 0;
   }
-  if (argv_list[0] != "serve") return usage_error("unknown command \"" + std::string(argv_list[0]) + "\"");
+  if (argv_list[0] != "serve")
+    return usage_error("unknown command \"" + std::string(argv_list[0]) + "\"");
 
   Args args;
   for (std::size_t i = 1; i < argv_list.size(); ++i) {
@@ -79,11 +80,16 @@ int main(int argc, char** argv) {
     } else if (flag == "--config") {
       args.config = *v;
     } else if (flag == "--log-level") {
-      if (*v == "debug") args.level = sb::log::Level::Debug;
-      else if (*v == "info") args.level = sb::log::Level::Info;
-      else if (*v == "warn") args.level = sb::log::Level::Warn;
-      else if (*v == "error") args.level = sb::log::Level::Error;
-      else return usage_error("--log-level must be debug, info, warn or error");
+      if (*v == "debug")
+        args.level = sb::log::Level::Debug;
+      else if (*v == "info")
+        args.level = sb::log::Level::Info;
+      else if (*v == "warn")
+        args.level = sb::log::Level::Warn;
+      else if (*v == "error")
+        args.level = sb::log::Level::Error;
+      else
+        return usage_error("--log-level must be debug, info, warn or error");
     } else {
       return usage_error("unknown option " + std::string(flag));
     }
@@ -97,8 +103,10 @@ int main(int argc, char** argv) {
     std::cerr << "switchboard: configuration error: " << cfg.error().message << "\n";
     return 1;
   }
-  for (const auto& w : cfg->warnings) sb::log::warn("config: ", w);
-  for (const auto& s : cfg->sources) sb::log::info("config: read ", s);
+  for (const auto& w : cfg->warnings)
+    sb::log::warn("config: ", w);
+  for (const auto& s : cfg->sources)
+    sb::log::info("config: read ", s);
   if (args.port) cfg->server.port = *args.port;
   if (args.hostname) cfg->server.hostname = *args.hostname;
 
@@ -117,32 +125,32 @@ int main(int argc, char** argv) {
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   boost::asio::steady_timer deadline(io);
   bool stopping = false;
-  std::function<void(boost::system::error_code, int)> on_signal =
-      [&](boost::system::error_code ec, int signo) {
-        if (ec) return;
-        if (stopping) {
-          sb::log::warn("second signal: exiting now");
-          io.stop();
-          return;
-        }
-        stopping = true;
-        sb::log::info("received ", signo == SIGINT ? "SIGINT" : "SIGTERM", ", shutting down");
-        server.shutdown();
-        // Connections get a few seconds to finish what they are writing.
-        deadline.expires_after(std::chrono::seconds(5));
-        deadline.async_wait([&](boost::system::error_code e) {
-          if (e) return;
-          sb::log::warn("shutdown took too long: closing the remaining connections");
-          io.stop();
-        });
-        signals.async_wait(on_signal);
-        // Once every connection has ended, nothing but these two waits is left: cancel them
-        // and run() returns.
-        server.when_drained([&] {
-          signals.cancel();
-          deadline.cancel();
-        });
-      };
+  std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec,
+                                                                      int signo) {
+    if (ec) return;
+    if (stopping) {
+      sb::log::warn("second signal: exiting now");
+      io.stop();
+      return;
+    }
+    stopping = true;
+    sb::log::info("received ", signo == SIGINT ? "SIGINT" : "SIGTERM", ", shutting down");
+    server.shutdown();
+    // Connections get a few seconds to finish what they are writing.
+    deadline.expires_after(std::chrono::seconds(5));
+    deadline.async_wait([&](boost::system::error_code e) {
+      if (e) return;
+      sb::log::warn("shutdown took too long: closing the remaining connections");
+      io.stop();
+    });
+    signals.async_wait(on_signal);
+    // Once every connection has ended, nothing but these two waits is left: cancel them
+    // and run() returns.
+    server.when_drained([&] {
+      signals.cancel();
+      deadline.cancel();
+    });
+  };
   signals.async_wait(on_signal);
 
   io.run();

@@ -14,7 +14,9 @@ Subscription& Subscription::operator=(Subscription&& other) noexcept {
   return *this;
 }
 
-Subscription::~Subscription() { reset(); }
+Subscription::~Subscription() {
+  reset();
+}
 
 void Subscription::reset() {
   if (id_ == 0) return;
@@ -64,7 +66,8 @@ void EventBus::publish(std::string_view type, boost::json::object properties) {
   frame["properties"] = event->properties;
   event->frame = boost::json::serialize(frame);
   EventPtr shared = std::move(event);
-  for (const auto& entry : *snapshot) (*entry.handler)(shared);
+  for (const auto& entry : *snapshot)
+    (*entry.handler)(shared);
 }
 
 }  // namespace sb::bus

@@ -35,24 +35,36 @@ ClientToolRegistry::ClientToolRegistry(boost::asio::any_io_executor executor,
       strand_(boost::asio::make_strand(std::move(executor))),
       timer_(strand_) {}
 
-ClientToolRegistry::~ClientToolRegistry() = default;
+ClientToolRegistry::~ClientToolRegistry() {
+  // Whoever still waits on a call hears that it ended, even when shutdown() was never called.
+  std::vector<CompletionHandler> orphans;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [request_id, call] : pending_)
+      orphans.push_back(std::move(call.done));
+    pending_.clear();
+  }
+  for (auto& done : orphans)
+    if (done) done(make_error(ErrorCode::Unavailable, "Server shutting down"));
+}
 
 // ---- tools ----------------------------------------------------------------------------------
 
 Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::string& client_id,
                                                                     std::vector<ToolSpec> specs) {
   if (!valid_name(client_id))
-    return make_error(ErrorCode::InvalidRequest,
-                      "clientID must be 1-128 letters, digits, '_' or '-', got \"" + client_id + "\"");
+    return make_error(
+        ErrorCode::InvalidRequest,
+        "clientID must be 1-128 letters, digits, '_' or '-', got \"" + client_id + "\"");
   std::vector<ToolDefinition> defs;
   defs.reserve(specs.size());
   for (std::size_t i = 0; i < specs.size(); ++i) {
     auto& spec = specs[i];
     std::string at = "tools[" + std::to_string(i) + "]";
     if (!valid_name(spec.name))
-      return make_error(ErrorCode::InvalidRequest,
-                        at + ".id must be 1-128 letters, digits, '_' or '-', got \"" + spec.name +
-                            "\"");
+      return make_error(
+          ErrorCode::InvalidRequest,
+          at + ".id must be 1-128 letters, digits, '_' or '-', got \"" + spec.name + "\"");
     auto schema = CompiledSchema::compile(spec.parameters);
     if (!schema)
       return make_error(ErrorCode::InvalidRequest, at + ".parameters " + schema.error().message);
@@ -69,6 +81,14 @@ Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::s
   std::vector<std::string> ids;
   {
     std::lock_guard lock(mutex_);
+    // Ids are client_{clientID}_{name}, and both parts may contain '_': client "a" with tool
+    // "b_c" and client "a_b" with tool "c" would share an id. The first owner keeps it.
+    for (const auto& def : defs) {
+      auto owner = tool_owner_.find(def.id);
+      if (owner != tool_owner_.end() && owner->second != client_id)
+        return make_error(ErrorCode::Conflict, "tool id " + def.id + " already belongs to client " +
+                                                   owner->second + "; choose another tool name");
+    }
     auto& client = clients_[client_id];
     for (auto& def : defs) {
       ids.push_back(def.id);
@@ -91,7 +111,8 @@ std::vector<std::string> ClientToolRegistry::unregister(
     if (it == clients_.end()) return removed;
     ClientState& client = it->second;
     if (!ids) {
-      for (auto& [id, def] : client.tools) removed.push_back(id);
+      for (auto& [id, def] : client.tools)
+        removed.push_back(id);
     } else {
       for (const auto& given : *ids) {
         std::string id = client.tools.count(given) ? given : tool_id_for(client_id, given);
@@ -123,7 +144,8 @@ std::vector<std::string> ClientToolRegistry::unregister(
   if (!removed.empty())
     bus_->publish("client-tool.unregistered",
                   json::object{{"clientID", client_id}, {"toolIDs", to_json(removed)}});
-  for (auto& effect : effects) effect();
+  for (auto& effect : effects)
+    effect();
   return removed;
 }
 
@@ -132,7 +154,8 @@ std::vector<ToolDefinition> ClientToolRegistry::get_tools(const std::string& cli
   std::vector<ToolDefinition> out;
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return out;
-  for (const auto& [id, def] : it->second.tools) out.push_back(def);
+  for (const auto& [id, def] : it->second.tools)
+    out.push_back(def);
   return out;
 }
 
@@ -140,7 +163,8 @@ std::map<std::string, ToolDefinition> ClientToolRegistry::get_all_tools() const 
   std::lock_guard lock(mutex_);
   std::map<std::string, ToolDefinition> out;
   for (const auto& [client_id, client] : clients_)
-    for (const auto& [id, def] : client.tools) out.emplace(id, def);
+    for (const auto& [id, def] : client.tools)
+      out.emplace(id, def);
   return out;
 }
 
@@ -192,8 +216,8 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
   // Validation is the expensive part; the schema is immutable, so no lock is needed.
   if (auto valid = schema->validate(params.input); !valid) return valid.error();
 
-  milliseconds timeout = std::min(params.timeout.value_or(options_.default_timeout),
-                                  options_.max_timeout);
+  milliseconds timeout =
+      std::min(params.timeout.value_or(options_.default_timeout), options_.max_timeout);
   if (timeout.count() <= 0)
     return make_error(ErrorCode::InvalidRequest, "timeout must be a positive number of ms");
 
@@ -224,9 +248,9 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
         client.window_count = 0;
       }
       if (client.window_count >= options_.rate_limit)
-        return make_error(ErrorCode::RateLimited,
-                          "Client " + client_id + " exceeded " +
-                              std::to_string(options_.rate_limit) + " executions per minute");
+        return make_error(ErrorCode::RateLimited, "Client " + client_id + " exceeded " +
+                                                      std::to_string(options_.rate_limit) +
+                                                      " executions per minute");
       ++client.window_count;
     }
 
@@ -253,7 +277,8 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
     if (client.sink) deliver_locked(client, pit->second, effects);
   }
   bus_->publish("client-tool.request", json::object{{"clientID", client_id}, {"request", *wire}});
-  for (auto& effect : effects) effect();
+  for (auto& effect : effects)
+    effect();
   if (rearm) boost::asio::post(strand_, [self = shared_from_this()] { self->arm_timer(); });
   return started;
 }
@@ -338,7 +363,8 @@ Result<void> ClientToolRegistry::submit_result(const std::string& request_id,
     std::string how = response.success ? "answered" : "answered with an error";
     finish_locked(request_id, std::move(response), std::nullopt, std::move(how), effects);
   }
-  for (auto& effect : effects) effect();
+  for (auto& effect : effects)
+    effect();
   return {};
 }
 
@@ -363,7 +389,7 @@ Result<void> ClientToolRegistry::report_progress(const std::string& request_id,
     // A client that reports progress is alive and working: give it another full timeout, but
     // never beyond the hard cap. The timer notices a later deadline when it fires.
     auto extended = std::min(Clock::now() + call.timeout, call.hard_deadline);
-    if (false) {
+    if (extended > call.deadline->first) {
       deadlines_.erase(call.deadline);
       call.deadline = add_deadline_locked(extended, {Deadline::Kind::Call, request_id});
     }
@@ -385,7 +411,8 @@ bool ClientToolRegistry::cancel(const std::string& request_id, const std::string
     finish_locked(request_id, make_error(ErrorCode::Unavailable, "Cancelled: " + reason), reason,
                   "cancelled: " + reason, effects);
   }
-  for (auto& effect : effects) effect();
+  for (auto& effect : effects)
+    effect();
   return true;
 }
 
@@ -400,7 +427,6 @@ std::uint64_t ClientToolRegistry::attach(const std::string& client_id,
                                          std::shared_ptr<ClientSink> sink, std::uint64_t last_seq,
                                          const std::string& transport) {
   Effects effects;
-  (void)last_seq;
   std::shared_ptr<ClientSink> replaced;
   std::uint64_t connection;
   {
@@ -413,12 +439,13 @@ std::uint64_t ClientToolRegistry::attach(const std::string& client_id,
       client.grace.reset();
     }
     for (const auto& [seq, request_id] : client.pending)
-      deliver_locked(client, pending_.at(request_id), effects);
+      if (seq > last_seq) deliver_locked(client, pending_.at(request_id), effects);
   }
   if (replaced) replaced->close("superseded by a newer connection of client " + client_id);
   bus_->publish("client-tool.connected",
                 json::object{{"clientID", client_id}, {"transport", transport}});
-  for (auto& effect : effects) effect();
+  for (auto& effect : effects)
+    effect();
   return connection;
 }
 
@@ -428,7 +455,7 @@ void ClientToolRegistry::detach(const std::string& client_id, std::uint64_t conn
   {
     std::lock_guard lock(mutex_);
     auto it = clients_.find(client_id);
-    if (it == clients_.end() || !it->second.sink || connection == 0) return;
+    if (it == clients_.end() || it->second.connection != connection || !it->second.sink) return;
     ClientState& client = it->second;
     client.sink.reset();
     if (options_.reconnect_grace.count() == 0 || shutting_down_) {
@@ -440,7 +467,8 @@ void ClientToolRegistry::detach(const std::string& client_id, std::uint64_t conn
     }
   }
   bus_->publish("client-tool.disconnected", json::object{{"clientID", client_id}});
-  for (auto& effect : effects) effect();
+  for (auto& effect : effects)
+    effect();
   if (rearm) boost::asio::post(strand_, [self = shared_from_this()] { self->arm_timer(); });
 }
 
@@ -450,14 +478,16 @@ void ClientToolRegistry::cleanup(const std::string& client_id) {
     std::lock_guard lock(mutex_);
     cleanup_locked(client_id, effects);
   }
-  for (auto& effect : effects) effect();
+  for (auto& effect : effects)
+    effect();
 }
 
 void ClientToolRegistry::cleanup_locked(const std::string& client_id, Effects& effects) {
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return;
   std::vector<std::string> requests;
-  for (const auto& [seq, request_id] : it->second.pending) requests.push_back(request_id);
+  for (const auto& [seq, request_id] : it->second.pending)
+    requests.push_back(request_id);
   for (const auto& request_id : requests)
     finish_locked(request_id, make_error(ErrorCode::Unavailable, "Client disconnected"),
                   std::nullopt, "failed: the client disconnected", effects);
@@ -492,12 +522,14 @@ void ClientToolRegistry::shutdown() {
     std::lock_guard lock(mutex_);
     shutting_down_ = true;
     std::vector<std::string> requests;
-    for (const auto& [request_id, call] : pending_) requests.push_back(request_id);
+    for (const auto& [request_id, call] : pending_)
+      requests.push_back(request_id);
     for (const auto& request_id : requests)
       finish_locked(request_id, make_error(ErrorCode::Unavailable, "Server shutting down"),
                     std::string("server shutting down"), "failed: the server shut down", effects);
   }
-  for (auto& effect : effects) effect();
+  for (auto& effect : effects)
+    effect();
   boost::asio::post(strand_, [self = shared_from_this()] { self->timer_.cancel(); });
 }
 
@@ -553,7 +585,8 @@ void ClientToolRegistry::on_timer() {
       }
     }
   }
-  for (auto& effect : effects) effect();
+  for (auto& effect : effects)
+    effect();
   arm_timer();
 }
 

@@ -5,6 +5,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -12,6 +13,14 @@
 #include <random>
 #include <thread>
 #include <vector>
+
+namespace sb {
+// Readable failure messages: "NOT_FOUND" rather than a dump of the enum's bytes.
+inline void PrintTo(ErrorCode code, std::ostream* os) {
+  *os << error_code_name(code);
+}
+
+}  // namespace sb
 
 namespace sb::clienttool {
 namespace {
@@ -298,6 +307,19 @@ TEST_F(RegistryTest, FindClientForToolAndIsClientTool) {
   EXPECT_TRUE(registry_->is_client_tool("client_c1_a"));
   EXPECT_FALSE(registry_->is_client_tool("read"));
   EXPECT_FALSE(registry_->is_client_tool("client_c1_b"));
+}
+
+TEST_F(RegistryTest, AToolIdOwnedByAnotherClientIsAConflict) {
+  // client "a" + tool "b_c" and client "a_b" + tool "c" both spell client_a_b_c.
+  register_ok("a", {spec("b_c", schema(R"({"type": "object"})"), "first")});
+  auto r = registry_->register_tools("a_b", {spec("c")});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::Conflict);
+  EXPECT_NE(r.error().message.find("client_a_b_c"), std::string::npos) << r.error().message;
+  EXPECT_EQ(registry_->find_client_for_tool("client_a_b_c"), "a");
+  EXPECT_TRUE(registry_->get_tools("a_b").empty());
+  ASSERT_EQ(registry_->get_tools("a").size(), 1u);
+  EXPECT_EQ(registry_->get_tools("a")[0].description, "first");
 }
 
 TEST_F(RegistryTest, RegisterPublishesRegisteredEvent) {
@@ -1264,6 +1286,7 @@ TEST_F(RegistryTest, ConcurrentRegisterExecuteSubmitAndCleanup) {
   std::vector<Call> started;  // accepted executes
   std::vector<Call> refused;  // executes that returned an error
   std::atomic<int> total_ended{0};
+  std::atomic<int> answered{0};  // ended by the client's result rather than by the server
   std::mutex ended_mutex;
   std::condition_variable ended_cv;
 
@@ -1284,16 +1307,17 @@ TEST_F(RegistryTest, ConcurrentRegisterExecuteSubmitAndCleanup) {
         Call call;
         std::string client = client_name(static_cast<int>(rng() % kClients));
         auto timeout = std::chrono::milliseconds(5 + rng() % 60);
-        auto r = registry_->execute(
-            params(rng() % 2 ? "t" : "u", {{"i", i}}, timeout, client),
-            [ended = call.ended, &total_ended, &ended_mutex, &ended_cv](ExecuteOutcome) {
-              ended->fetch_add(1);
-              {
-                std::lock_guard lock(ended_mutex);
-                total_ended.fetch_add(1);
-              }
-              ended_cv.notify_all();
-            });
+        auto r = registry_->execute(params(rng() % 2 ? "t" : "u", {{"i", i}}, timeout, client),
+                                    [ended = call.ended, &total_ended, &answered, &ended_mutex,
+                                     &ended_cv](ExecuteOutcome outcome) {
+                                      ended->fetch_add(1);
+                                      if (outcome.has_value()) answered.fetch_add(1);
+                                      {
+                                        std::lock_guard lock(ended_mutex);
+                                        total_ended.fetch_add(1);
+                                      }
+                                      ended_cv.notify_all();
+                                    });
         std::lock_guard lock(calls_mutex);
         (r ? started : refused).push_back(call);
       }
@@ -1389,6 +1413,7 @@ TEST_F(RegistryTest, ConcurrentRegisterExecuteSubmitAndCleanup) {
   std::this_thread::sleep_for(100ms);  // past every call's deadline: nothing may end twice
   std::lock_guard lock(calls_mutex);
   EXPECT_GT(started.size(), 0u);
+  EXPECT_GT(answered.load(), 0);  // the answering path really ran alongside the others
   int not_once = 0, refused_called = 0;
   for (auto& c : started)
     not_once += c.ended->load() != 1;

@@ -2,6 +2,7 @@
 
 // Without this valijson reports a schema it cannot compile by printing and calling abort(): a
 // client's bad schema would kill the server instead of getting a 400.
+#define VALIJSON_USE_EXCEPTIONS 1
 #include <valijson/adapters/boost_json_adapter.hpp>
 #include <valijson/schema.hpp>
 #include <valijson/schema_parser.hpp>
@@ -57,8 +58,8 @@ Result<void> CompiledSchema::validate(const json::value& input) const {
   valijson::Validator validator;
   valijson::ValidationResults results;
   valijson::adapters::BoostJsonAdapter adapter(input);
-  if (validator.validate(*schema_, adapter, &results)) return {};
   try {
+    if (validator.validate(*schema_, adapter, &results)) return {};
   } catch (const std::exception& e) {
     // A schema can compile and still fail when applied (a "pattern" that is not a valid regex
     // throws std::regex_error on the first string it meets); that is an error value, not a throw.
@@ -78,9 +79,8 @@ Result<void> CompiledSchema::validate(const json::value& input) const {
       first = false;
     }
   }
-  return make_error(ErrorCode::InvalidRequest,
-                    "input does not match the tool's schema at " + pointer(best.context) + ": " +
-                        best.description);
+  return make_error(ErrorCode::InvalidRequest, "input does not match the tool's schema at " +
+                                                   pointer(best.context) + ": " + best.description);
 }
 
 }  // namespace sb::clienttool

@@ -52,7 +52,7 @@ struct ClientMessage {
   Kind kind = Kind::Request;
   std::uint64_t seq = 0;  // requests only: the SSE event id, for Last-Event-ID replay
   std::string request_id;
-  std::string reason;  // cancels only
+  std::string reason;                           // cancels only
   std::shared_ptr<const json::object> request;  // requests only: the wire form, built once
 };
 

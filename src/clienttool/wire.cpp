@@ -131,7 +131,8 @@ json::object to_json(const ToolResponse& res) {
 json::array to_json(const std::vector<std::string>& strings) {
   json::array out;
   out.reserve(strings.size());
-  for (const auto& s : strings) out.emplace_back(s);
+  for (const auto& s : strings)
+    out.emplace_back(s);
   return out;
 }
 

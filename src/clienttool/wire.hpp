@@ -23,9 +23,10 @@ Result<std::optional<std::vector<std::string>>> parse_string_list(const json::ob
 // A result body: {result: {status, ...}} or the same fields flat beside requestID.
 Result<ToolResponse> parse_tool_response(const json::object& body);
 
-json::object to_json(const ToolDefinition& def);  // {id, description, parameters}
+json::object to_json(const ToolDefinition& def);    // {id, description, parameters}
 json::object to_json(const ExecutionRequest& req);  // {type: "client-tool-request", ...}
-json::object to_json(const ToolResponse& res);      // {status: "success", ...} | {status: "error", error}
+json::object to_json(
+    const ToolResponse& res);  // {status: "success", ...} | {status: "error", error}
 json::array to_json(const std::vector<std::string>& strings);
 
 }  // namespace sb::clienttool

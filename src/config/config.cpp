@@ -54,7 +54,8 @@ void warn_unknown(Config& cfg, const json::object& obj, const std::string& prefi
                   std::initializer_list<std::string_view> known, const std::string& source) {
   for (const auto& kv : obj) {
     bool found = false;
-    for (auto k : known) found = found || kv.key() == k;
+    for (auto k : known)
+      found = found || kv.key() == k;
     if (!found)
       cfg.warnings.push_back(source + ": unknown key " + field_path(prefix, kv.key()) +
                              " (ignored)");
@@ -74,21 +75,23 @@ void merge_into(json::object& dst, const json::object& src) {
 // Keys that later components own (providers, models, permissions, ...). They are kept in `raw`
 // and checked by their owners; listing them here keeps start-up from warning about them.
 constexpr std::string_view kTopLevelKeys[] = {"$schema", "clientTools", "server", "provider",
-                                              "model", "permission", "agent", "experimental",
-                                              "tools", "mcp"};
+                                              "model",   "permission",  "agent",  "experimental",
+                                              "tools",   "mcp"};
 
 }  // namespace
 
 Result<void> apply(Config& cfg, const json::value& document, const std::string& source) {
   if (!document.is_object())
-    return make_error(ErrorCode::InvalidRequest,
-                      source + ": the top level must be an object, got " +
-                          std::string(kind_name(document)));
+    return make_error(
+        ErrorCode::InvalidRequest,
+        source + ": the top level must be an object, got " + std::string(kind_name(document)));
   const json::object& doc = document.get_object();
   for (const auto& kv : doc) {
     bool known = false;
-    for (auto k : kTopLevelKeys) known = known || kv.key() == k;
-    if (!known) cfg.warnings.push_back(source + ": unknown key " + std::string(kv.key()) + " (ignored)");
+    for (auto k : kTopLevelKeys)
+      known = known || kv.key() == k;
+    if (!known)
+      cfg.warnings.push_back(source + ": unknown key " + std::string(kv.key()) + " (ignored)");
   }
 
   auto ct = section(doc, "clientTools", source);
@@ -102,9 +105,10 @@ Result<void> apply(Config& cfg, const json::value& document, const std::string& 
     if (auto r = read_ms(o, "keepaliveInterval", p, source, 10, c.keepalive_interval); !r) return r;
     if (auto r = read_ms(o, "reconnectGrace", p, source, 0, c.reconnect_grace); !r) return r;
     if (auto r = read_int(o, "rateLimit", p, source, 0, 1'000'000'000, c.rate_limit); !r) return r;
-    warn_unknown(cfg, o, p,
-                 {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace", "rateLimit"},
-                 source);
+    warn_unknown(
+        cfg, o, p,
+        {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace", "rateLimit"},
+        source);
   }
 
   auto sv = section(doc, "server", source);
@@ -146,7 +150,8 @@ Result<void> apply_file(Config& cfg, const std::filesystem::path& path, bool req
   std::ostringstream text;
   text << in.rdbuf();
   auto doc = parse_json(text.str());
-  if (!doc) return make_error(ErrorCode::InvalidRequest, path.string() + ": " + doc.error().message);
+  if (!doc)
+    return make_error(ErrorCode::InvalidRequest, path.string() + ": " + doc.error().message);
   if (auto r = apply(cfg, *doc, path.string()); !r) return r;
   cfg.sources.push_back(path.string());
   return {};

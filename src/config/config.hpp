@@ -18,27 +18,33 @@ namespace sb::config {
 using std::chrono::milliseconds;
 
 struct ClientToolsOptions {
-  milliseconds default_timeout{30000};     // clientTools.defaultTimeout: per-call wait for a result
-  milliseconds max_timeout{600000};        // clientTools.maxTimeout: cap for `timeout` and progress extensions
-  milliseconds keepalive_interval{30000};  // clientTools.keepaliveInterval: SSE ping / WS ping period
-  milliseconds reconnect_grace{5000};      // clientTools.reconnectGrace: how long a dropped client keeps tools and calls
-  std::int64_t rate_limit = 100;           // clientTools.rateLimit: executions per client per minute, 0 = off
+  milliseconds default_timeout{30000};  // clientTools.defaultTimeout: per-call wait for a result
+  milliseconds max_timeout{
+      600000};  // clientTools.maxTimeout: cap for `timeout` and progress extensions
+  milliseconds keepalive_interval{
+      30000};  // clientTools.keepaliveInterval: SSE ping / WS ping period
+  milliseconds reconnect_grace{
+      5000};  // clientTools.reconnectGrace: how long a dropped client keeps tools and calls
+  std::int64_t rate_limit =
+      100;  // clientTools.rateLimit: executions per client per minute, 0 = off
 };
 
 struct ServerOptions {
-  std::string hostname = "127.0.0.1";           // server.hostname (--hostname wins)
-  std::uint16_t port = 4096;                    // server.port (--port wins)
+  std::string hostname = "127.0.0.1";               // server.hostname (--hostname wins)
+  std::uint16_t port = 4096;                        // server.port (--port wins)
   std::uint64_t max_body_bytes = 10 * 1024 * 1024;  // server.maxBodyBytes: larger bodies get 413
-  std::uint64_t subscriber_queue_limit = 1024;  // server.subscriberQueueLimit: frames queued per SSE/WS subscriber before it is dropped
-  milliseconds idle_timeout{60000};             // server.idleTimeout: an HTTP connection idle this long is closed
+  std::uint64_t subscriber_queue_limit = 1024;  // server.subscriberQueueLimit: frames queued per
+                                                // SSE/WS subscriber before it is dropped
+  milliseconds idle_timeout{
+      60000};  // server.idleTimeout: an HTTP connection idle this long is closed
 };
 
 struct Config {
   ClientToolsOptions client_tools;
   ServerOptions server;
-  json::object raw;                      // the merged document, for keys owned by later components
-  std::vector<std::string> sources;      // files that were read, in merge order
-  std::vector<std::string> warnings;     // unknown keys and the like; start-up logs them
+  json::object raw;                   // the merged document, for keys owned by later components
+  std::vector<std::string> sources;   // files that were read, in merge order
+  std::vector<std::string> warnings;  // unknown keys and the like; start-up logs them
 };
 
 struct LoadOptions {

@@ -7,6 +7,14 @@
 #include <fstream>
 #include <string>
 
+namespace sb {
+// Readable failure messages: "NOT_FOUND" rather than a dump of the enum's bytes.
+inline void PrintTo(ErrorCode code, std::ostream* os) {
+  *os << error_code_name(code);
+}
+
+}  // namespace sb
+
 namespace sb::config {
 namespace {
 

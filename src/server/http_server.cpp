@@ -24,8 +24,7 @@ void log_exception(std::exception_ptr e) {
 // the idle timeout passes, or a route takes the connection over.
 class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(ServerState& state, tcp::socket socket)
-      : state_(state), stream_(std::move(socket)) {}
+  HttpSession(ServerState& state, tcp::socket socket) : state_(state), stream_(std::move(socket)) {}
 
   asio::awaitable<void> run() {
     auto handle = state_.connections.add(weak_from_this());
@@ -184,8 +183,7 @@ asio::awaitable<void> HttpServer::accept_loop() {
     auto executor = socket.get_executor();
     auto session = std::make_shared<HttpSession>(state_, std::move(socket));
     // The completion handler owns the session until its coroutine ends.
-    asio::co_spawn(executor, session->run(),
-                   [session](std::exception_ptr e) { log_exception(e); });
+    asio::co_spawn(executor, session->run(), [session](std::exception_ptr e) { log_exception(e); });
   }
 }
 

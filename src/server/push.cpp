@@ -69,7 +69,8 @@ asio::awaitable<std::shared_ptr<const std::string>> PushChannel::next() {
 namespace {
 
 std::chrono::milliseconds write_timeout(const ServerState& state) {
-  return std::max(std::chrono::milliseconds(10000), state.config.client_tools.keepalive_interval * 2);
+  return std::max(std::chrono::milliseconds(10000),
+                  state.config.client_tools.keepalive_interval * 2);
 }
 
 // Completes when the peer closes (or resets) the connection. Bytes a client sends on an SSE
@@ -92,8 +93,8 @@ asio::awaitable<void> write_sse_frames(beast::tcp_stream& stream, PushChannel& c
     if (!frame && !channel.closed()) co_return;  // cancelled: the peer went away
     if (!frame) break;
     stream.expires_after(timeout);
-    auto [ec, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(*frame)),
-                                              tuple_awaitable);
+    auto [ec, n] =
+        co_await asio::async_write(stream, http::make_chunk(asio::buffer(*frame)), tuple_awaitable);
     if (ec) co_return;
   }
   stream.expires_after(std::chrono::seconds(2));
@@ -129,8 +130,8 @@ asio::awaitable<bool> write_sse_head(beast::tcp_stream& stream, const Request& r
 
 std::string sse_frame_for(const clienttool::ClientMessage& m) {
   if (m.kind == clienttool::ClientMessage::Kind::Request)
-    return "id: " + std::to_string(m.seq) + "\nevent: tool-request\ndata: " +
-           json::serialize(*m.request) + "\n\n";
+    return "id: " + std::to_string(m.seq) +
+           "\nevent: tool-request\ndata: " + json::serialize(*m.request) + "\n\n";
   return "event: tool-cancel\ndata: " +
          json::serialize(json::object{{"requestID", m.request_id}, {"reason", m.reason}}) + "\n\n";
 }
@@ -205,8 +206,8 @@ asio::awaitable<void> run_client_sse(ServerState& state, beast::tcp_stream& stre
   }
   channel->on_overflow = nullptr;
   state.registry->detach(client_id, connection);
-  log::debug("client ", client_id, " SSE stream ended: ",
-             channel->closed() ? channel->close_reason() : "peer closed");
+  log::debug("client ", client_id,
+             " SSE stream ended: ", channel->closed() ? channel->close_reason() : "peer closed");
 }
 
 asio::awaitable<void> run_event_sse(ServerState& state, beast::tcp_stream& stream,
@@ -222,11 +223,11 @@ asio::awaitable<void> run_event_sse(ServerState& state, beast::tcp_stream& strea
   TrackedPush tracked(state, channel);
   channel->post(std::make_shared<const std::string>(
       "data: {\"type\":\"server.connected\",\"properties\":{}}\n\n"));
-  auto subscription = state.bus->subscribe([weak = std::weak_ptr<PushChannel>(channel)](
-                                               const bus::EventPtr& event) {
-    if (auto ch = weak.lock())
-      ch->post(std::make_shared<const std::string>("data: " + event->frame + "\n\n"));
-  });
+  auto subscription = state.bus->subscribe(
+      [weak = std::weak_ptr<PushChannel>(channel)](const bus::EventPtr& event) {
+        if (auto ch = weak.lock())
+          ch->post(std::make_shared<const std::string>("data: " + event->frame + "\n\n"));
+      });
   if (co_await write_sse_head(stream, req)) {
     static const auto heartbeat = std::make_shared<const std::string>(
         "data: {\"type\":\"server.heartbeat\",\"properties\":{}}\n\n");
@@ -255,9 +256,9 @@ void handle_ws_message(ServerState& state, const std::string& client_id, PushCha
   auto doc = parse_json(text);
   if (!doc) return channel.post(ws_error(doc.error()));
   if (!doc->is_object())
-    return channel.post(ws_error(make_error(ErrorCode::InvalidRequest,
-                                            "a message must be a JSON object, got " +
-                                                std::string(kind_name(*doc)))));
+    return channel.post(
+        ws_error(make_error(ErrorCode::InvalidRequest, "a message must be a JSON object, got " +
+                                                           std::string(kind_name(*doc)))));
   const json::object& msg = doc->get_object();
   auto type = get_string(msg, "type");
   if (!type) return channel.post(ws_error(type.error()));
@@ -299,9 +300,9 @@ void handle_ws_message(ServerState& state, const std::string& client_id, PushCha
     if (!r) channel.post(ws_error(r.error(), *request_id));
     return;
   }
-  channel.post(ws_error(make_error(
-      ErrorCode::InvalidRequest,
-      "unknown message type \"" + **type + "\" (expected register, unregister, result or progress)")));
+  channel.post(ws_error(make_error(ErrorCode::InvalidRequest,
+                                   "unknown message type \"" + **type +
+                                       "\" (expected register, unregister, result or progress)")));
 }
 
 asio::awaitable<void> ws_reader(ServerState& state, WsStream& ws, const std::string& client_id,
@@ -316,7 +317,8 @@ asio::awaitable<void> ws_reader(ServerState& state, WsStream& ws, const std::str
       co_return;
     }
     if (!ws.got_text()) {
-      channel.post(ws_error(make_error(ErrorCode::InvalidRequest, "binary frames are not accepted; send JSON text")));
+      channel.post(ws_error(
+          make_error(ErrorCode::InvalidRequest, "binary frames are not accepted; send JSON text")));
     } else {
       auto data = buffer.cdata();
       handle_ws_message(state, client_id, channel,
@@ -339,8 +341,10 @@ asio::awaitable<void> ws_writer(WsStream& ws, PushChannel& channel) {
     if (ec) co_return;
   }
   websocket::close_reason reason(websocket::close_code::going_away);
-  if (channel.close_reason() == "subscriber too slow") reason.code = websocket::close_code::policy_error;
-  else if (channel.close_reason().starts_with("superseded")) reason.code = websocket::close_code::normal;
+  if (channel.close_reason() == "subscriber too slow")
+    reason.code = websocket::close_code::policy_error;
+  else if (channel.close_reason().starts_with("superseded"))
+    reason.code = websocket::close_code::normal;
   reason.reason = channel.close_reason().substr(0, 120);
   co_await ws.async_close(reason, tuple_awaitable);
 }
@@ -379,8 +383,8 @@ asio::awaitable<void> run_client_websocket(ServerState& state, beast::tcp_stream
   co_await (ws_reader(state, ws, client_id, *channel) || ws_writer(ws, *channel));
   channel->on_overflow = nullptr;
   state.registry->detach(client_id, connection);
-  log::debug("client ", client_id, " WebSocket ended: ",
-             channel->closed() ? channel->close_reason() : "peer closed");
+  log::debug("client ", client_id,
+             " WebSocket ended: ", channel->closed() ? channel->close_reason() : "peer closed");
 }
 
 }  // namespace sb::server

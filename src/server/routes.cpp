@@ -23,15 +23,24 @@ constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
 http::status http_status(ErrorCode code) {
   switch (code) {
-    case ErrorCode::InvalidRequest: return http::status::bad_request;
-    case ErrorCode::Forbidden: return http::status::forbidden;
-    case ErrorCode::NotFound: return http::status::not_found;
-    case ErrorCode::Conflict: return http::status::conflict;
-    case ErrorCode::TooLarge: return http::status::payload_too_large;
-    case ErrorCode::RateLimited: return http::status::too_many_requests;
-    case ErrorCode::Internal: return http::status::internal_server_error;
-    case ErrorCode::Unavailable: return http::status::service_unavailable;
-    case ErrorCode::Timeout: return http::status::gateway_timeout;
+    case ErrorCode::InvalidRequest:
+      return http::status::bad_request;
+    case ErrorCode::Forbidden:
+      return http::status::forbidden;
+    case ErrorCode::NotFound:
+      return http::status::not_found;
+    case ErrorCode::Conflict:
+      return http::status::conflict;
+    case ErrorCode::TooLarge:
+      return http::status::payload_too_large;
+    case ErrorCode::RateLimited:
+      return http::status::too_many_requests;
+    case ErrorCode::Internal:
+      return http::status::internal_server_error;
+    case ErrorCode::Unavailable:
+      return http::status::service_unavailable;
+    case ErrorCode::Timeout:
+      return http::status::gateway_timeout;
   }
   return http::status::internal_server_error;
 }
@@ -73,7 +82,9 @@ Result<json::object> body_object(const Request& req) {
   return std::move(doc->get_object());
 }
 
-Reply fail(const Call& c, const Error& e) { return error_response(e, c.req); }
+Reply fail(const Call& c, const Error& e) {
+  return error_response(e, c.req);
+}
 Reply ok(const Call& c, const json::value& body) {
   return json_response(http::status::ok, body, c.req);
 }
@@ -126,7 +137,8 @@ asio::awaitable<void> wait_peer_closed(tcp::socket& socket) {
   ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) co_return;
   // The caller pipelined another request; it is still there. Wait for the result alone.
-  asio::steady_timer never(co_await asio::this_coro::executor, asio::steady_timer::time_point::max());
+  asio::steady_timer never(co_await asio::this_coro::executor,
+                           asio::steady_timer::time_point::max());
   co_await never.async_wait(tuple_awaitable);
 }
 
@@ -142,13 +154,14 @@ asio::awaitable<Reply> execute(Call& c) {
   auto tool_id = get_string(*body, "toolID");
   if (!tool_id) co_return fail(c, tool_id.error());
   params.tool = tool->value_or(tool_id->value_or(""));
-  if (params.tool.empty()) co_return fail(c, make_error(ErrorCode::InvalidRequest, "tool (or toolID) is required"));
+  if (params.tool.empty())
+    co_return fail(c, make_error(ErrorCode::InvalidRequest, "tool (or toolID) is required"));
   auto input = get_object(*body, "input");
   if (!input) co_return fail(c, input.error());
   if (*input) params.input = **input;
-  for (auto [key, field] : {std::pair{"sessionID", &params.session_id},
-                            std::pair{"messageID", &params.message_id},
-                            std::pair{"callID", &params.call_id}}) {
+  for (auto [key, field] :
+       {std::pair{"sessionID", &params.session_id}, std::pair{"messageID", &params.message_id},
+        std::pair{"callID", &params.call_id}}) {
     auto v = get_string(*body, key);
     if (!v) co_return fail(c, v.error());
     *field = v->value_or("");
@@ -157,22 +170,22 @@ asio::awaitable<Reply> execute(Call& c) {
   if (!timeout) co_return fail(c, timeout.error());
   if (*timeout) {
     if (**timeout <= 0)
-      co_return fail(c, make_error(ErrorCode::InvalidRequest, "timeout must be a positive number of ms"));
+      co_return fail(
+          c, make_error(ErrorCode::InvalidRequest, "timeout must be a positive number of ms"));
     params.timeout = std::chrono::milliseconds(**timeout);
   }
 
   using Channel = asio::experimental::concurrent_channel<void(boost::system::error_code,
                                                               clienttool::ExecuteOutcome)>;
   auto channel = std::make_shared<Channel>(co_await asio::this_coro::executor, 1);
-  auto started = c.state.registry->execute(std::move(params),
-                                           [channel](clienttool::ExecuteOutcome outcome) {
-                                             channel->try_send(boost::system::error_code{},
-                                                               std::move(outcome));
-                                           });
+  auto started =
+      c.state.registry->execute(std::move(params), [channel](clienttool::ExecuteOutcome outcome) {
+        channel->try_send(boost::system::error_code{}, std::move(outcome));
+      });
   if (!started) co_return fail(c, started.error());
 
-  auto winner = co_await (channel->async_receive(tuple_awaitable) ||
-                          wait_peer_closed(c.stream.socket()));
+  auto winner =
+      co_await (channel->async_receive(tuple_awaitable) || wait_peer_closed(c.stream.socket()));
   if (winner.index() == 1) {
     c.state.registry->cancel(started->request_id, "caller disconnected");
     co_return fail(c, make_error(ErrorCode::Unavailable, "caller disconnected"));
@@ -218,13 +231,15 @@ asio::awaitable<Reply> client_tools_of(Call& c) {
   auto client_id = client_id_param(c.params[0]);
   if (!client_id) co_return fail(c, client_id.error());
   json::array out;
-  for (const auto& def : c.state.registry->get_tools(*client_id)) out.push_back(clienttool::to_json(def));
+  for (const auto& def : c.state.registry->get_tools(*client_id))
+    out.push_back(clienttool::to_json(def));
   co_return ok(c, out);
 }
 
 asio::awaitable<Reply> all_client_tools(Call& c) {
   json::object out;
-  for (const auto& [id, def] : c.state.registry->get_all_tools()) out[id] = clienttool::to_json(def);
+  for (const auto& [id, def] : c.state.registry->get_all_tools())
+    out[id] = clienttool::to_json(def);
   co_return ok(c, out);
 }
 
@@ -310,7 +325,8 @@ asio::awaitable<std::optional<Response>> dispatch(ServerState& state, beast::tcp
                                         "invalid request target: " + std::string(req.target())),
                              req);
   std::vector<std::string> segments;
-  for (auto seg : url->segments()) segments.push_back(seg);
+  for (auto seg : url->segments())
+    segments.push_back(seg);
   if (!segments.empty() && segments.back().empty()) segments.pop_back();  // trailing slash
 
   std::vector<std::string> params;

@@ -34,6 +34,8 @@ struct Error {
 template <class T>
 using Result = boost::system::result<T, Error>;
 
-inline Error make_error(ErrorCode code, std::string message) { return {code, std::move(message)}; }
+inline Error make_error(ErrorCode code, std::string message) {
+  return {code, std::move(message)};
+}
 
 }  // namespace sb

@@ -37,8 +37,10 @@ std::string make(std::string_view prefix) {
   id.append(prefix);
   id.push_back('_');
   std::uint64_t stamp = next_stamp();
-  for (int shift = 44; shift >= 0; shift -= 4) id.push_back(kHex[(stamp >> shift) & 0xf]);
-  for (int i = 0; i < 14; ++i) id.push_back(kBase62[rng() % 62]);
+  for (int shift = 44; shift >= 0; shift -= 4)
+    id.push_back(kHex[(stamp >> shift) & 0xf]);
+  for (int i = 0; i < 14; ++i)
+    id.push_back(kBase62[rng() % 62]);
   return id;
 }
 

@@ -4,15 +4,24 @@ namespace sb {
 
 std::string_view error_code_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::InvalidRequest: return "INVALID_REQUEST";
-    case ErrorCode::Forbidden: return "FORBIDDEN";
-    case ErrorCode::NotFound: return "NOT_FOUND";
-    case ErrorCode::Conflict: return "CONFLICT";
-    case ErrorCode::TooLarge: return "TOO_LARGE";
-    case ErrorCode::RateLimited: return "RATE_LIMITED";
-    case ErrorCode::Internal: return "INTERNAL_ERROR";
-    case ErrorCode::Unavailable: return "UNAVAILABLE";
-    case ErrorCode::Timeout: return "TIMEOUT";
+    case ErrorCode::InvalidRequest:
+      return "INVALID_REQUEST";
+    case ErrorCode::Forbidden:
+      return "FORBIDDEN";
+    case ErrorCode::NotFound:
+      return "NOT_FOUND";
+    case ErrorCode::Conflict:
+      return "CONFLICT";
+    case ErrorCode::TooLarge:
+      return "TOO_LARGE";
+    case ErrorCode::RateLimited:
+      return "RATE_LIMITED";
+    case ErrorCode::Internal:
+      return "INTERNAL_ERROR";
+    case ErrorCode::Unavailable:
+      return "UNAVAILABLE";
+    case ErrorCode::Timeout:
+      return "TIMEOUT";
   }
   return "INTERNAL_ERROR";
 }
@@ -40,7 +49,8 @@ Result<json::value> parse_json(std::string_view text, std::size_t max_depth) {
         ++col;
       }
     }
-    if (text.empty() || (ec == json::error::incomplete && used == text.size() && text.find_first_not_of(" \t\r\n") == std::string_view::npos))
+    if (text.empty() || (ec == json::error::incomplete && used == text.size() &&
+                         text.find_first_not_of(" \t\r\n") == std::string_view::npos))
       return make_error(ErrorCode::InvalidRequest, "invalid JSON: empty body");
     return make_error(ErrorCode::InvalidRequest, "invalid JSON at line " + std::to_string(line) +
                                                      ", column " + std::to_string(col) + ": " +
@@ -59,14 +69,20 @@ std::string field_path(std::string_view prefix, std::string_view key) {
 
 std::string_view kind_name(const json::value& v) {
   switch (v.kind()) {
-    case json::kind::null: return "null";
-    case json::kind::bool_: return "boolean";
+    case json::kind::null:
+      return "null";
+    case json::kind::bool_:
+      return "boolean";
     case json::kind::int64:
     case json::kind::uint64:
-    case json::kind::double_: return "number";
-    case json::kind::string: return "string";
-    case json::kind::array: return "array";
-    case json::kind::object: return "object";
+    case json::kind::double_:
+      return "number";
+    case json::kind::string:
+      return "string";
+    case json::kind::array:
+      return "array";
+    case json::kind::object:
+      return "object";
   }
   return "value";
 }

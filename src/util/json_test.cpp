@@ -5,6 +5,12 @@
 #include <string>
 
 namespace sb {
+
+// Readable failure messages: "NOT_FOUND" rather than a dump of the enum's bytes.
+inline void PrintTo(ErrorCode code, std::ostream* os) {
+  *os << error_code_name(code);
+}
+
 namespace {
 
 ::testing::AssertionResult Contains(const std::string& text, const std::string& part) {

@@ -20,12 +20,20 @@ void emit(Level level, const Args&... args) {
 }
 
 template <class... Args>
-void debug(const Args&... args) { emit(Level::Debug, args...); }
+void debug(const Args&... args) {
+  emit(Level::Debug, args...);
+}
 template <class... Args>
-void info(const Args&... args) { emit(Level::Info, args...); }
+void info(const Args&... args) {
+  emit(Level::Info, args...);
+}
 template <class... Args>
-void warn(const Args&... args) { emit(Level::Warn, args...); }
+void warn(const Args&... args) {
+  emit(Level::Warn, args...);
+}
 template <class... Args>
-void error(const Args&... args) { emit(Level::Error, args...); }
+void error(const Args&... args) {
+  emit(Level::Error, args...);
+}
 
 }  // namespace sb::log
