@@ -1,0 +1,233 @@
+#include "session/store.hpp"
+
+namespace sb::session {
+namespace {
+
+constexpr std::string_view kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS session (
+  id TEXT PRIMARY KEY,
+  updated INTEGER NOT NULL,
+  data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS message (
+  id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+  completed INTEGER NOT NULL DEFAULT 1,
+  data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS message_by_session ON message(session_id, id);
+CREATE INDEX IF NOT EXISTS message_open ON message(completed) WHERE completed = 0;
+CREATE TABLE IF NOT EXISTS part (
+  id TEXT PRIMARY KEY,
+  message_id TEXT NOT NULL REFERENCES message(id) ON DELETE CASCADE,
+  session_id TEXT NOT NULL,
+  data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS part_by_message ON part(message_id, id);
+)sql";
+
+template <class T, class F>
+Result<T> parse_row(const std::string& text, F from_json) {
+  auto doc = parse_json(text);
+  if (!doc || !doc->is_object())
+    return make_error(ErrorCode::Internal, "corrupt row in the session store");
+  return from_json(doc->get_object());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::filesystem::path& data_dir) {
+  auto db = store::Database::open(data_dir / "switchboard.db");
+  if (!db) return db.error();
+  std::unique_ptr<SessionStore> s(new SessionStore(std::move(*db)));
+  if (auto r = s->migrate(); !r) return r.error();
+  return s;
+}
+
+Result<std::unique_ptr<SessionStore>> SessionStore::open_memory() {
+  auto db = store::Database::open_memory();
+  if (!db) return db.error();
+  std::unique_ptr<SessionStore> s(new SessionStore(std::move(*db)));
+  if (auto r = s->migrate(); !r) return r.error();
+  return s;
+}
+
+Result<void> SessionStore::migrate() {
+  return db_->exec(kSchema);
+}
+
+Result<void> SessionStore::put_session(const SessionInfo& s) {
+  std::lock_guard lock(mutex_);
+  auto st = db_->prepare(
+      "INSERT INTO session(id, updated, data) VALUES(?1, ?2, ?3) "
+      "ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, data = excluded.data");
+  if (!st) return st.error();
+  st->bind(1, s.id).bind(2, s.updated).bind(3, json::serialize(to_json(s)));
+  return st->run();
+}
+
+Result<std::optional<SessionInfo>> SessionStore::get_session(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto st = db_->prepare("SELECT data FROM session WHERE id = ?1");
+  if (!st) return st.error();
+  st->bind(1, id);
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<SessionInfo>{};
+  auto s = parse_row<SessionInfo>(st->text(0), session_from_json);
+  if (!s) return s.error();
+  return std::optional<SessionInfo>{std::move(*s)};
+}
+
+Result<std::vector<SessionInfo>> SessionStore::list_sessions() {
+  std::lock_guard lock(mutex_);
+  auto st = db_->prepare("SELECT data FROM session ORDER BY updated DESC, id DESC");
+  if (!st) return st.error();
+  std::vector<SessionInfo> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    auto s = parse_row<SessionInfo>(st->text(0), session_from_json);
+    if (!s) return s.error();
+    out.push_back(std::move(*s));
+  }
+  return out;
+}
+
+Result<bool> SessionStore::delete_session(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  store::Database::Transaction tx(*db_);
+  for (auto sql :
+       {"DELETE FROM part WHERE session_id = ?1", "DELETE FROM message WHERE session_id = ?1"}) {
+    auto st = db_->prepare(sql);
+    if (!st) return st.error();
+    st->bind(1, id);
+    if (auto r = st->run(); !r) return r.error();
+  }
+  auto st = db_->prepare("DELETE FROM session WHERE id = ?1");
+  if (!st) return st.error();
+  st->bind(1, id);
+  if (auto r = st->run(); !r) return r.error();
+  bool deleted = db_->changes() > 0;
+  if (auto r = tx.commit(); !r) return r.error();
+  return deleted;
+}
+
+Result<void> SessionStore::put_message(const MessageInfo& m) {
+  std::lock_guard lock(mutex_);
+  auto st = db_->prepare(
+      "INSERT INTO message(id, session_id, completed, data) VALUES(?1, ?2, ?3, ?4) "
+      "ON CONFLICT(id) DO UPDATE SET completed = excluded.completed, data = excluded.data");
+  if (!st) return st.error();
+  bool open = m.role == MessageInfo::Role::Assistant && !m.completed;
+  st->bind(1, m.id).bind(2, m.session_id).bind(3, std::int64_t{open ? 0 : 1});
+  st->bind(4, json::serialize(to_json(m)));
+  return st->run();
+}
+
+Result<std::optional<MessageInfo>> SessionStore::get_message(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto st = db_->prepare("SELECT data FROM message WHERE id = ?1");
+  if (!st) return st.error();
+  st->bind(1, id);
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<MessageInfo>{};
+  auto m = parse_row<MessageInfo>(st->text(0), message_from_json);
+  if (!m) return m.error();
+  return std::optional<MessageInfo>{std::move(*m)};
+}
+
+Result<std::vector<MessageWithParts>> SessionStore::list_messages(const std::string& session_id) {
+  std::lock_guard lock(mutex_);
+  auto st = db_->prepare("SELECT data FROM message WHERE session_id = ?1 ORDER BY id");
+  if (!st) return st.error();
+  st->bind(1, session_id);
+  std::vector<MessageWithParts> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    auto m = parse_row<MessageInfo>(st->text(0), message_from_json);
+    if (!m) return m.error();
+    out.push_back({std::move(*m), {}});
+  }
+  for (auto& m : out) {
+    auto parts = list_parts_locked(m.info.id);
+    if (!parts) return parts.error();
+    m.parts = std::move(*parts);
+  }
+  return out;
+}
+
+Result<void> SessionStore::put_part(const Part& p) {
+  std::lock_guard lock(mutex_);
+  auto st = db_->prepare(
+      "INSERT INTO part(id, message_id, session_id, data) VALUES(?1, ?2, ?3, ?4) "
+      "ON CONFLICT(id) DO UPDATE SET data = excluded.data");
+  if (!st) return st.error();
+  st->bind(1, p.id).bind(2, p.message_id).bind(3, p.session_id);
+  st->bind(4, json::serialize(to_json(p)));
+  return st->run();
+}
+
+Result<std::vector<Part>> SessionStore::list_parts(const std::string& message_id) {
+  std::lock_guard lock(mutex_);
+  return list_parts_locked(message_id);
+}
+
+Result<std::vector<Part>> SessionStore::list_parts_locked(const std::string& message_id) {
+  auto st = db_->prepare("SELECT data FROM part WHERE message_id = ?1 ORDER BY id");
+  if (!st) return st.error();
+  st->bind(1, message_id);
+  std::vector<Part> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    auto p = parse_row<Part>(st->text(0), part_from_json);
+    if (!p) return p.error();
+    out.push_back(std::move(*p));
+  }
+  return out;
+}
+
+Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(const std::string& reason) {
+  std::vector<MessageInfo> open;
+  {
+    std::lock_guard lock(mutex_);
+    auto st = db_->prepare("SELECT data FROM message WHERE completed = 0 ORDER BY id");
+    if (!st) return st.error();
+    for (;;) {
+      auto row = st->step();
+      if (!row) return row.error();
+      if (!*row) break;
+      auto m = parse_row<MessageInfo>(st->text(0), message_from_json);
+      if (!m) return m.error();
+      open.push_back(std::move(*m));
+    }
+  }
+  auto now = now_ms();
+  for (auto& m : open) {
+    auto parts = list_parts(m.id);
+    if (!parts) return parts.error();
+    for (auto& p : *parts) {
+      if (p.type != Part::Type::Tool) continue;
+      if (p.state.status != ToolState::Status::Pending &&
+          p.state.status != ToolState::Status::Running)
+        continue;
+      p.state.status = ToolState::Status::Error;
+      p.state.error = reason;
+      if (!p.state.start) p.state.start = now;
+      p.state.end = now;
+      if (auto r = put_part(p); !r) return r.error();
+    }
+    m.completed = now;
+    m.error = NamedError{"MessageAbortedError", reason, {}};
+    if (auto r = put_message(m); !r) return r.error();
+  }
+  return open;
+}
+
+}  // namespace sb::session

@@ -1,0 +1,54 @@
+#pragma once
+// SessionStore: sessions, messages and parts in SQLite (one row per object, its JSON in `data`).
+// Ids sort by creation time, so ORDER BY id is chronological.
+//
+// Thread-safe: one mutex around the connection.
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "session/types.hpp"
+#include "store/database.hpp"
+
+namespace sb::session {
+
+struct MessageWithParts {
+  MessageInfo info;
+  std::vector<Part> parts;
+};
+
+class SessionStore {
+ public:
+  // Opens `<data_dir>/switchboard.db`, creating the schema when needed.
+  static Result<std::unique_ptr<SessionStore>> open(const std::filesystem::path& data_dir);
+  static Result<std::unique_ptr<SessionStore>> open_memory();
+
+  Result<void> put_session(const SessionInfo& s);  // insert or replace
+  Result<std::optional<SessionInfo>> get_session(const std::string& id);
+  Result<std::vector<SessionInfo>> list_sessions();    // most recently updated first
+  Result<bool> delete_session(const std::string& id);  // with its messages and parts
+
+  Result<void> put_message(const MessageInfo& m);
+  Result<std::optional<MessageInfo>> get_message(const std::string& id);
+  Result<std::vector<MessageWithParts>> list_messages(const std::string& session_id);
+
+  Result<void> put_part(const Part& p);
+  Result<std::vector<Part>> list_parts(const std::string& message_id);
+
+  // After a crash: every assistant message that never completed gets an error and a completion
+  // time, and its pending/running tool parts become errors. Returns the messages it changed.
+  Result<std::vector<MessageInfo>> fail_interrupted_turns(const std::string& reason);
+
+ private:
+  explicit SessionStore(std::unique_ptr<store::Database> db) : db_(std::move(db)) {}
+  Result<void> migrate();
+  Result<std::vector<Part>> list_parts_locked(const std::string& message_id);
+
+  std::mutex mutex_;
+  std::unique_ptr<store::Database> db_;
+};
+
+}  // namespace sb::session

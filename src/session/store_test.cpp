@@ -1,0 +1,174 @@
+#include "session/store.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "util/ids.hpp"
+
+namespace sb::session {
+namespace {
+
+SessionInfo make_session(const std::string& title, std::int64_t updated) {
+  SessionInfo s;
+  s.id = ids::make("ses");
+  s.title = title;
+  s.directory = "/project";
+  s.created = updated;
+  s.updated = updated;
+  return s;
+}
+
+MessageInfo make_assistant(const SessionInfo& s) {
+  MessageInfo m;
+  m.id = ids::make("msg");
+  m.session_id = s.id;
+  m.role = MessageInfo::Role::Assistant;
+  m.created = now_ms();
+  m.agent = "build";
+  m.provider_id = "scripted";
+  m.model_id = "default";
+  return m;
+}
+
+Part tool_part(const MessageInfo& m, ToolState::Status status) {
+  Part p;
+  p.id = ids::make("prt");
+  p.session_id = m.session_id;
+  p.message_id = m.id;
+  p.type = Part::Type::Tool;
+  p.call_id = "call_1";
+  p.tool = "bash";
+  p.state.status = status;
+  p.state.input = json::object{{"command", "ls"}};
+  p.state.start = 1;
+  return p;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = std::filesystem::temp_directory_path() / ("sb-store-" + ids::make("t"));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(SessionStore, SessionsRoundTripAndListByUpdate) {
+  auto store = SessionStore::open_memory();
+  ASSERT_TRUE(store) << store.error().message;
+  auto a = make_session("first", 100), b = make_session("second", 200);
+  ASSERT_TRUE((*store)->put_session(a));
+  ASSERT_TRUE((*store)->put_session(b));
+  auto list = (*store)->list_sessions();
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].title, "second");
+  EXPECT_EQ((*list)[1].title, "first");
+
+  a.title = "renamed";
+  a.updated = 300;
+  ASSERT_TRUE((*store)->put_session(a));
+  auto got = (*store)->get_session(a.id);
+  ASSERT_TRUE(got && *got);
+  EXPECT_EQ((*got)->title, "renamed");
+  EXPECT_EQ((*got)->directory, "/project");
+  EXPECT_EQ((*(*store)->list_sessions())[0].id, a.id);
+
+  auto missing = (*store)->get_session("ses_nope");
+  ASSERT_TRUE(missing);
+  EXPECT_FALSE(missing->has_value());
+}
+
+TEST(SessionStore, DeleteRemovesMessagesAndParts) {
+  auto store = *SessionStore::open_memory();
+  auto s = make_session("s", 1);
+  ASSERT_TRUE(store->put_session(s));
+  auto m = make_assistant(s);
+  ASSERT_TRUE(store->put_message(m));
+  ASSERT_TRUE(store->put_part(tool_part(m, ToolState::Status::Completed)));
+  EXPECT_EQ(*store->delete_session(s.id), true);
+  EXPECT_EQ(*store->delete_session(s.id), false);
+  EXPECT_TRUE(store->list_messages(s.id)->empty());
+  EXPECT_TRUE(store->list_parts(m.id)->empty());
+}
+
+TEST(SessionStore, MessagesComeBackInOrderWithTheirParts) {
+  auto store = *SessionStore::open_memory();
+  auto s = make_session("s", 1);
+  ASSERT_TRUE(store->put_session(s));
+  MessageInfo user;
+  user.id = ids::make("msg");
+  user.session_id = s.id;
+  user.role = MessageInfo::Role::User;
+  user.created = 5;
+  ASSERT_TRUE(store->put_message(user));
+  auto m = make_assistant(s);
+  m.parent_id = user.id;
+  m.tokens.input = 10;
+  m.tokens.cache_read = 3;
+  m.finish = "tool-calls";
+  ASSERT_TRUE(store->put_message(m));
+  auto p1 = tool_part(m, ToolState::Status::Running);
+  auto p2 = tool_part(m, ToolState::Status::Completed);
+  p2.state.output = "file.txt\n";
+  p2.state.title = "ls";
+  p2.state.end = 2;
+  ASSERT_TRUE(store->put_part(p1));
+  ASSERT_TRUE(store->put_part(p2));
+
+  auto list = store->list_messages(s.id);
+  ASSERT_TRUE(list) << list.error().message;
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].info.role, MessageInfo::Role::User);
+  const auto& a = (*list)[1];
+  EXPECT_EQ(a.info.parent_id, user.id);
+  EXPECT_EQ(a.info.tokens.input, 10);
+  EXPECT_EQ(a.info.tokens.cache_read, 3);
+  EXPECT_EQ(a.info.finish, "tool-calls");
+  ASSERT_EQ(a.parts.size(), 2u);
+  EXPECT_EQ(a.parts[0].state.status, ToolState::Status::Running);
+  EXPECT_EQ(a.parts[1].state.output, "file.txt\n");
+  EXPECT_EQ(a.parts[1].state.input.at("command").as_string(), "ls");
+}
+
+TEST(SessionStore, SurvivesReopeningAndFailsInterruptedTurns) {
+  TempDir dir;
+  std::string session_id, message_id;
+  {
+    auto store = SessionStore::open(dir.path());
+    ASSERT_TRUE(store) << store.error().message;
+    auto s = make_session("kept", 1);
+    session_id = s.id;
+    ASSERT_TRUE((*store)->put_session(s));
+    auto m = make_assistant(s);  // never completed: the server "crashed" mid-turn
+    message_id = m.id;
+    ASSERT_TRUE((*store)->put_message(m));
+    ASSERT_TRUE((*store)->put_part(tool_part(m, ToolState::Status::Running)));
+  }
+  auto store = SessionStore::open(dir.path());
+  ASSERT_TRUE(store) << store.error().message;
+  auto sessions = (*store)->list_sessions();
+  ASSERT_EQ(sessions->size(), 1u);
+  EXPECT_EQ((*sessions)[0].title, "kept");
+
+  auto failed = (*store)->fail_interrupted_turns("The server stopped during this turn");
+  ASSERT_TRUE(failed) << failed.error().message;
+  ASSERT_EQ(failed->size(), 1u);
+  auto msgs = *(*store)->list_messages(session_id);
+  ASSERT_EQ(msgs.size(), 1u);
+  ASSERT_TRUE(msgs[0].info.error.has_value());
+  EXPECT_EQ(msgs[0].info.error->name, "MessageAbortedError");
+  EXPECT_TRUE(msgs[0].info.completed.has_value());
+  EXPECT_EQ(msgs[0].parts[0].state.status, ToolState::Status::Error);
+  EXPECT_EQ(msgs[0].parts[0].state.error, "The server stopped during this turn");
+  // A second start finds nothing left to fail.
+  EXPECT_TRUE((*store)->fail_interrupted_turns("x")->empty());
+}
+
+}  // namespace
+}  // namespace sb::session

@@ -1,0 +1,109 @@
+#pragma once
+// Sessions, messages and parts: the shapes of seed 002 and OpenCode's V1 API, as C++ types with
+// one JSON conversion each (to_json / from_json), used for storage and for the wire alike.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/error.hpp"
+#include "util/json.hpp"
+
+namespace sb::session {
+
+// Milliseconds since the epoch, the unit of every `time` field.
+std::int64_t now_ms();
+
+struct SessionInfo {
+  std::string id;
+  std::string title;
+  std::string directory;   // the project directory tools resolve relative paths from
+  std::string parent_id;   // set for sub-sessions of the task tool
+  std::string client_id;   // the client that created it, when one did
+  json::array permission;  // session rules [{permission, pattern, action}]
+  std::int64_t created = 0;
+  std::int64_t updated = 0;
+};
+
+struct Tokens {
+  std::int64_t input = 0;
+  std::int64_t output = 0;
+  std::int64_t reasoning = 0;
+  std::int64_t cache_read = 0;
+  std::int64_t cache_write = 0;
+};
+
+// A failure that ended a turn, named as OpenCode names them (ProviderAuthError, APIError,
+// MessageAbortedError, UnknownError, ...), with `message` and any extra data.
+struct NamedError {
+  std::string name;
+  std::string message;
+  json::object data;
+};
+
+struct MessageInfo {
+  enum class Role { User, Assistant };
+  std::string id;
+  std::string session_id;
+  Role role = Role::User;
+  std::int64_t created = 0;
+  std::optional<std::int64_t> completed;  // assistant: when the turn ended
+  std::string agent;
+  std::string provider_id;
+  std::string model_id;
+  // Assistant messages only.
+  std::string parent_id;  // the user message this answers
+  Tokens tokens;
+  double cost = 0;
+  std::string finish;  // "stop", "tool-calls", "length", ...
+  std::optional<NamedError> error;
+  std::string cwd;
+};
+
+struct ToolState {
+  enum class Status { Pending, Running, Completed, Error };
+  Status status = Status::Pending;
+  json::object input;
+  std::string raw;  // pending: the input as streamed so far
+  std::string title;
+  json::object metadata;
+  std::string output;
+  std::string error;
+  json::array attachments;
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+};
+
+struct Part {
+  enum class Type { Text, Reasoning, Tool, StepStart, StepFinish };
+  std::string id;
+  std::string session_id;
+  std::string message_id;
+  Type type = Type::Text;
+  // text, reasoning
+  std::string text;
+  std::int64_t start = 0;
+  std::int64_t end = 0;
+  // tool
+  std::string call_id;
+  std::string tool;
+  ToolState state;
+  // step-finish
+  std::string reason;
+  Tokens tokens;
+  double cost = 0;
+};
+
+std::string_view to_string(ToolState::Status s);
+std::string_view to_string(Part::Type t);
+
+json::object to_json(const SessionInfo& s);
+json::object to_json(const MessageInfo& m);
+json::object to_json(const Part& p);
+json::object to_json(const Tokens& t);
+
+Result<SessionInfo> session_from_json(const json::object& o);
+Result<MessageInfo> message_from_json(const json::object& o);
+Result<Part> part_from_json(const json::object& o);
+
+}  // namespace sb::session

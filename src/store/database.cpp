@@ -1,0 +1,142 @@
+#include "store/database.hpp"
+
+namespace sb::store {
+namespace {
+Error sqlite_error(sqlite3* db, std::string_view what) {
+  return make_error(ErrorCode::Internal,
+                    std::string("sqlite: ") + std::string(what) + ": " + sqlite3_errmsg(db));
+}
+}  // namespace
+
+Statement::Statement(Statement&& other) noexcept
+    : db_(other.db_), stmt_(std::exchange(other.stmt_, nullptr)) {}
+
+Statement::~Statement() {
+  if (stmt_) sqlite3_finalize(stmt_);
+}
+
+Statement& Statement::bind(int index, std::string_view text) {
+  sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+
+Statement& Statement::bind(int index, std::int64_t value) {
+  sqlite3_bind_int64(stmt_, index, value);
+  return *this;
+}
+
+Statement& Statement::bind_null(int index) {
+  sqlite3_bind_null(stmt_, index);
+  return *this;
+}
+
+Result<bool> Statement::step() {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return sqlite_error(db_, "step");
+}
+
+Result<void> Statement::run() {
+  for (;;) {
+    auto r = step();
+    if (!r) return r.error();
+    if (!*r) return {};
+  }
+}
+
+void Statement::reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+std::string Statement::text(int column) const {
+  auto p = sqlite3_column_text(stmt_, column);
+  int n = sqlite3_column_bytes(stmt_, column);
+  return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n))
+           : std::string();
+}
+
+std::int64_t Statement::integer(int column) const {
+  return sqlite3_column_int64(stmt_, column);
+}
+
+bool Statement::is_null(int column) const {
+  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+}
+
+Result<std::unique_ptr<Database>> Database::open(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  if (ec)
+    return make_error(ErrorCode::Internal,
+                      "cannot create " + path.parent_path().string() + ": " + ec.message());
+  sqlite3* raw = nullptr;
+  int rc =
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = raw ? sqlite3_errmsg(raw) : "out of memory";
+    if (raw) sqlite3_close(raw);
+    return make_error(ErrorCode::Internal, "cannot open " + path.string() + ": " + msg);
+  }
+  std::unique_ptr<Database> db(new Database(raw));
+  sqlite3_busy_timeout(raw, 5000);
+  for (auto sql :
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"})
+    if (auto r = db->exec(sql); !r) return r.error();
+  return db;
+}
+
+Result<std::unique_ptr<Database>> Database::open_memory() {
+  sqlite3* raw = nullptr;
+  if (sqlite3_open(":memory:", &raw) != SQLITE_OK) {
+    if (raw) sqlite3_close(raw);
+    return make_error(ErrorCode::Internal, "cannot open an in-memory database");
+  }
+  std::unique_ptr<Database> db(new Database(raw));
+  if (auto r = db->exec("PRAGMA foreign_keys=ON"); !r) return r.error();
+  return db;
+}
+
+Database::~Database() {
+  sqlite3_close(db_);
+}
+
+Result<void> Database::exec(std::string_view sql) {
+  char* err = nullptr;
+  std::string owned(sql);
+  if (sqlite3_exec(db_, owned.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return make_error(ErrorCode::Internal, "sqlite: " + msg);
+  }
+  return {};
+}
+
+Result<Statement> Database::prepare(std::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr) !=
+      SQLITE_OK)
+    return sqlite_error(db_, "prepare");
+  return Statement(db_, stmt);
+}
+
+std::int64_t Database::changes() const {
+  return sqlite3_changes64(db_);
+}
+
+Database::Transaction::Transaction(Database& db) : db_(db) {
+  (void)db_.exec("BEGIN IMMEDIATE");
+}
+
+Database::Transaction::~Transaction() {
+  if (!done_) (void)db_.exec("ROLLBACK");
+}
+
+Result<void> Database::Transaction::commit() {
+  done_ = true;
+  return db_.exec("COMMIT");
+}
+
+}  // namespace sb::store
