@@ -1,0 +1,349 @@
+#include "provider/openai.hpp"
+
+#include <algorithm>
+
+#include "provider/wire_util.hpp"
+#include "util/ids.hpp"
+
+namespace sb::provider {
+
+// ---- Request ---------------------------------------------------------------------------------
+
+namespace {
+
+json::object openai_message(const ModelMessage& m) {
+  switch (m.role) {
+    case Role::System:
+      return {{"role", "system"}, {"content", m.text}};
+    case Role::User:
+      return {{"role", "user"}, {"content", m.text}};
+    case Role::Assistant: {
+      // Content stays a string even when empty: OpenAI allows null beside tool_calls, but a
+      // string is the form every compatible server's chat template accepts.
+      json::object msg{{"role", "assistant"}, {"content", m.text}};
+      if (!m.tool_calls.empty()) {
+        json::array calls;
+        calls.reserve(m.tool_calls.size());
+        for (const auto& call : m.tool_calls) {
+          calls.push_back(json::object{
+              {"id", call.id},
+              {"type", "function"},
+              {"function", json::object{{"name", call.name},
+                                        {"arguments", tool_input_as_object_text(call.input)}}}});
+        }
+        msg["tool_calls"] = std::move(calls);
+      }
+      return msg;
+    }
+    case Role::Tool:
+      return {{"role", "tool"}, {"tool_call_id", m.tool_call_id}, {"content", m.output}};
+  }
+  return {};
+}
+
+}  // namespace
+
+json::object build_openai_request(const ModelRequest& request,
+                                  const OpenAIRequestOptions& options) {
+  json::object body;
+  body["model"] = request.model;
+  json::array messages;
+  messages.reserve(request.messages.size() + 1);
+  if (!request.system.empty())
+    messages.push_back(json::object{{"role", "system"}, {"content", request.system}});
+  for (const auto& m : request.messages)
+    messages.push_back(openai_message(m));
+  body["messages"] = std::move(messages);
+  if (!request.tools.empty()) {
+    json::array tools;
+    tools.reserve(request.tools.size());
+    for (const auto& tool : request.tools) {
+      tools.push_back(json::object{
+          {"type", "function"},
+          {"function", json::object{{"name", tool.name},
+                                    {"description", tool.description},
+                                    {"parameters", openai_tool_schema(tool.parameters)}}}});
+    }
+    body["tools"] = std::move(tools);
+  }
+  if (request.max_tokens)
+    body[options.use_max_completion_tokens ? "max_completion_tokens" : "max_tokens"] =
+        *request.max_tokens;
+  if (request.temperature) body["temperature"] = *request.temperature;
+  body["stream"] = true;
+  if (options.include_usage) body["stream_options"] = json::object{{"include_usage", true}};
+  return body;
+}
+
+// ---- Stream ----------------------------------------------------------------------------------
+
+namespace {
+
+FinishReason map_finish_reason(std::string_view reason) {
+  if (reason == "stop") return FinishReason::Stop;
+  if (reason == "tool_calls" || reason == "function_call") return FinishReason::ToolCalls;
+  if (reason == "length") return FinishReason::Length;
+  if (reason == "content_filter") return FinishReason::ContentFilter;
+  return FinishReason::Other;
+}
+
+Usage parse_usage(const json::object& u) {
+  std::int64_t prompt = int_field(u, "prompt_tokens");
+  std::int64_t completion = int_field(u, "completion_tokens");
+  std::int64_t cached = 0, reasoning = 0;
+  if (auto* details = object_field(u, "prompt_tokens_details"))
+    cached = int_field(*details, "cached_tokens");
+  if (cached == 0) cached = int_field(u, "prompt_cache_hit_tokens");  // DeepSeek's name
+  if (auto* details = object_field(u, "completion_tokens_details"))
+    reasoning = int_field(*details, "reasoning_tokens");
+  Usage usage;
+  // OpenAI counts cached tokens inside prompt_tokens and reasoning inside completion_tokens;
+  // Usage keeps its parts disjoint.
+  usage.cache_read = cached;
+  usage.input = std::max<std::int64_t>(0, prompt - cached);
+  usage.reasoning = reasoning;
+  usage.output = std::max<std::int64_t>(0, completion - reasoning);
+  return usage;
+}
+
+// An error object as OpenAI ({message, type, code}), OpenRouter ({code: 502, message}) or vLLM
+// ({object: "error", message, type, code: 400}) put it in a stream.
+StreamError openai_stream_error(const json::value& error) {
+  StreamError out;
+  if (error.is_string()) {
+    out.message = std::string(error.get_string());
+    return out;
+  }
+  if (!error.is_object()) {
+    out.message = "the model stream reported an error: " + json::serialize(error);
+    return out;
+  }
+  const json::object& e = error.get_object();
+  std::string message = string_field(e, "message");
+  std::string type = string_field(e, "type");
+  std::string code;
+  std::int64_t status = 0;
+  if (auto it = e.find("code"); it != e.end()) {
+    if (it->value().is_string())
+      code = std::string(it->value().get_string());
+    else
+      status = int_field(e, "code");
+  }
+  out.retryable = status == 429 || status >= 500 || is_transient_error_name(type) ||
+                  is_transient_error_name(code);
+  std::string label = !type.empty() ? type : code;
+  if (label.empty() && status != 0) label = std::to_string(status);
+  if (message.empty()) message = "the model stream reported an error";
+  out.message = label.empty() ? message : label + ": " + message;
+  return out;
+}
+
+}  // namespace
+
+void OpenAIStreamParser::feed(std::string_view bytes, std::vector<StreamEvent>& out) {
+  if (done_) return;
+  sse_events_.clear();
+  auto fed = sse_.feed(bytes, sse_events_);
+  handle_events(out);  // the events before a decoding failure still count
+  if (!fed && !done_) fail(fed.error().message, false, out);
+}
+
+void OpenAIStreamParser::finish(std::vector<StreamEvent>& out) {
+  if (done_) return;
+  sse_events_.clear();
+  sse_.finish(sse_events_);
+  handle_events(out);
+  if (done_) return;
+  if (finish_reason_) {
+    finish_step(out);  // the server closed without "[DONE]" after finishing: nothing is missing
+  } else {
+    fail(std::string(kStreamEndedEarly), true, out);
+  }
+}
+
+void OpenAIStreamParser::handle_events(std::vector<StreamEvent>& out) {
+  for (const auto& event : sse_events_) {
+    if (done_) return;
+    if (event.type == "error") {
+      handle_error_event(event.data, out);
+    } else {
+      handle_data(event.data, out);
+    }
+  }
+}
+
+void OpenAIStreamParser::handle_error_event(std::string_view data, std::vector<StreamEvent>& out) {
+  auto parsed = parse_json(trim_ascii_space(data));
+  if (!parsed) {
+    // Not JSON: the text itself is the best description there is.
+    fail(data.empty() ? std::string("the model stream reported an error") : std::string(data),
+         false, out);
+    return;
+  }
+  const json::value* error = &*parsed;
+  if (parsed->is_object()) {
+    if (auto it = parsed->get_object().find("error"); it != parsed->get_object().end())
+      error = &it->value();
+  }
+  StreamError e = openai_stream_error(*error);
+  fail(std::move(e.message), e.retryable, out);
+}
+
+void OpenAIStreamParser::handle_data(std::string_view data, std::vector<StreamEvent>& out) {
+  data = trim_ascii_space(data);
+  if (data.empty()) return;
+  if (data == "[DONE]") {
+    finish_step(out);
+    return;
+  }
+  auto parsed = parse_json(data);
+  if (!parsed) {
+    fail("malformed chunk in the model stream: " + parsed.error().message, false, out);
+    return;
+  }
+  if (!parsed->is_object()) {
+    fail("malformed chunk in the model stream: expected an object, got " +
+             std::string(kind_name(*parsed)),
+         false, out);
+    return;
+  }
+  handle_chunk(parsed->get_object(), out);
+}
+
+void OpenAIStreamParser::handle_chunk(const json::object& chunk, std::vector<StreamEvent>& out) {
+  if (auto it = chunk.find("error"); it != chunk.end() && !it->value().is_null()) {
+    StreamError error = openai_stream_error(it->value());
+    fail(std::move(error.message), error.retryable, out);
+    return;
+  }
+  if (string_field(chunk, "object") == "error") {
+    StreamError error = openai_stream_error(chunk);
+    fail(std::move(error.message), error.retryable, out);
+    return;
+  }
+  // Usage may come on the final chunk (OpenAI's include_usage, with empty choices), beside the
+  // finish_reason (llama.cpp), or on every chunk as a running total (vLLM's continuous stats):
+  // the latest one wins.
+  if (auto* usage = object_field(chunk, "usage")) usage_ = parse_usage(*usage);
+
+  auto choices = chunk.find("choices");
+  if (choices == chunk.end() || !choices->value().is_array()) return;
+  for (const auto& choice_value : choices->value().get_array()) {
+    if (!choice_value.is_object()) continue;
+    const json::object& choice = choice_value.get_object();
+    if (int_field(choice, "index") != 0) continue;  // we ask for one choice (n = 1)
+    if (auto* delta = object_field(choice, "delta")) {
+      // llama.cpp, DeepSeek and older vLLM say reasoning_content; OpenRouter, Ollama and newer
+      // vLLM say reasoning. A server sending both sends the same text twice: take one.
+      std::string reasoning = string_field(*delta, "reasoning_content");
+      if (reasoning.empty()) reasoning = string_field(*delta, "reasoning");
+      if (!reasoning.empty()) out.push_back(ReasoningDelta{std::move(reasoning)});
+      if (std::string text = string_field(*delta, "content"); !text.empty())
+        out.push_back(TextDelta{std::move(text)});
+      if (std::string refusal = string_field(*delta, "refusal"); !refusal.empty())
+        out.push_back(TextDelta{std::move(refusal)});
+      if (auto calls = delta->find("tool_calls");
+          calls != delta->end() && calls->value().is_array()) {
+        const json::array& array = calls->value().get_array();
+        for (std::size_t i = 0; i < array.size(); ++i)
+          if (array[i].is_object()) handle_tool_delta(array[i].get_object(), i, out);
+      }
+    }
+    std::string reason = string_field(choice, "finish_reason");
+    if (reason.empty()) continue;
+    if (reason == "error") {
+      // OpenRouter's way of ending a stream that failed upstream when no error object came.
+      fail("the model stream ended with finish_reason \"error\"", true, out);
+      return;
+    }
+    finish_reason_ = map_finish_reason(reason);
+    provider_reason_ = std::move(reason);
+    emit_tool_calls(out);
+  }
+}
+
+void OpenAIStreamParser::handle_tool_delta(const json::object& delta, std::size_t position,
+                                           std::vector<StreamEvent>& out) {
+  std::int64_t index = static_cast<std::int64_t>(position);
+  if (auto it = delta.find("index"); it != delta.end() && it->value().is_number())
+    index = int_field(delta, "index");
+  std::string id = string_field(delta, "id");
+  std::string name, arguments;
+  if (auto* function = object_field(delta, "function")) {
+    name = string_field(*function, "name");
+    if (auto args = function->find("arguments"); args != function->end()) {
+      // A string by the spec; a few servers send the object itself.
+      if (args->value().is_string())
+        arguments = std::string(args->value().get_string());
+      else if (args->value().is_object())
+        arguments = json::serialize(args->value());
+    }
+  }
+
+  PendingCall* call = nullptr;
+  for (auto it = calls_.rbegin(); it != calls_.rend(); ++it) {
+    if (it->wire_index == index) {
+      call = &*it;
+      break;
+    }
+  }
+  if (!call || call->emitted || (!id.empty() && !call->id.empty() && id != call->id)) {
+    calls_.push_back(PendingCall{});
+    call = &calls_.back();
+    call->wire_index = index;
+  }
+  if (!call->started) {
+    if (call->id.empty()) call->id = std::move(id);
+    if (call->name.empty()) call->name = std::move(name);
+  }
+  if (!arguments.empty()) {
+    call->arguments += arguments;
+    if (call->started) out.push_back(ToolInputDelta{call->id, std::move(arguments)});
+  }
+  if (!call->started && !call->name.empty()) {
+    call->started = true;
+    std::size_t ordinal = static_cast<std::size_t>(call - calls_.data());
+    if (call->id.empty()) call->id = ids::make("call");
+    out.push_back(ToolInputStart{ordinal, call->id, call->name});
+    // Arguments that came before the name were held back until the start could be announced.
+    if (!call->arguments.empty()) out.push_back(ToolInputDelta{call->id, call->arguments});
+  }
+}
+
+void OpenAIStreamParser::emit_tool_calls(std::vector<StreamEvent>& out) {
+  for (std::size_t i = 0; i < calls_.size(); ++i) {
+    PendingCall& call = calls_[i];
+    if (call.emitted) continue;
+    if (!call.started) {
+      // Never named: announce it anyway so every ToolCall has its start; the caller answers a
+      // call to "" with an `invalid` result.
+      call.started = true;
+      if (call.id.empty()) call.id = ids::make("call");
+      out.push_back(ToolInputStart{i, call.id, call.name});
+      if (!call.arguments.empty()) out.push_back(ToolInputDelta{call.id, call.arguments});
+    }
+    call.emitted = true;
+    ToolCall tool_call;
+    tool_call.id = call.id;
+    tool_call.name = call.name;
+    tool_call.raw_input = std::move(call.arguments);
+    parse_tool_input(tool_call);
+    out.push_back(std::move(tool_call));
+  }
+}
+
+void OpenAIStreamParser::finish_step(std::vector<StreamEvent>& out) {
+  emit_tool_calls(out);
+  FinishReason reason =
+      finish_reason_.value_or(calls_.empty() ? FinishReason::Stop : FinishReason::ToolCalls);
+  if (reason == FinishReason::Stop && !calls_.empty()) reason = FinishReason::ToolCalls;
+  out.push_back(StepFinish{reason, usage_, provider_reason_});
+  done_ = true;
+}
+
+void OpenAIStreamParser::fail(std::string message, bool retryable, std::vector<StreamEvent>& out) {
+  out.push_back(StreamError{std::move(message), retryable});
+  done_ = true;
+}
+
+}  // namespace sb::provider

@@ -1,0 +1,189 @@
+#pragma once
+// Provider-neutral model types: what the session processor sends a language model (ModelRequest)
+// and what a model's streamed answer is turned into (StreamEvent). Each wire format (openai.hpp,
+// anthropic.hpp) translates to and from these; nothing here knows about HTTP.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "util/json.hpp"
+
+namespace sb::provider {
+
+// ---- What goes to the model ------------------------------------------------------------------
+
+enum class Role { System, User, Assistant, Tool };
+
+// "system", "user", "assistant", "tool".
+std::string_view role_name(Role role);
+
+// A tool call the assistant made earlier in the conversation, sent back as history.
+struct ModelToolCall {
+  std::string id;
+  std::string name;
+  // The arguments. Builders send an object as is and anything else (a call whose arguments did
+  // not parse) as {}: servers that re-parse the history reject invalid JSON there.
+  json::value input;
+
+  friend bool operator==(const ModelToolCall&, const ModelToolCall&) = default;
+};
+
+// One message of the conversation. Which fields matter depends on the role:
+//   System, User: text.  Assistant: text and/or tool_calls.
+//   Tool: the result of one call: tool_call_id, output, is_error.
+struct ModelMessage {
+  Role role = Role::User;
+  std::string text;
+  std::vector<ModelToolCall> tool_calls;
+  std::string tool_call_id;
+  std::string output;
+  bool is_error = false;
+
+  static ModelMessage system(std::string text);
+  static ModelMessage user(std::string text);
+  static ModelMessage assistant(std::string text, std::vector<ModelToolCall> calls = {});
+  static ModelMessage tool_result(std::string call_id, std::string output, bool is_error = false);
+
+  friend bool operator==(const ModelMessage&, const ModelMessage&) = default;
+};
+
+// A tool as offered to the model. `parameters` is the JSON Schema of the input object as the
+// registry holds it; the builders adapt it per provider (see openai_tool_schema /
+// anthropic_tool_schema).
+struct ToolSchema {
+  std::string name;
+  std::string description;
+  json::object parameters;
+};
+
+struct ModelRequest {
+  std::string model;
+  std::string system;  // the system prompt; empty for none
+  std::vector<ModelMessage> messages;
+  std::vector<ToolSchema> tools;
+  std::optional<std::int64_t> max_tokens;  // Anthropic requires one: kAnthropicDefaultMaxTokens
+  std::optional<double> temperature;
+};
+
+// ---- What comes back ---------------------------------------------------------------------------
+
+// Token counts of one step. The fields are disjoint, so their sum is everything the step cost:
+// `input` excludes tokens read from or written to the prompt cache, `output` excludes tokens the
+// provider reported as reasoning. A provider that does not break a count down reports 0 for the
+// part (Anthropic's output_tokens include thinking, so its `reasoning` is 0).
+struct Usage {
+  std::int64_t input = 0;
+  std::int64_t output = 0;
+  std::int64_t reasoning = 0;
+  std::int64_t cache_read = 0;
+  std::int64_t cache_write = 0;
+
+  friend bool operator==(const Usage&, const Usage&) = default;
+};
+
+enum class FinishReason { Stop, ToolCalls, Length, ContentFilter, Other };
+
+// "stop", "tool-calls", "length", "content-filter", "other" (the names of seed 002 / AI SDK).
+std::string_view finish_reason_name(FinishReason reason);
+
+// A piece of the answer's text.
+struct TextDelta {
+  std::string text;
+  friend bool operator==(const TextDelta&, const TextDelta&) = default;
+};
+
+// A piece of the model's visible reasoning ("thinking").
+struct ReasoningDelta {
+  std::string text;
+  friend bool operator==(const ReasoningDelta&, const ReasoningDelta&) = default;
+};
+
+// The model began a tool call; its input streams next. `index` counts the step's calls from 0.
+struct ToolInputStart {
+  std::size_t index = 0;
+  std::string id;
+  std::string name;
+  friend bool operator==(const ToolInputStart&, const ToolInputStart&) = default;
+};
+
+// A piece of a started call's input, as raw JSON text (not parseable on its own).
+struct ToolInputDelta {
+  std::string id;
+  std::string delta;
+  friend bool operator==(const ToolInputDelta&, const ToolInputDelta&) = default;
+};
+
+// A complete tool call. Always preceded by the ToolInputStart of the same id.
+struct ToolCall {
+  std::string id;
+  std::string name;
+  // The parsed arguments: an object when input_valid. Empty arguments mean {}.
+  json::value input;
+  // The arguments exactly as the model sent them.
+  std::string raw_input;
+  // False when raw_input is not a JSON object: the caller should answer the call with an
+  // `invalid` tool result built from input_error rather than run the tool.
+  bool input_valid = true;
+  std::string input_error;
+  friend bool operator==(const ToolCall&, const ToolCall&) = default;
+};
+
+// The step ended normally. Every ToolCall of the step has been emitted before this.
+struct StepFinish {
+  FinishReason reason = FinishReason::Stop;
+  Usage usage;
+  std::string provider_reason;  // the provider's own word ("end_turn", "tool_calls"), for logs
+  friend bool operator==(const StepFinish&, const StepFinish&) = default;
+};
+
+// The step ended in failure. `retryable` says the cause is transient (the provider is overloaded
+// or rate limited, a server error, a stream cut short by the network); a malformed stream or a
+// rejected request is not. Output already emitted stays emitted: whether a retry is appropriate
+// after partial output is the caller's policy.
+struct StreamError {
+  std::string message;
+  bool retryable = false;
+  friend bool operator==(const StreamError&, const StreamError&) = default;
+};
+
+using StreamEvent = std::variant<TextDelta, ReasoningDelta, ToolInputStart, ToolInputDelta,
+                                 ToolCall, StepFinish, StreamError>;
+
+// One line for logs and test failures, e.g. `tool-call call_1 read {"path":"a"}`.
+std::string describe(const StreamEvent& event);
+
+// Turns the raw bytes of one streamed model response into StreamEvents. The contract every
+// implementation keeps: events come out in the order the model produced them; the same bytes give
+// the same events however they are split into chunks (ids a parser has to make up for calls the
+// server sent without one aside); once finish() has been called the stream
+// has produced exactly one terminal event (StepFinish or StreamError), after which the parser is
+// done() and ignores further input. Not thread-safe: one parser per response.
+class StreamParser {
+ public:
+  virtual ~StreamParser() = default;
+
+  // Feeds the next bytes of the response body; appends the events they complete to `out`.
+  virtual void feed(std::string_view bytes, std::vector<StreamEvent>& out) = 0;
+
+  // The body ended (the connection closed cleanly). A stream that had not finished its step
+  // yields StreamError("stream ended before the model finished").
+  virtual void finish(std::vector<StreamEvent>& out) = 0;
+
+  // A terminal event has been emitted.
+  virtual bool done() const = 0;
+};
+
+// The message of the StreamError for a body that ends before the model finished its step.
+inline constexpr std::string_view kStreamEndedEarly = "stream ended before the model finished";
+
+// Parses the accumulated argument text of a tool call into ToolCall::input / input_valid /
+// input_error. Shared by the wire formats so both treat odd arguments alike: empty or
+// whitespace-only text is {} (models call parameterless tools that way); an object encoded
+// twice (a JSON string holding an object, which some models emit) is unwrapped.
+void parse_tool_input(ToolCall& call);
+
+}  // namespace sb::provider

@@ -1,0 +1,53 @@
+#pragma once
+// Small helpers shared by the wire formats (internal to provider/). Model streams are read
+// leniently: a field of the wrong type is treated as absent rather than failing a stream whose
+// meaning is still clear, which is why these do not use util/json.hpp's strict getters.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "util/json.hpp"
+
+namespace sb::provider {
+
+// The string at `key`, or "" when absent or not a string.
+inline std::string string_field(const json::object& obj, std::string_view key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->value().is_string()) return {};
+  return std::string(it->value().get_string());
+}
+
+// The integer at `key`, or 0 when absent, null or not an integral number.
+inline std::int64_t int_field(const json::object& obj, std::string_view key) {
+  auto value = get_int(obj, key);
+  return value && *value ? **value : 0;
+}
+
+// The object at `key`, or nullptr when absent or not an object.
+inline const json::object* object_field(const json::object& obj, std::string_view key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->value().is_object()) return nullptr;
+  return &it->value().get_object();
+}
+
+inline std::string_view trim_ascii_space(std::string_view text) {
+  std::size_t begin = text.find_first_not_of(" \t\r\n");
+  if (begin == std::string_view::npos) return {};
+  std::size_t end = text.find_last_not_of(" \t\r\n");
+  return text.substr(begin, end - begin + 1);
+}
+
+// A history tool call's input as the JSON text of an object ({} for anything else; see
+// ModelToolCall::input).
+inline std::string tool_input_as_object_text(const json::value& input) {
+  return input.is_object() ? json::serialize(input) : std::string("{}");
+}
+
+// Error types/codes that name a transient condition worth retrying.
+inline bool is_transient_error_name(std::string_view name) {
+  return name == "rate_limit_error" || name == "rate_limit_exceeded" ||
+         name == "overloaded_error" || name == "api_error" || name == "server_error" ||
+         name == "timeout_error" || name == "service_unavailable" || name == "internal_error";
+}
+
+}  // namespace sb::provider
