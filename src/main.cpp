@@ -6,11 +6,14 @@
 
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "app/compose.hpp"
 #include "config/config.hpp"
 #include "server/http_server.hpp"
 #include "util/log.hpp"
@@ -23,6 +26,8 @@ constexpr std::string_view kUsage = R"(usage: switchboard serve [options]
   --hostname H      address to listen on (default 127.0.0.1)
   --config FILE     configuration merged over ~/.config/switchboard/config.json
                     and ./.switchboard/config.json
+  --data-dir DIR    where sessions are stored (default ~/.local/share/switchboard)
+  --directory DIR   the project directory tools work in (default: the current one)
   --log-level L     debug | info | warn | error (default info)
 
   switchboard --version    print the version
@@ -32,6 +37,8 @@ struct Args {
   std::optional<std::uint16_t> port;
   std::optional<std::string> hostname;
   std::optional<std::string> config;
+  std::optional<std::string> data_dir;
+  std::optional<std::string> directory;
   sb::log::Level level = sb::log::Level::Info;
 };
 
@@ -79,6 +86,10 @@ int main(int argc, char** argv) {
       args.hostname = *v;
     } else if (flag == "--config") {
       args.config = *v;
+    } else if (flag == "--data-dir") {
+      args.data_dir = *v;
+    } else if (flag == "--directory") {
+      args.directory = *v;
     } else if (flag == "--log-level") {
       if (*v == "debug")
         args.level = sb::log::Level::Debug;
@@ -110,8 +121,30 @@ int main(int argc, char** argv) {
   if (args.port) cfg->server.port = *args.port;
   if (args.hostname) cfg->server.hostname = *args.hostname;
 
+  sb::app::Paths paths;
+  paths.data_dir =
+      args.data_dir ? std::filesystem::path(*args.data_dir) : sb::app::default_data_dir();
+  std::error_code ec;
+  paths.directory = std::filesystem::absolute(
+      args.directory ? std::filesystem::path(*args.directory) : std::filesystem::current_path(),
+      ec);
+  if (ec || !std::filesystem::is_directory(paths.directory)) {
+    std::cerr << "switchboard: the project directory " << paths.directory << " does not exist\n";
+    return 1;
+  }
+
   boost::asio::io_context io(1);
-  sb::server::HttpServer server(io, std::move(*cfg));
+  auto composed = sb::app::compose(io, std::move(*cfg), paths, [](const std::string& name) {
+    const char* v = std::getenv(name.c_str());
+    return std::string(v ? v : "");
+  });
+  if (!composed) {
+    std::cerr << "switchboard: " << composed.error().message << "\n";
+    return 1;
+  }
+  for (const auto& note : composed->notes)
+    sb::log::info(note);
+  sb::server::HttpServer server(io, std::move(composed->state));
   auto endpoint = server.start();
   if (!endpoint) {
     std::cerr << "switchboard: " << endpoint.error().message << "\n";

@@ -51,7 +51,8 @@ ClientToolRegistry::~ClientToolRegistry() {
 // ---- tools ----------------------------------------------------------------------------------
 
 Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::string& client_id,
-                                                                    std::vector<ToolSpec> specs) {
+                                                                    std::vector<ToolSpec> specs,
+                                                                    const std::string& session_id) {
   if (!valid_name(client_id))
     return make_error(
         ErrorCode::InvalidRequest,
@@ -75,6 +76,8 @@ Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::s
     def.description = std::move(spec.description);
     def.parameters = std::move(spec.parameters);
     def.schema = std::move(*schema);
+    def.interactive = spec.interactive;
+    def.session_id = session_id;
     defs.push_back(std::move(def));
   }
 

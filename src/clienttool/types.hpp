@@ -14,6 +14,7 @@ struct ToolSpec {
   std::string name;  // the client's own name, e.g. "get_local_time"
   std::string description;
   json::value parameters;  // JSON Schema of the input object
+  bool interactive = false;  // a person answers it: the session shows awaiting-input meanwhile
 };
 
 // A registered tool. `id` is client_{clientID}_{name}.
@@ -24,6 +25,8 @@ struct ToolDefinition {
   std::string description;
   json::value parameters;
   std::shared_ptr<const CompiledSchema> schema;
+  bool interactive = false;
+  std::string session_id;  // offered only to this session; empty = to every session
 };
 
 // What the server sends a client to run ("client-tool-request").

@@ -35,6 +35,9 @@ Result<std::vector<ToolSpec>> parse_tool_specs(const json::value* tools, std::st
     auto description = get_string(t, "description", at);
     if (!description) return description.error();
     spec.description = description->value_or("");
+    auto interactive = get_bool(t, "interactive", at);
+    if (!interactive) return interactive.error();
+    spec.interactive = interactive->value_or(false);
     if (auto p = t.find("parameters"); p != t.end() && !p->value().is_null())
       spec.parameters = p->value();
     else
@@ -104,8 +107,10 @@ Result<ToolResponse> parse_tool_response(const json::object& body) {
 }
 
 json::object to_json(const ToolDefinition& def) {
-  return json::object{
-      {"id", def.id}, {"description", def.description}, {"parameters", def.parameters}};
+  json::object out{{"id", def.id}, {"description", def.description}, {"parameters", def.parameters}};
+  if (def.interactive) out["interactive"] = true;
+  if (!def.session_id.empty()) out["sessionID"] = def.session_id;
+  return out;
 }
 
 json::object to_json(const ExecutionRequest& req) {

@@ -76,7 +76,7 @@ void merge_into(json::object& dst, const json::object& src) {
 // and checked by their owners; listing them here keeps start-up from warning about them.
 constexpr std::string_view kTopLevelKeys[] = {"$schema", "clientTools", "server", "provider",
                                               "model",   "permission",  "agent",  "experimental",
-                                              "tools",   "mcp"};
+                                              "tools",   "mcp",         "retry"};
 
 }  // namespace
 

@@ -147,6 +147,7 @@ struct StepFinish {
 struct StreamError {
   std::string message;
   bool retryable = false;
+  int http_status = 0;  // the provider's HTTP status when it refused the request, else 0
   friend bool operator==(const StreamError&, const StreamError&) = default;
 };
 

@@ -9,10 +9,14 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "bus/event_bus.hpp"
 #include "clienttool/registry.hpp"
 #include "config/config.hpp"
+#include "permission/service.hpp"
+#include "session/service.hpp"
+#include "tool/registry.hpp"
 
 namespace sb::server {
 
@@ -38,7 +42,10 @@ class ConnectionSet {
   Handle add(std::weak_ptr<Stoppable> c) { return list_.insert(list_.end(), std::move(c)); }
   void remove(Handle h) {
     list_.erase(h);
-    if (list_.empty() && on_empty) on_empty();
+    if (list_.empty() && on_empty) {
+      auto callback = std::exchange(on_empty, nullptr);  // it may not outlive its own call
+      callback();
+    }
   }
   // Called when the last connection goes away (shutdown waits for it).
   std::function<void()> on_empty;
@@ -58,6 +65,9 @@ struct ServerState {
   config::Config config;
   std::shared_ptr<bus::EventBus> bus;
   std::shared_ptr<clienttool::ClientToolRegistry> registry;
+  std::shared_ptr<permission::PermissionService> permissions;
+  std::shared_ptr<tool::ToolRegistry> tools;
+  std::shared_ptr<session::SessionService> sessions;
   ConnectionSet connections;
   bool stopping = false;
 };

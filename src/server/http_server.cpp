@@ -126,22 +126,13 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
 
 }  // namespace
 
-HttpServer::HttpServer(asio::io_context& io, config::Config config) : io_(io), acceptor_(io) {
-  state_.config = std::move(config);
-  state_.bus = bus::EventBus::create();
-  const auto& ct = state_.config.client_tools;
-  clienttool::RegistryOptions options;
-  options.default_timeout = ct.default_timeout;
-  options.max_timeout = ct.max_timeout;
-  options.reconnect_grace = ct.reconnect_grace;
-  options.rate_limit = ct.rate_limit;
-  state_.registry = clienttool::ClientToolRegistry::create(io.get_executor(), state_.bus, options);
-}
+HttpServer::HttpServer(asio::io_context& io, std::unique_ptr<ServerState> state)
+    : io_(io), state_(std::move(state)), acceptor_(io) {}
 
 HttpServer::~HttpServer() = default;
 
 Result<tcp::endpoint> HttpServer::start() {
-  const auto& opts = state_.config.server;
+  const auto& opts = state_->config.server;
   boost::system::error_code ec;
   auto address = asio::ip::make_address(opts.hostname, ec);
   tcp::endpoint endpoint;
@@ -181,31 +172,30 @@ asio::awaitable<void> HttpServer::accept_loop() {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     auto executor = socket.get_executor();
-    auto session = std::make_shared<HttpSession>(state_, std::move(socket));
+    auto session = std::make_shared<HttpSession>(*state_, std::move(socket));
     // The completion handler owns the session until its coroutine ends.
     asio::co_spawn(executor, session->run(), [session](std::exception_ptr e) { log_exception(e); });
   }
 }
 
 void HttpServer::shutdown() {
-  if (state_.stopping) return;
-  state_.stopping = true;
+  if (state_->stopping) return;
+  state_->stopping = true;
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   // Pending calls end first, so that their waiting callers and clients hear why.
-  state_.registry->shutdown();
-  state_.connections.stop_all();
+  if (state_->sessions) state_->sessions->shutdown();
+  if (state_->permissions) state_->permissions->shutdown();
+  state_->registry->shutdown();
+  state_->connections.stop_all();
 }
 
 void HttpServer::when_drained(std::function<void()> done) {
-  if (state_.connections.size() == 0) {
+  if (state_->connections.size() == 0) {
     done();
     return;
   }
-  state_.connections.on_empty = [this, done = std::move(done)] {
-    state_.connections.on_empty = nullptr;
-    done();
-  };
+  state_->connections.on_empty = std::move(done);
 }
 
 }  // namespace sb::server

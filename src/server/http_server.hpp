@@ -10,7 +10,8 @@ namespace sb::server {
 
 class HttpServer {
  public:
-  HttpServer(asio::io_context& io, config::Config config);
+  // `state` holds the core components, built by app/compose.
+  HttpServer(asio::io_context& io, std::unique_ptr<ServerState> state);
   ~HttpServer();
 
   // Binds server.hostname:server.port (port 0 picks a free one) and starts accepting.
@@ -24,13 +25,13 @@ class HttpServer {
   // left). The caller uses it to stop waiting for signals so that io_context::run() returns.
   void when_drained(std::function<void()> done);
 
-  ServerState& state() { return state_; }
+  ServerState& state() { return *state_; }
 
  private:
   asio::awaitable<void> accept_loop();
 
   asio::io_context& io_;
-  ServerState state_;
+  std::unique_ptr<ServerState> state_;
   tcp::acceptor acceptor_;
 };
 

@@ -269,7 +269,10 @@ void handle_ws_message(ServerState& state, const std::string& client_id, PushCha
     auto it = msg.find("tools");
     auto specs = clienttool::parse_tool_specs(it == msg.end() ? nullptr : &it->value(), "tools");
     if (!specs) return channel.post(ws_error(specs.error()));
-    auto ids = state.registry->register_tools(client_id, std::move(*specs));
+    auto session_id = get_string(msg, "sessionID");
+    if (!session_id) return channel.post(ws_error(session_id.error()));
+    auto ids =
+        state.registry->register_tools(client_id, std::move(*specs), session_id->value_or(""));
     if (!ids) return channel.post(ws_error(ids.error()));
     return channel.post(std::make_shared<const std::string>(json::serialize(
         json::object{{"type", "registered"}, {"toolIDs", clienttool::to_json(*ids)}})));

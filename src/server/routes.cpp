@@ -107,11 +107,13 @@ asio::awaitable<Reply> register_tools(Call& c) {
   if (!body) co_return fail(c, body.error());
   auto client_id = require_string(*body, "clientID");
   if (!client_id) co_return fail(c, client_id.error());
-  if (auto s = get_string(*body, "sessionID"); !s) co_return fail(c, s.error());
+  auto session_id = get_string(*body, "sessionID");
+  if (!session_id) co_return fail(c, session_id.error());
   auto it = body->find("tools");
   auto specs = clienttool::parse_tool_specs(it == body->end() ? nullptr : &it->value(), "tools");
   if (!specs) co_return fail(c, specs.error());
-  auto ids = c.state.registry->register_tools(*client_id, std::move(*specs));
+  auto ids =
+      c.state.registry->register_tools(*client_id, std::move(*specs), session_id->value_or(""));
   if (!ids) co_return fail(c, ids.error());
   co_return ok(c, json::object{{"registered", clienttool::to_json(*ids)}});
 }
@@ -276,6 +278,205 @@ asio::awaitable<Reply> event_stream(Call& c) {
   co_return std::nullopt;
 }
 
+// ---- sessions (OpenCode's V1 API) -----------------------------------------------------------
+
+json::object message_json(const session::MessageWithParts& m) {
+  json::array parts;
+  for (const auto& p : m.parts)
+    parts.push_back(session::to_json(p));
+  return json::object{{"info", session::to_json(m.info)}, {"parts", std::move(parts)}};
+}
+
+asio::awaitable<Reply> create_session(Call& c) {
+  session::CreateInput input;
+  if (!c.req.body().empty()) {
+    auto body = body_object(c.req);
+    if (!body) co_return fail(c, body.error());
+    auto title = get_string(*body, "title");
+    if (!title) co_return fail(c, title.error());
+    input.title = title->value_or("");
+    auto rules = get_array(*body, "permission");
+    if (!rules) co_return fail(c, rules.error());
+    if (*rules) input.permission = **rules;
+    auto client = get_string(*body, "clientID");
+    if (!client) co_return fail(c, client.error());
+    input.client_id = client->value_or("");
+    auto parent = get_string(*body, "parentID");
+    if (!parent) co_return fail(c, parent.error());
+    input.parent_id = parent->value_or("");
+  }
+  auto s = c.state.sessions->create_session(std::move(input));
+  if (!s) co_return fail(c, s.error());
+  co_return ok(c, session::to_json(*s));
+}
+
+asio::awaitable<Reply> list_sessions(Call& c) {
+  auto list = c.state.sessions->list_sessions();
+  if (!list) co_return fail(c, list.error());
+  json::array out;
+  for (const auto& s : *list)
+    out.push_back(session::to_json(s));
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> session_status(Call& c) {
+  co_return ok(c, c.state.sessions->status());
+}
+
+asio::awaitable<Reply> get_session(Call& c) {
+  auto s = c.state.sessions->get_session(c.params[0]);
+  if (!s) co_return fail(c, s.error());
+  co_return ok(c, session::to_json(*s));
+}
+
+asio::awaitable<Reply> delete_session(Call& c) {
+  auto r = c.state.sessions->delete_session(c.params[0]);
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, true);
+}
+
+asio::awaitable<Reply> list_messages(Call& c) {
+  auto list = c.state.sessions->messages(c.params[0]);
+  if (!list) co_return fail(c, list.error());
+  json::array out;
+  for (const auto& m : *list)
+    out.push_back(message_json(m));
+  co_return ok(c, out);
+}
+
+// {parts: [{type: "text", text}], model?: "P/M" | {providerID, modelID}, agent?, tools?}
+Result<session::PromptInput> prompt_input(const Request& req) {
+  auto body = body_object(req);
+  if (!body) return body.error();
+  session::PromptInput in;
+  auto parts = get_array(*body, "parts");
+  if (!parts) return parts.error();
+  if (!*parts || (*parts)->empty())
+    return make_error(ErrorCode::InvalidRequest,
+                      "parts is required: [{\"type\": \"text\", \"text\": \"...\"}]");
+  for (std::size_t i = 0; i < (*parts)->size(); ++i) {
+    const auto& p = (**parts)[i];
+    std::string at = "parts[" + std::to_string(i) + "]";
+    if (!p.is_object()) return make_error(ErrorCode::InvalidRequest, at + " must be an object");
+    auto type = get_string(p.get_object(), "type", at);
+    if (!type) return type.error();
+    if (type->value_or("text") != "text")
+      return make_error(ErrorCode::InvalidRequest,
+                        at + ".type \"" + **type + "\" is not supported (text)");
+    auto text = get_string(p.get_object(), "text", at);
+    if (!text) return text.error();
+    if (!*text) return make_error(ErrorCode::InvalidRequest, at + ".text is required");
+    if (!in.text.empty()) in.text += "\n";
+    in.text += **text;
+  }
+  if (auto it = body->find("model"); it != body->end() && !it->value().is_null()) {
+    if (it->value().is_string()) {
+      in.model = std::string(it->value().get_string());
+    } else if (it->value().is_object()) {
+      auto p = require_string(it->value().get_object(), "providerID", "model");
+      if (!p) return p.error();
+      auto m = require_string(it->value().get_object(), "modelID", "model");
+      if (!m) return m.error();
+      in.model = *p + "/" + *m;
+    } else {
+      return make_error(ErrorCode::InvalidRequest,
+                        "model must be \"PROVIDER/MODEL\" or {providerID, modelID}");
+    }
+  }
+  auto agent = get_string(*body, "agent");
+  if (!agent) return agent.error();
+  in.agent = *agent;
+  auto tools = get_object(*body, "tools");
+  if (!tools) return tools.error();
+  if (*tools)
+    for (const auto& [k, v] : **tools) {
+      if (!v.is_bool())
+        return make_error(ErrorCode::InvalidRequest,
+                          "tools." + std::string(k) + " must be a boolean");
+      in.tools[std::string(k)] = v.get_bool();
+    }
+  return in;
+}
+
+asio::awaitable<Reply> prompt(Call& c) {
+  auto in = prompt_input(c.req);
+  if (!in) co_return fail(c, in.error());
+  auto r = co_await c.state.sessions->prompt(c.params[0], std::move(*in));
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, message_json(*r));
+}
+
+asio::awaitable<Reply> prompt_async(Call& c) {
+  auto in = prompt_input(c.req);
+  if (!in) co_return fail(c, in.error());
+  auto r = c.state.sessions->prompt_async(c.params[0], std::move(*in));
+  if (!r) co_return fail(c, r.error());
+  Response res{http::status::no_content, c.req.version()};
+  res.set(http::field::server, "switchboard/" SWITCHBOARD_VERSION);
+  res.keep_alive(c.req.keep_alive());
+  res.prepare_payload();
+  co_return res;
+}
+
+asio::awaitable<Reply> abort_session(Call& c) {
+  if (auto s = c.state.sessions->get_session(c.params[0]); !s) co_return fail(c, s.error());
+  co_return ok(c, c.state.sessions->abort(c.params[0]));
+}
+
+asio::awaitable<Reply> list_permissions(Call& c) {
+  json::array out;
+  for (const auto& r : c.state.permissions->list())
+    out.push_back(permission::to_json(r));
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> reply_permission(Call& c) {
+  auto body = body_object(c.req);
+  if (!body) co_return fail(c, body.error());
+  auto reply = require_string(*body, "reply");
+  if (!reply) co_return fail(c, reply.error());
+  auto parsed = permission::parse_reply(*reply);
+  if (!parsed)
+    co_return fail(
+        c, make_error(ErrorCode::InvalidRequest,
+                      "reply must be \"once\", \"always\" or \"reject\", got \"" + *reply + "\""));
+  auto message = get_string(*body, "message");
+  if (!message) co_return fail(c, message.error());
+  auto r = c.state.permissions->reply(c.params[0], *parsed, *message);
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, true);
+}
+
+asio::awaitable<Reply> list_tools(Call& c) {
+  std::string session_id, agent;
+  if (auto q = c.url.params().find("sessionID"); q != c.url.params().end()) session_id = (*q).value;
+  if (auto q = c.url.params().find("agent"); q != c.url.params().end()) agent = (*q).value;
+  auto tools = c.state.sessions->offered_tools(session_id, agent);
+  if (!tools) co_return fail(c, tools.error());
+  json::array out;
+  for (const auto& t : *tools)
+    out.push_back(json::object{
+        {"id", t->id()}, {"description", t->description()}, {"parameters", t->parameters()}});
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> list_providers(Call& c) {
+  json::array providers;
+  for (const auto& [id, p] : c.state.sessions->providers().providers) {
+    json::array models;
+    for (const auto& m : p->models())
+      models.emplace_back(m);
+    providers.push_back(
+        json::object{{"id", id}, {"type", p->type()}, {"models", std::move(models)}});
+  }
+  json::array agents;
+  for (const auto& [name, a] : c.state.sessions->agents())
+    agents.push_back(json::object{{"name", name}, {"description", a.description}});
+  co_return ok(c, json::object{{"providers", std::move(providers)},
+                               {"default", c.state.sessions->providers().default_model},
+                               {"agents", std::move(agents)}});
+}
+
 // ---- the route table ------------------------------------------------------------------------
 
 struct Route {
@@ -297,6 +498,19 @@ const std::vector<Route>& routes() {
       {http::verb::get, {"client-tools", "tools"}, &all_client_tools},
       {http::verb::get, {"client-tools", "tools", "{}"}, &client_tools_of},
       {http::verb::get, {"event"}, &event_stream},
+      {http::verb::post, {"session"}, &create_session},
+      {http::verb::get, {"session"}, &list_sessions},
+      {http::verb::get, {"session", "status"}, &session_status},
+      {http::verb::get, {"session", "{}"}, &get_session},
+      {http::verb::delete_, {"session", "{}"}, &delete_session},
+      {http::verb::get, {"session", "{}", "message"}, &list_messages},
+      {http::verb::post, {"session", "{}", "message"}, &prompt},
+      {http::verb::post, {"session", "{}", "prompt_async"}, &prompt_async},
+      {http::verb::post, {"session", "{}", "abort"}, &abort_session},
+      {http::verb::get, {"permission"}, &list_permissions},
+      {http::verb::post, {"permission", "{}", "reply"}, &reply_permission},
+      {http::verb::get, {"tool"}, &list_tools},
+      {http::verb::get, {"provider"}, &list_providers},
   };
   return table;
 }

@@ -7,6 +7,8 @@
 
 #include <boost/json.hpp>
 
+#include <signal.h>
+
 #include <chrono>
 #include <future>
 #include <iostream>
@@ -82,14 +84,14 @@ inline json::value register_tools(unsigned short port, std::string_view client_i
 // Starts POST /client-tools/execute on its own thread. The HTTP timeout is generous: the server's
 // own timeouts are what the tests measure.
 inline std::future<HttpResponse> execute_async(unsigned short port, json::object body,
-                                               std::chrono::milliseconds http_timeout = 20s) {
+                                               std::chrono::milliseconds http_timeout = 15s) {
   return std::async(std::launch::async, [port, body = std::move(body), http_timeout] {
     return http_post(port, "/client-tools/execute", body, http_timeout);
   });
 }
 
 // Waits for an execute started with execute_async; throws when it does not finish in time.
-inline HttpResponse await(std::future<HttpResponse>& f, std::chrono::milliseconds timeout = 15s) {
+inline HttpResponse await(std::future<HttpResponse>& f, std::chrono::milliseconds timeout = 12s) {
   if (f.wait_for(timeout) != std::future_status::ready)
     throw std::runtime_error("execute did not answer within " + std::to_string(timeout.count()) +
                              " ms");
@@ -148,8 +150,9 @@ class BusEvents {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       auto e = next(type, left);
       if (!e) return std::nullopt;
-      const json::value* got = find(json::value(*e), pointer);
-      if (got && *got == value) return e;
+      json::value event(std::move(*e));
+      const json::value* got = find(event, pointer);
+      if (got && *got == value) return event.get_object();
     }
   }
 
@@ -188,12 +191,23 @@ inline testing::AssertionResult IsOk(const HttpResponse& res) {
   return testing::AssertionSuccess();
 }
 
-// Adds the server's log to a failing test's output.
+// Runs one server per test. At the end of every test the server must shut down cleanly on
+// SIGTERM (exit code 0) with no sanitizer report in its log; a failing test prints the log.
 class ServerTest : public testing::Test {
  protected:
   void TearDown() override {
-    if (HasFailure() && server_)
-      std::cerr << "--- switchboard log ---\n" << server_->log() << "--- end of log ---\n";
+    if (!server_) return;
+    server_->send_signal(SIGTERM);
+    auto status = server_->wait_exit(10s);
+    EXPECT_TRUE(status && status->exited && status->code == 0)
+        << "the server did not shut down cleanly on SIGTERM: "
+        << (status ? status->describe() : "still running 10 s later");
+    std::string log = server_->log();
+    for (const char* report :
+         {"AddressSanitizer", "LeakSanitizer", "ThreadSanitizer", "runtime error:"})
+      EXPECT_EQ(log.find(report), std::string::npos)
+          << "the server's log contains a " << report << " report";
+    if (HasFailure()) std::cerr << "--- switchboard log ---\n" << log << "--- end of log ---\n";
   }
   void start(json::object config) { server_.emplace(std::move(config)); }
   unsigned short port() const { return server_->port(); }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,23 @@ TEST_F(ClientToolsHttp, OneInvalidToolRejectsTheWholeRegistration) {
   auto bad_client = http_post(port(), "/client-tools/register",
                               json::object{{"clientID", "c 1"}, {"tools", {tool_def("good")}}});
   EXPECT_TRUE(IsError(bad_client, 400, "INVALID_REQUEST", {"clientID"}));
+}
+
+TEST_F(ClientToolsHttp, InvalidClientIdInAPathIs400) {
+  const std::string long_id(129, 'x');
+  for (const std::string& id : {std::string("bad%20id"), std::string("semi;colon"), long_id}) {
+    SCOPED_TRACE(id);
+    EXPECT_TRUE(IsError(http_get(port(), "/client-tools/tools/" + id), 400, "INVALID_REQUEST",
+                        {"clientID"}));
+    EXPECT_TRUE(IsError(http_get(port(), "/client-tools/pending/" + id), 400, "INVALID_REQUEST",
+                        {"clientID"}));
+    auto upgrade = http_request(port(), "GET", "/client-tools/ws/" + id, {},
+                                {{"Upgrade", "websocket"},
+                                 {"Connection", "Upgrade"},
+                                 {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="},
+                                 {"Sec-WebSocket-Version", "13"}});
+    EXPECT_TRUE(IsError(upgrade, 400, "INVALID_REQUEST", {"clientID"}));
+  }
 }
 
 // ---- unregister ------------------------------------------------------------------------------
@@ -370,6 +388,11 @@ struct BadBody {
   const char* field;
 };
 
+// Names the case in test listings (and ctest names).
+void PrintTo(const BadBody& b, std::ostream* os) {
+  *os << b.method << " " << b.target << " (" << b.field << ")";
+}
+
 class ClientToolsWrongTypes : public ServerTest, public testing::WithParamInterface<BadBody> {
  protected:
   void SetUp() override {
@@ -413,6 +436,10 @@ const BadBody kBadBodies[] = {
     {"POST", "/client-tools/execute", R"({"toolID": 5, "input": {}})", "toolID"},
     {"POST", "/client-tools/execute", R"({"tool": "client_c1_a", "input": "x"})", "input"},
     {"POST", "/client-tools/execute", R"({"tool": "client_c1_a", "input": {}, "timeout": "soon"})",
+     "timeout"},
+    {"POST", "/client-tools/execute", R"({"tool": "client_c1_a", "input": {}, "timeout": 0})",
+     "timeout"},
+    {"POST", "/client-tools/execute", R"({"tool": "client_c1_a", "input": {}, "timeout": -5})",
      "timeout"},
     {"POST", "/client-tools/execute", R"({"tool": "client_c1_a", "input": {}, "clientID": 5})",
      "clientID"},

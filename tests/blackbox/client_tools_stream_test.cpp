@@ -250,6 +250,46 @@ TEST_F(ClientToolsStream, RoundTripOverWebSocket) {
   EXPECT_EQ(res.json(), error);
 }
 
+TEST_F(ClientToolsStream, ConcurrentCallsEachGetTheirOwnResult) {
+  start(test_config());
+  WsClient ws(port(), "/client-tools/ws/c1");
+  ws.send_json(json::object{{"type", "register"}, {"tools", {tool_def("echo")}}});
+  ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
+  register_tools(port(), "c2", {tool_def("echo")});
+  SseClient sse(port(), "/client-tools/pending/c2");
+
+  // 16 calls to each client at once; each client answers in the reverse order of arrival, with
+  // the call's own input as output.
+  constexpr int kCalls = 16;
+  std::vector<std::future<HttpResponse>> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    std::string text = "call-" + std::to_string(i);
+    calls.push_back(execute_async(port(), execute_body("client_c1_echo", {{"text", text}})));
+    calls.push_back(execute_async(port(), execute_body("client_c2_echo", {{"text", text}})));
+  }
+  std::vector<json::object> ws_requests, sse_requests;
+  for (int i = 0; i < kCalls; ++i)
+    ws_requests.push_back(next_ws_request(ws));
+  for (int i = 0; i < kCalls; ++i)
+    sse_requests.push_back(next_delivered(sse).request);
+  for (auto it = ws_requests.rbegin(); it != ws_requests.rend(); ++it) {
+    ws.send_json(json::object{{"type", "result"},
+                              {"requestID", it->at("requestID")},
+                              {"result", success(string_at(json::value(*it), "/input/text"))}});
+  }
+  for (auto it = sse_requests.rbegin(); it != sse_requests.rend(); ++it) {
+    ASSERT_TRUE(IsOk(post_result(port(), string_at(json::value(*it), "/requestID"),
+                                 success(string_at(json::value(*it), "/input/text")))));
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    for (int client = 0; client < 2; ++client) {
+      auto res = await(calls[static_cast<std::size_t>(2 * i + client)]);
+      ASSERT_TRUE(IsOk(res));
+      EXPECT_EQ(string_at(res.json(), "/output"), "call-" + std::to_string(i)) << res.describe();
+    }
+  }
+}
+
 TEST_F(ClientToolsStream, RequestIsQueuedUntilTheClientConnects) {
   start(test_config());
   BusEvents bus(port());
@@ -734,6 +774,30 @@ TEST_F(ClientToolsStream, WebSocketUnregister) {
   EXPECT_EQ(http_get(port(), "/client-tools/tools/c1").json(), json::array{});
 }
 
+TEST_F(ClientToolsStream, WebSocketThatDoesNotAnswerPingsIsClosed) {
+  start(test_config(json::object{{"keepaliveInterval", 100}}));
+  // A client that completes the handshake and then never reads, so never answers a ping.
+  RawConnection mute(port());
+  mute.send(
+      "GET /client-tools/ws/mute HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+      "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+      "Sec-WebSocket-Version: 13\r\n\r\n");
+  auto handshake = mute.read_response(3s);
+  ASSERT_TRUE(handshake.has_value()) << mute.received();
+  ASSERT_EQ(handshake->status, 101u) << handshake->describe();
+  // A client that answers pings (the WebSocket library does it while reading).
+  WsClient alive(port(), "/client-tools/ws/alive");
+
+  EXPECT_TRUE(mute.wait_closed(3s)) << "a client that never answers pings was not closed";
+  // It was pinged first: a ping frame (FIN + opcode 9) came before the end.
+  EXPECT_NE(mute.received().find('\x89'), std::string::npos) << "closed without a ping";
+  // Several intervals later the answering client is still connected, and still works.
+  EXPECT_FALSE(alive.wait_closed(500ms))
+      << "a client that answers pings was closed: " << alive.close_description();
+  alive.send_json(json::object{{"type", "register"}, {"tools", {tool_def("a")}}});
+  EXPECT_TRUE(alive.next_message_of_type("registered", 3s));
+}
+
 // ---- progress --------------------------------------------------------------------------------
 
 TEST_F(ClientToolsStream, ProgressIsPublishedOverHttpAndWebSocket) {
@@ -782,11 +846,11 @@ TEST_F(ClientToolsStream, ProgressExtendsTheDeadlineUpToMaxTimeout) {
                      json::object{{"requestID", id}, {"metadata", {{"alive", true}}}});
   };
 
-  // Timeout 500 ms, progress every 300 ms, answer after 1000 ms: still alive.
-  auto call = execute_async(port(), execute_body("client_c1_a", {}, 500));
+  // Timeout 600 ms, progress every 250 ms, answer after 850 ms: still alive.
+  auto call = execute_async(port(), execute_body("client_c1_a", {}, 600));
   std::string id = next_delivered(sse).request_id();
   for (int i = 0; i < 3; ++i) {
-    std::this_thread::sleep_for(300ms);
+    std::this_thread::sleep_for(250ms);
     ASSERT_TRUE(IsOk(progress(id))) << "progress " << i + 1;
   }
   std::this_thread::sleep_for(100ms);

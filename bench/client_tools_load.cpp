@@ -1,0 +1,1668 @@
+// client_tools_load: load and memory benchmark for Switchboard's client tools (issue 2).
+//
+// Starts the real `switchboard serve` binary with a temporary HOME, working directory and config,
+// then, from this one process (one io_context, one thread, C++20 coroutines):
+//
+//  * baseline   a bare Beast echo server (this program, re-executed as a child) answering HTTP
+//               POSTs and WebSocket messages: the cost of a cross-process round trip and of one
+//               HTTP / WebSocket message pair on this machine, in this run;
+//  * latency    for each transport (websocket, sse) and client count N: N clients register a tool
+//               `echo` that answers at once; N drivers, each on its own keep-alive connection, loop
+//               POST /client-tools/execute for a warm-up and a measured window. Reports round-trip
+//               p50/p99, executions/s and the server's CPU time per execution (/proc/PID/stat);
+//  * memory     N idle clients (each with one registered tool) per transport, on a fresh server:
+//               the growth of the server's VmRSS per client.
+//
+// Every network operation has a timeout; every execute must answer 200 with the echoed text.
+// Prints markdown tables on stdout, progress on stderr. Exit status 0 only when there was no
+// error at all.
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/json.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+namespace json = boost::json;
+namespace fs = std::filesystem;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+constexpr std::string_view kUsage = R"(usage: client_tools_load [options]
+
+  --server PATH             switchboard binary (default: the one beside this program,
+                            else build/release/switchboard)
+  --scenarios LIST          baseline,latency,memory (default: all three)
+  --transports LIST         websocket,sse (default: both)
+  --clients LIST            client counts for the latency scenarios (default: 1,64)
+  --warmup SECONDS          before each measured window (default: 0.5)
+  --duration SECONDS        measured window (default: 3)
+  --idle-clients N          clients of the memory scenarios (default: 10000)
+  --connect-concurrency N   connections being set up at once (default: 128)
+  --op-timeout MS           limit for every network operation (default: 10000)
+  --max-runtime SECONDS     the whole run is killed after this (default: 1800)
+  --keep-temp               keep the temporary directory (server logs, configs)
+  --server-prefix "CMD ARGS"  run the server under a tool, e.g.
+                            "valgrind --tool=massif --massif-out-file=/tmp/massif.%p"
+                            (figures then describe the tool, not the server alone)
+)";
+
+// ---- errors ---------------------------------------------------------------------------------
+
+// A failure that ends the run: the server did not start, a scenario could not be torn down.
+struct Fatal : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Every error of the run; the first few are printed as they happen.
+struct Problems {
+  std::size_t count = 0;
+  std::vector<std::string> first;
+  void add(const std::string& message) {
+    ++count;
+    if (first.size() < 20) {
+      first.push_back(message);
+      std::cerr << "error: " << message << std::endl;
+    } else if (first.size() == 20) {
+      first.push_back("(further errors not shown)");
+      std::cerr << "error: further errors are counted but not shown" << std::endl;
+    }
+  }
+};
+Problems g_problems;
+
+// The child process that the watchdog kills (the server or the baseline server).
+volatile sig_atomic_t g_child_pid = 0;
+
+void on_alarm(int) {
+  static const char msg[] = "client_tools_load: --max-runtime exceeded; killing the server\n";
+  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+  (void)ignored;
+  if (g_child_pid > 0) ::kill(g_child_pid, SIGKILL);
+  ::_exit(3);
+}
+
+// ---- options --------------------------------------------------------------------------------
+
+struct Options {
+  std::string server_path;
+  std::vector<std::string> server_prefix;  // a profiler to run the server under
+  bool baseline = true, latency = true, memory = true;
+  std::vector<std::string> transports = {"websocket", "sse"};
+  std::vector<int> clients = {1, 64};
+  double warmup_s = 0.5;
+  double duration_s = 3.0;
+  int idle_clients = 10000;
+  int connect_concurrency = 128;
+  std::chrono::milliseconds op_timeout{10000};
+  int max_runtime_s = 1800;
+  bool keep_temp = false;
+};
+
+std::vector<std::string> split_list(std::string_view s, char separator = ',') {
+  std::vector<std::string> out;
+  while (!s.empty()) {
+    auto comma = s.find(separator);
+    auto item = s.substr(0, comma);
+    if (!item.empty()) out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+template <class T>
+T parse_number(std::string_view flag, std::string_view text) {
+  T value{};
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || ptr != text.data() + text.size())
+    throw std::invalid_argument(std::string(flag) + " needs a number, got \"" + std::string(text) +
+                                "\"");
+  return value;
+}
+
+double parse_seconds(std::string_view flag, std::string_view text) {
+  char* end = nullptr;
+  std::string s(text);
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(v > 0) || v > 3600)
+    throw std::invalid_argument(std::string(flag) + " needs a number of seconds (0 < s <= 3600)");
+  return v;
+}
+
+fs::path default_server_path() {
+  std::error_code ec;
+  auto self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto beside = self.parent_path() / "switchboard";
+    if (fs::exists(beside, ec)) return beside;
+  }
+  return fs::path("build/release/switchboard");
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  o.server_path = default_server_path().string();
+  for (int i = 1; i < argc; ++i) {
+    std::string_view flag = argv[i];
+    auto value = [&]() -> std::string_view {
+      if (i + 1 >= argc) throw std::invalid_argument(std::string(flag) + " needs a value");
+      return argv[++i];
+    };
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (flag == "--server") {
+      o.server_path = std::string(value());
+    } else if (flag == "--scenarios") {
+      o.baseline = o.latency = o.memory = false;
+      for (const auto& s : split_list(value())) {
+        if (s == "baseline")
+          o.baseline = true;
+        else if (s == "latency")
+          o.latency = true;
+        else if (s == "memory")
+          o.memory = true;
+        else
+          throw std::invalid_argument("unknown scenario \"" + s + "\"");
+      }
+    } else if (flag == "--transports") {
+      o.transports = split_list(value());
+      for (const auto& t : o.transports)
+        if (t != "websocket" && t != "sse")
+          throw std::invalid_argument("unknown transport \"" + t + "\" (websocket or sse)");
+    } else if (flag == "--clients") {
+      o.clients.clear();
+      for (const auto& s : split_list(value())) {
+        int n = parse_number<int>(flag, s);
+        if (n < 1 || n > 5000) throw std::invalid_argument("--clients: each count must be 1-5000");
+        o.clients.push_back(n);
+      }
+    } else if (flag == "--warmup") {
+      o.warmup_s = parse_seconds(flag, value());
+    } else if (flag == "--duration") {
+      o.duration_s = parse_seconds(flag, value());
+    } else if (flag == "--idle-clients") {
+      o.idle_clients = parse_number<int>(flag, value());
+      if (o.idle_clients < 1) throw std::invalid_argument("--idle-clients must be at least 1");
+    } else if (flag == "--connect-concurrency") {
+      o.connect_concurrency = parse_number<int>(flag, value());
+      if (o.connect_concurrency < 1)
+        throw std::invalid_argument("--connect-concurrency must be at least 1");
+    } else if (flag == "--op-timeout") {
+      o.op_timeout = std::chrono::milliseconds(parse_number<int>(flag, value()));
+      if (o.op_timeout.count() < 1) throw std::invalid_argument("--op-timeout must be positive");
+    } else if (flag == "--max-runtime") {
+      o.max_runtime_s = parse_number<int>(flag, value());
+      if (o.max_runtime_s < 1) throw std::invalid_argument("--max-runtime must be positive");
+    } else if (flag == "--server-prefix") {
+      std::istringstream words{std::string(value())};
+      for (std::string w; words >> w;)
+        o.server_prefix.push_back(w);
+    } else if (flag == "--keep-temp") {
+      o.keep_temp = true;
+    } else {
+      throw std::invalid_argument("unknown option " + std::string(flag));
+    }
+  }
+  return o;
+}
+
+// ---- /proc ----------------------------------------------------------------------------------
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+const long kTicksPerSecond = ::sysconf(_SC_CLK_TCK);
+
+// utime + stime of a process, in clock ticks.
+std::uint64_t process_cpu_ticks(pid_t pid) {
+  std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+  auto paren = stat.rfind(')');
+  if (paren == std::string::npos) throw Fatal("cannot read /proc/" + std::to_string(pid) + "/stat");
+  std::istringstream fields(stat.substr(paren + 2));
+  // Fields 3.. of proc(5): state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+  // cmajflt utime stime.
+  std::string skip;
+  for (int i = 0; i < 11; ++i)
+    fields >> skip;
+  std::uint64_t utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return utime + stime;
+}
+
+// Busy ticks (everything but idle and iowait, steal included) over all CPUs, from /proc/stat.
+std::uint64_t system_busy_ticks() {
+  std::istringstream in(read_text("/proc/stat"));
+  std::string label;
+  in >> label;
+  std::uint64_t v[10] = {};
+  for (auto& x : v)
+    in >> x;
+  // user nice system idle iowait irq softirq steal guest guest_nice (guest is inside user)
+  return v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+}
+
+std::int64_t self_cpu_us() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000LL + ru.ru_utime.tv_usec +
+         ru.ru_stime.tv_usec;
+}
+
+// A field of /proc/PID/status ("VmRSS" -> its number, kB for sizes).
+std::uint64_t status_field(pid_t pid, std::string_view name) {
+  std::istringstream in(read_text("/proc/" + std::to_string(pid) + "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() > name.size() && line.compare(0, name.size(), name) == 0 &&
+        line[name.size()] == ':') {
+      std::istringstream rest(line.substr(name.size() + 1));
+      std::uint64_t v = 0;
+      rest >> v;
+      return v;
+    }
+  }
+  throw Fatal("no " + std::string(name) + " in /proc/" + std::to_string(pid) + "/status");
+}
+
+std::uint64_t rss_bytes(pid_t pid) {
+  return status_field(pid, "VmRSS") * 1024;
+}
+
+std::string cpu_model() {
+  std::istringstream in(read_text("/proc/cpuinfo"));
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(colon + 2);
+    }
+  return "unknown";
+}
+
+// ---- child processes ------------------------------------------------------------------------
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+// A child process (the server under test or the baseline echo server) whose stdout and stderr
+// go to a log file; it is killed if this program dies (PR_SET_PDEATHSIG).
+class Child {
+ public:
+  Child(const std::vector<std::string>& args, const fs::path& home, const fs::path& cwd,
+        const fs::path& log, std::chrono::milliseconds startup_timeout)
+      : log_(log) {
+    std::vector<std::string> env;
+    for (char** e = environ; e && *e; ++e) {
+      std::string_view kv(*e);
+      auto name = kv.substr(0, kv.find('='));
+      if (name == "HOME" || name.starts_with("XDG_") || name.starts_with("SWITCHBOARD_")) continue;
+      env.emplace_back(kv);
+    }
+    env.push_back("HOME=" + home.string());
+    std::vector<char*> argv, envp;
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& e : env)
+      envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    const std::string dir = cwd.string();
+    int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0) throw Fatal("cannot create " + log.string() + ": " + std::strerror(errno));
+    const pid_t parent = ::getpid();
+
+    pid_ = ::fork();
+    if (pid_ < 0) throw Fatal(std::string("fork: ") + std::strerror(errno));
+    if (pid_ == 0) {
+      // Only async-signal-safe calls from here to exec.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      int null_fd = ::open("/dev/null", O_RDONLY);
+      if (null_fd >= 0) ::dup2(null_fd, 0);
+      ::dup2(log_fd, 1);
+      ::dup2(log_fd, 2);
+      if (::chdir(dir.c_str()) != 0) ::_exit(126);
+      ::syscall(SYS_close_range, 3u, ~0u, 0u);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      ::sigaction(SIGPIPE, &dfl, nullptr);
+      ::sigaction(SIGTERM, &dfl, nullptr);
+      ::sigaction(SIGINT, &dfl, nullptr);
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+    ::close(log_fd);
+    g_child_pid = pid_;
+
+    constexpr std::string_view kListening = "listening on http://127.0.0.1:";
+    auto deadline = Clock::now() + startup_timeout;
+    for (;;) {
+      std::string text = read_text(log_);
+      if (auto at = text.find(kListening); at != std::string::npos) {
+        auto digits = at + kListening.size();
+        auto end = text.find_first_not_of("0123456789", digits);
+        if (end != std::string::npos && end > digits) {
+          port_ = static_cast<unsigned short>(std::stoi(text.substr(digits, end - digits)));
+          return;
+        }
+      }
+      if (auto st = poll_exit())
+        throw Fatal(args[0] + " exited during start-up (" + describe_status(*st) + "):\n" +
+                    log_tail());
+      if (Clock::now() > deadline) {
+        kill_now();
+        throw Fatal(args[0] + " did not log \"" + std::string(kListening) + "PORT\" within " +
+                    std::to_string(startup_timeout.count()) + " ms:\n" + log_tail());
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+
+  ~Child() { kill_now(); }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  pid_t pid() const { return pid_; }
+  unsigned short port() const { return port_; }
+
+  // The raw wait status once the child has exited.
+  std::optional<int> poll_exit() {
+    if (status_) return status_;
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      status_ = st;
+      g_child_pid = 0;
+    }
+    return status_;
+  }
+
+  // SIGTERM, then SIGKILL after `grace`. Returns what went wrong ("" for a clean exit 0).
+  std::string stop(std::chrono::milliseconds grace) {
+    if (auto st = poll_exit()) return "exited before it was stopped (" + describe_status(*st) + ")";
+    ::kill(pid_, SIGTERM);
+    auto deadline = Clock::now() + grace;
+    while (!poll_exit()) {
+      if (Clock::now() > deadline) {
+        kill_now();
+        return "did not exit within " + std::to_string(grace.count()) + " ms of SIGTERM";
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+    if (WIFEXITED(*status_) && WEXITSTATUS(*status_) == 0) return "";
+    return "ended with " + describe_status(*status_) + " after SIGTERM";
+  }
+
+  std::string log_tail(std::size_t bytes = 4000) const {
+    std::string text = read_text(log_);
+    if (text.size() > bytes) text = "..." + text.substr(text.size() - bytes);
+    return text;
+  }
+
+ private:
+  void kill_now() {
+    if (pid_ <= 0 || status_) return;
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    status_ = st;
+    g_child_pid = 0;
+  }
+
+  fs::path log_;
+  pid_t pid_ = -1;
+  unsigned short port_ = 0;
+  std::optional<int> status_;
+};
+
+// The temporary directory of the run: one HOME, cwd, config and log per started process.
+class TempRoot {
+ public:
+  explicit TempRoot(bool keep) : keep_(keep) {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base && *base ? base : "/tmp") + "/client-tools-load-XXXXXX";
+    if (!::mkdtemp(pattern.data())) throw Fatal(std::string("mkdtemp: ") + std::strerror(errno));
+    path_ = pattern;
+  }
+  ~TempRoot() {
+    if (keep_) {
+      std::cerr << "temporary files kept in " << path_ << std::endl;
+      return;
+    }
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  void keep() { keep_ = true; }
+  // A fresh sub-directory with home/ and cwd/ inside.
+  fs::path fresh(const std::string& name) {
+    fs::path dir = path_ / (name + "-" + std::to_string(++counter_));
+    fs::create_directories(dir / "home");
+    fs::create_directories(dir / "cwd");
+    return dir;
+  }
+
+ private:
+  fs::path path_;
+  bool keep_;
+  int counter_ = 0;
+};
+
+// An executable named without a slash is looked up in PATH (execve does not).
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  for (const auto& dir : split_list(path ? path : "/usr/bin:/bin", ':')) {
+    fs::path candidate = fs::path(dir) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  throw Fatal("--server-prefix: " + name + " not found in PATH");
+}
+
+// True when the server runs under a tool (--server-prefix): start-up and shutdown take longer.
+bool g_slow_child = false;
+
+std::unique_ptr<Child> start_switchboard(const Options& opt, TempRoot& temp,
+                                         const std::string& name) {
+  fs::path dir = temp.fresh(name);
+  // Rate limit off, queues that a burst cannot overflow, no keepalive traffic to speak of.
+  json::object config{
+      {"clientTools",
+       json::object{{"rateLimit", 0}, {"keepaliveInterval", 30000}, {"defaultTimeout", 30000}}},
+      {"server", json::object{{"subscriberQueueLimit", 65536}}}};
+  std::ofstream(dir / "config.json") << json::serialize(config) << "\n";
+  std::vector<std::string> args = opt.server_prefix;
+  if (!args.empty()) args[0] = find_program(args[0]);
+  std::vector<std::string> server_args = {
+      opt.server_path, "serve", "--hostname", "127.0.0.1",
+      "--port",        "0",     "--config",   (dir / "config.json").string()};
+  args.insert(args.end(), server_args.begin(), server_args.end());
+  auto child = std::make_unique<Child>(args, dir / "home", dir / "cwd", dir / "server.log",
+                                       opt.server_prefix.empty() ? 10s : 120s);
+  std::cerr << "started " << opt.server_path << " (pid " << child->pid() << ", port "
+            << child->port() << ", log " << (dir / "server.log").string() << ")" << std::endl;
+  return child;
+}
+
+// ---- small async helpers --------------------------------------------------------------------
+
+asio::awaitable<void> sleep_until(Clock::time_point t) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, t);
+  co_await timer.async_wait(tuple_awaitable);
+}
+
+// Counts down to zero; wait() returns false when its timeout passes first. One thread.
+class Latch {
+ public:
+  Latch(asio::any_io_executor ex, std::size_t count) : remaining_(count), timer_(ex) {}
+  void count_down() {
+    if (remaining_ > 0 && --remaining_ == 0) timer_.cancel();
+  }
+  std::size_t remaining() const { return remaining_; }
+  asio::awaitable<bool> wait(std::chrono::milliseconds timeout) {
+    if (remaining_ == 0) co_return true;
+    timer_.expires_after(timeout);
+    co_await timer_.async_wait(tuple_awaitable);
+    co_return remaining_ == 0;
+  }
+
+ private:
+  std::size_t remaining_;
+  asio::steady_timer timer_;
+};
+
+void set_nodelay(tcp::socket& socket) {
+  boost::system::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+}
+
+const json::string* string_field(const json::value& v, std::string_view key) {
+  const auto* o = v.if_object();
+  if (!o) return nullptr;
+  const auto* f = o->if_contains(key);
+  return f ? f->if_string() : nullptr;
+}
+
+std::optional<json::value> parse_json(std::string_view text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec) return std::nullopt;
+  return v;
+}
+
+std::string clip(std::string_view s, std::size_t n = 300) {
+  return s.size() <= n ? std::string(s) : std::string(s.substr(0, n)) + "...";
+}
+
+http::request<http::string_body> make_request(http::verb verb, std::string_view target,
+                                              const std::string& host, std::string body) {
+  http::request<http::string_body> req{verb, target, 11};
+  req.set(http::field::host, host);
+  req.set(http::field::user_agent, "client_tools_load");
+  if (!body.empty()) req.set(http::field::content_type, "application/json");
+  req.keep_alive(true);
+  req.body() = std::move(body);
+  req.prepare_payload();
+  return req;
+}
+
+struct HttpResult {
+  std::string error;  // "" on success (any status)
+  http::response<http::string_body> res;
+};
+
+// One request/response on a keep-alive connection, bounded by `timeout`.
+asio::awaitable<HttpResult> http_call(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                      http::request<http::string_body>& req,
+                                      std::chrono::milliseconds timeout) {
+  HttpResult out;
+  stream.expires_after(timeout);
+  auto [wec, wn] = co_await http::async_write(stream, req, tuple_awaitable);
+  if (wec) {
+    out.error = "writing " + std::string(req.target()) + ": " + wec.message();
+    co_return out;
+  }
+  auto [rec, rn] = co_await http::async_read(stream, buffer, out.res, tuple_awaitable);
+  if (rec) out.error = "reading the answer to " + std::string(req.target()) + ": " + rec.message();
+  stream.expires_never();
+  co_return out;
+}
+
+asio::awaitable<std::string> connect_stream(beast::tcp_stream& stream, const tcp::endpoint& ep,
+                                            std::chrono::milliseconds timeout) {
+  stream.expires_after(timeout);
+  auto [ec] = co_await stream.async_connect(ep, tuple_awaitable);
+  stream.expires_never();
+  if (ec) co_return "connect: " + ec.message();
+  set_nodelay(stream.socket());
+  co_return "";
+}
+
+// ---- scenario context -----------------------------------------------------------------------
+
+struct Ctx {
+  asio::io_context& io;
+  const Options& opt;
+  tcp::endpoint endpoint;
+  std::string host;       // Host header
+  bool stopping = false;  // set at teardown: connection errors are expected from then on
+};
+
+std::string client_name(int i) {
+  return "bench-" + std::to_string(i);
+}
+
+const std::string kToolSpecs =
+    R"([{"id":"echo","description":"Answers at once with input.text.",)"
+    R"("parameters":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}])";
+
+// ---- clients: register `echo` and answer each request at once ----------------------------
+
+class Client : public std::enable_shared_from_this<Client> {
+ public:
+  Client(Ctx& ctx, int index) : ctx_(ctx), id_(client_name(index)) {}
+  virtual ~Client() = default;
+  // Connects, registers the tool and attaches; "" or what went wrong.
+  virtual asio::awaitable<std::string> setup() = 0;
+  // Answers requests until the connection ends.
+  virtual asio::awaitable<void> serve() = 0;
+  virtual void close() = 0;
+  const std::string& id() const { return id_; }
+  std::size_t answered() const { return answered_; }
+
+ protected:
+  std::string tool_id() const { return "client_" + id_ + "_echo"; }
+  void problem(const std::string& what) {
+    if (!ctx_.stopping) g_problems.add("client " + id_ + ": " + what);
+  }
+
+  Ctx& ctx_;
+  std::string id_;
+  std::size_t answered_ = 0;
+};
+
+class WsClient : public Client {
+ public:
+  WsClient(Ctx& ctx, int index) : Client(ctx, index), ws_(ctx.io.get_executor()) {}
+
+  asio::awaitable<std::string> setup() override {
+    auto& lowest = beast::get_lowest_layer(ws_);
+    if (auto err = co_await connect_stream(lowest, ctx_.endpoint, ctx_.opt.op_timeout);
+        !err.empty())
+      co_return err;
+    // The tcp_stream timeout bounds the handshake and the registration; then reads wait for
+    // requests for as long as the scenario lasts.
+    lowest.expires_after(ctx_.opt.op_timeout);
+    auto [hec] =
+        co_await ws_.async_handshake(ctx_.host, "/client-tools/ws/" + id_, tuple_awaitable);
+    if (hec) co_return "WebSocket handshake: " + hec.message();
+    ws_.text(true);
+    std::string reg = R"({"type":"register","tools":)" + kToolSpecs + "}";
+    auto [wec, wn] = co_await ws_.async_write(asio::buffer(reg), tuple_awaitable);
+    if (wec) co_return "sending register: " + wec.message();
+    auto [rec, rn] = co_await ws_.async_read(buffer_, tuple_awaitable);
+    if (rec) co_return "waiting for registered: " + rec.message();
+    lowest.expires_never();
+    std::string_view text(static_cast<const char*>(buffer_.cdata().data()), buffer_.size());
+    auto msg = parse_json(text);
+    const json::array* ids = nullptr;
+    if (msg && msg->is_object())
+      if (auto* f = msg->get_object().if_contains("toolIDs")) ids = f->if_array();
+    auto* type = msg ? string_field(*msg, "type") : nullptr;
+    if (!type || *type != "registered" || !ids || ids->size() != 1 || !(*ids)[0].is_string() ||
+        (*ids)[0].get_string() != tool_id())
+      co_return "expected {type: registered, toolIDs: [" + tool_id() + "]}, got " + clip(text);
+    buffer_.consume(buffer_.size());
+    co_return "";
+  }
+
+  asio::awaitable<void> serve() override {
+    for (;;) {
+      auto [ec, n] = co_await ws_.async_read(buffer_, tuple_awaitable);
+      if (ec) {
+        problem("WebSocket read: " + ec.message());
+        co_return;
+      }
+      std::string_view text(static_cast<const char*>(buffer_.cdata().data()), buffer_.size());
+      auto msg = parse_json(text);
+      auto* type = msg ? string_field(*msg, "type") : nullptr;
+      if (type && *type == "request") {
+        const json::value* req = msg->get_object().if_contains("request");
+        auto* request_id = req ? string_field(*req, "requestID") : nullptr;
+        const json::value* input =
+            req && req->is_object() ? req->get_object().if_contains("input") : nullptr;
+        auto* echo = input ? string_field(*input, "text") : nullptr;
+        if (!request_id || !echo) {
+          problem("malformed request " + clip(text));
+        } else {
+          reply_ = json::serialize(json::object{
+              {"type", "result"},
+              {"requestID", *request_id},
+              {"result",
+               json::object{{"status", "success"}, {"title", "echo"}, {"output", *echo}}}});
+          buffer_.consume(buffer_.size());
+          auto [wec, wn] = co_await ws_.async_write(asio::buffer(reply_), tuple_awaitable);
+          if (wec) {
+            problem("WebSocket write: " + wec.message());
+            co_return;
+          }
+          ++answered_;
+          continue;
+        }
+      } else {
+        // An error (a result refused), a cancel (the server gave up on a call) or garbage.
+        problem("unexpected message " + clip(text));
+      }
+      buffer_.consume(buffer_.size());
+    }
+  }
+
+  void close() override { beast::get_lowest_layer(ws_).close(); }
+
+ private:
+  websocket::stream<beast::tcp_stream> ws_;
+  beast::flat_buffer buffer_;
+  std::string reply_;
+};
+
+// SSE + POST: registers over HTTP, then turns the same connection into its event stream; results
+// go over a second keep-alive connection (opened only when the client is to answer requests).
+class SseClient : public Client {
+ public:
+  SseClient(Ctx& ctx, int index, bool answers)
+      : Client(ctx, index), answers_(answers), stream_(ctx.io.get_executor()) {
+    on_chunk_ = [this](std::uint64_t, beast::string_view body, boost::system::error_code&) {
+      events_.append(body.data(), body.size());
+      return body.size();
+    };
+  }
+
+  asio::awaitable<std::string> setup() override {
+    if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.opt.op_timeout);
+        !err.empty())
+      co_return err;
+    if (answers_) {
+      result_stream_.emplace(ctx_.io.get_executor());
+      if (auto err = co_await connect_stream(*result_stream_, ctx_.endpoint, ctx_.opt.op_timeout);
+          !err.empty())
+        co_return "result connection: " + err;
+    }
+    auto reg = make_request(http::verb::post, "/client-tools/register", ctx_.host,
+                            R"({"clientID":")" + id_ + R"(","tools":)" + kToolSpecs + "}");
+    auto r = co_await http_call(stream_, buffer_, reg, ctx_.opt.op_timeout);
+    if (!r.error.empty()) co_return r.error;
+    auto body = parse_json(r.res.body());
+    const json::array* ids = nullptr;
+    if (body && body->is_object())
+      if (auto* f = body->get_object().if_contains("registered")) ids = f->if_array();
+    if (r.res.result() != http::status::ok || !ids || ids->size() != 1 || !(*ids)[0].is_string() ||
+        (*ids)[0].get_string() != tool_id())
+      co_return "POST /client-tools/register: expected 200 {registered: [" + tool_id() +
+          "]}, got " + std::to_string(r.res.result_int()) + " " + clip(r.res.body());
+
+    auto get = make_request(http::verb::get, "/client-tools/pending/" + id_, ctx_.host, "");
+    get.set(http::field::accept, "text/event-stream");
+    stream_.expires_after(ctx_.opt.op_timeout);
+    auto [wec, wn] = co_await http::async_write(stream_, get, tuple_awaitable);
+    if (wec) co_return "writing GET /client-tools/pending: " + wec.message();
+    parser_.body_limit(boost::none);
+    parser_.on_chunk_body(on_chunk_);
+    auto [rec, rn] = co_await http::async_read_header(stream_, buffer_, parser_, tuple_awaitable);
+    stream_.expires_never();
+    if (rec) co_return "reading the head of the pending stream: " + rec.message();
+    const auto& head = parser_.get();
+    if (head.result() != http::status::ok ||
+        head[http::field::content_type].find("text/event-stream") == beast::string_view::npos)
+      co_return "GET /client-tools/pending: expected 200 text/event-stream, got " +
+          std::to_string(head.result_int()) + " " + std::string(head[http::field::content_type]);
+    co_return "";  // attached: the server attaches the client before it sends the head
+  }
+
+  asio::awaitable<void> serve() override {
+    for (;;) {
+      for (auto end = events_.find("\n\n"); end != std::string::npos; end = events_.find("\n\n")) {
+        std::string event = events_.substr(0, end);
+        events_.erase(0, end + 2);
+        if (!co_await handle_event(event)) co_return;
+      }
+      if (parser_.is_done()) {
+        problem("the server ended the event stream");
+        co_return;
+      }
+      auto [ec, n] = co_await http::async_read_some(stream_, buffer_, parser_, tuple_awaitable);
+      if (ec) {
+        problem("event stream read: " + ec.message());
+        co_return;
+      }
+    }
+  }
+
+  void close() override {
+    stream_.close();
+    if (result_stream_) result_stream_->close();
+  }
+
+ private:
+  // False when the client cannot go on.
+  asio::awaitable<bool> handle_event(const std::string& event) {
+    std::string_view kind, data_first;
+    std::string data;
+    std::size_t data_lines = 0;
+    std::string_view rest(event);
+    while (!rest.empty()) {
+      auto nl = rest.find('\n');
+      auto line = rest.substr(0, nl);
+      rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
+      auto colon = line.find(':');
+      auto field = line.substr(0, colon);
+      auto value = colon == std::string_view::npos ? std::string_view{} : line.substr(colon + 1);
+      if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+      if (field == "event") kind = value;
+      if (field == "data") {
+        if (data_lines++) data += '\n';
+        data.append(value.data(), value.size());
+      }
+    }
+    if (kind == "ping" || (kind.empty() && data_lines == 0)) co_return true;
+    if (kind != "tool-request") {
+      problem("unexpected event " + clip(event));
+      co_return true;
+    }
+    auto msg = parse_json(data);
+    auto* request_id = msg ? string_field(*msg, "requestID") : nullptr;
+    const json::value* input =
+        msg && msg->is_object() ? msg->get_object().if_contains("input") : nullptr;
+    auto* echo = input ? string_field(*input, "text") : nullptr;
+    if (!request_id || !echo) {
+      problem("malformed tool-request " + clip(data));
+      co_return true;
+    }
+    if (!result_stream_) {
+      problem("a tool-request reached an idle client");
+      co_return true;
+    }
+    auto req = make_request(
+        http::verb::post, "/client-tools/result", ctx_.host,
+        json::serialize(json::object{
+            {"requestID", *request_id},
+            {"clientID", id_},
+            {"result",
+             json::object{{"status", "success"}, {"title", "echo"}, {"output", *echo}}}}));
+    auto r = co_await http_call(*result_stream_, result_buffer_, req, ctx_.opt.op_timeout);
+    if (!r.error.empty()) {
+      problem(r.error);
+      co_return false;
+    }
+    if (r.res.result() != http::status::ok)
+      problem("POST /client-tools/result: " + std::to_string(r.res.result_int()) + " " +
+              clip(r.res.body()));
+    else
+      ++answered_;
+    co_return true;
+  }
+
+  bool answers_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  http::response_parser<http::string_body> parser_;
+  std::function<std::size_t(std::uint64_t, beast::string_view, boost::system::error_code&)>
+      on_chunk_;
+  std::string events_;  // received event-stream text not yet handled
+  std::optional<beast::tcp_stream> result_stream_;
+  beast::flat_buffer result_buffer_;
+};
+
+// The clients of one scenario: set up with bounded concurrency, then serving until closed.
+class ClientSet {
+ public:
+  explicit ClientSet(Ctx& ctx) : ctx_(ctx), ended_(ctx.io.get_executor()) {}
+
+  // Sets up `n` clients, `concurrency` at a time. Returns the number that failed.
+  asio::awaitable<std::size_t> connect(const std::string& transport, int n, bool answers,
+                                       int concurrency) {
+    clients_.assign(static_cast<std::size_t>(n), nullptr);
+    next_ = 0;
+    failed_ = 0;
+    int workers = std::min(n, concurrency);
+    Latch done(ctx_.io.get_executor(), static_cast<std::size_t>(workers));
+    for (int w = 0; w < workers; ++w)
+      asio::co_spawn(ctx_.io, setup_worker(transport, n, answers), [&done](std::exception_ptr e) {
+        if (e) g_problems.add("setup worker: " + describe(e));
+        done.count_down();
+      });
+    // Each setup operation has its own timeout; this bound is a second line of defence.
+    auto bound = ctx_.opt.op_timeout * 4 + std::chrono::milliseconds(n) * 20;
+    if (!co_await done.wait(std::chrono::duration_cast<std::chrono::milliseconds>(bound)))
+      throw Fatal("setting up " + std::to_string(n) + " clients did not finish within " +
+                  std::to_string(bound.count()) + " ms");
+    co_return failed_;
+  }
+
+  // Closes every client and waits for their coroutines to end.
+  asio::awaitable<void> close_all() {
+    ctx_.stopping = true;
+    for (auto& c : clients_)
+      if (c) c->close();
+    if (live_ == 0) co_return;
+    ended_.expires_after(10s);
+    co_await ended_.async_wait(tuple_awaitable);
+    if (live_ != 0)
+      throw Fatal(std::to_string(live_) + " client coroutines did not end within 10 s of close");
+  }
+
+  std::size_t answered() const {
+    std::size_t total = 0;
+    for (const auto& c : clients_)
+      if (c) total += c->answered();
+    return total;
+  }
+
+  static std::string describe(std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      return ex.what();
+    } catch (...) {
+      return "unknown exception";
+    }
+  }
+
+ private:
+  asio::awaitable<void> setup_worker(std::string transport, int n, bool answers) {
+    for (;;) {
+      if (failed_ > 0) co_return;  // one failure ends the scenario; do not pile up more
+      int i = next_++;
+      if (i >= n) co_return;
+      std::shared_ptr<Client> c;
+      if (transport == "websocket")
+        c = std::make_shared<WsClient>(ctx_, i);
+      else
+        c = std::make_shared<SseClient>(ctx_, i, answers);
+      auto err = co_await c->setup();
+      if (!err.empty()) {
+        ++failed_;
+        g_problems.add("client " + c->id() + " (" + transport + ") setup: " + err);
+        c->close();
+        continue;
+      }
+      clients_[static_cast<std::size_t>(i)] = c;
+      ++live_;
+      asio::co_spawn(ctx_.io, c->serve(), [this, c](std::exception_ptr e) {
+        if (e) g_problems.add("client " + c->id() + ": " + describe(e));
+        if (--live_ == 0) ended_.cancel();
+      });
+    }
+  }
+
+  Ctx& ctx_;
+  std::vector<std::shared_ptr<Client>> clients_;
+  int next_ = 0;
+  std::size_t failed_ = 0;
+  std::size_t live_ = 0;
+  asio::steady_timer ended_;
+};
+
+// ---- drivers: loop a request on a keep-alive connection, timing each -----------------------
+
+struct Sample {
+  Clock::time_point end;
+  std::int64_t ns;
+};
+
+struct RunState {
+  Clock::time_point stop_at;
+  std::vector<Sample> samples;  // successful round trips
+  std::size_t failures = 0;
+};
+
+// POST /client-tools/execute for client `id`, expecting 200 with the echoed text.
+class ExecuteDriver : public std::enable_shared_from_this<ExecuteDriver> {
+ public:
+  ExecuteDriver(Ctx& ctx, RunState& run, int index)
+      : ctx_(ctx), run_(run), id_(client_name(index)), stream_(ctx.io.get_executor()) {}
+
+  asio::awaitable<void> run() {
+    if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.opt.op_timeout);
+        !err.empty()) {
+      fail(err);
+      co_return;
+    }
+    auto req = make_request(http::verb::post, "/client-tools/execute", ctx_.host, "");
+    req.set(http::field::content_type, "application/json");
+    for (std::uint64_t k = 0; Clock::now() < run_.stop_at; ++k) {
+      std::string text = "hello from " + id_ + " #" + std::to_string(k);
+      req.body() =
+          R"({"clientID":")" + id_ + R"(","tool":"echo","input":{"text":")" + text + R"("}})";
+      req.prepare_payload();
+      http::response<http::string_body> res;
+      stream_.expires_after(ctx_.opt.op_timeout);
+      auto t0 = Clock::now();
+      auto [wec, wn] = co_await http::async_write(stream_, req, tuple_awaitable);
+      if (wec) {
+        fail("writing POST /client-tools/execute: " + wec.message());
+        co_return;
+      }
+      auto [rec, rn] = co_await http::async_read(stream_, buffer_, res, tuple_awaitable);
+      auto t1 = Clock::now();
+      if (rec) {
+        fail("reading the answer to POST /client-tools/execute: " + rec.message());
+        co_return;
+      }
+      auto body = res.result() == http::status::ok ? parse_json(res.body()) : std::nullopt;
+      auto* status = body ? string_field(*body, "status") : nullptr;
+      auto* output = body ? string_field(*body, "output") : nullptr;
+      if (!status || *status != "success" || !output || *output != text) {
+        fail("execute #" + std::to_string(k) + ": expected 200 {status: success, output: \"" +
+             text + "\"}, got " + std::to_string(res.result_int()) + " " + clip(res.body()));
+        continue;
+      }
+      run_.samples.push_back(
+          {t1, std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()});
+    }
+    stream_.expires_never();
+    stream_.close();
+  }
+
+ private:
+  void fail(const std::string& what) {
+    ++run_.failures;
+    g_problems.add("driver " + id_ + ": " + what);
+  }
+
+  Ctx& ctx_;
+  RunState& run_;
+  std::string id_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+};
+
+// Baseline: the same loop against the bare echo server, over HTTP or a WebSocket.
+class EchoDriver : public std::enable_shared_from_this<EchoDriver> {
+ public:
+  EchoDriver(Ctx& ctx, RunState& run, bool websocket)
+      : ctx_(ctx), run_(run), websocket_(websocket), ws_(ctx.io.get_executor()) {}
+
+  asio::awaitable<void> run() {
+    auto& lowest = beast::get_lowest_layer(ws_);
+    if (auto err = co_await connect_stream(lowest, ctx_.endpoint, ctx_.opt.op_timeout);
+        !err.empty()) {
+      fail(err);
+      co_return;
+    }
+    if (websocket_) {
+      lowest.expires_after(ctx_.opt.op_timeout);
+      auto [hec] = co_await ws_.async_handshake(ctx_.host, "/echo", tuple_awaitable);
+      if (hec) {
+        fail("WebSocket handshake: " + hec.message());
+        co_return;
+      }
+      ws_.text(true);
+    }
+    auto req = make_request(http::verb::post, "/echo", ctx_.host, "");
+    req.set(http::field::content_type, "application/json");
+    for (std::uint64_t k = 0; Clock::now() < run_.stop_at; ++k) {
+      std::string text = R"({"text":"hello from the baseline #)" + std::to_string(k) + R"("})";
+      std::string got;
+      lowest.expires_after(ctx_.opt.op_timeout);
+      auto t0 = Clock::now();
+      if (websocket_) {
+        auto [wec, wn] = co_await ws_.async_write(asio::buffer(text), tuple_awaitable);
+        if (wec) {
+          fail("WebSocket write: " + wec.message());
+          co_return;
+        }
+        auto [rec, rn] = co_await ws_.async_read(buffer_, tuple_awaitable);
+        if (rec) {
+          fail("WebSocket read: " + rec.message());
+          co_return;
+        }
+        got = beast::buffers_to_string(buffer_.data());
+        buffer_.consume(buffer_.size());
+      } else {
+        req.body() = text;
+        req.prepare_payload();
+        http::response<http::string_body> res;
+        auto [wec, wn] = co_await http::async_write(lowest, req, tuple_awaitable);
+        if (wec) {
+          fail("HTTP write: " + wec.message());
+          co_return;
+        }
+        auto [rec, rn] = co_await http::async_read(lowest, buffer_, res, tuple_awaitable);
+        if (rec) {
+          fail("HTTP read: " + rec.message());
+          co_return;
+        }
+        got = std::move(res.body());
+      }
+      auto t1 = Clock::now();
+      if (got != text) {
+        fail("echo mismatch: sent " + text + ", got " + clip(got));
+        continue;
+      }
+      run_.samples.push_back(
+          {t1, std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()});
+    }
+    lowest.expires_never();
+    lowest.close();
+  }
+
+ private:
+  void fail(const std::string& what) {
+    ++run_.failures;
+    g_problems.add(std::string("baseline ") + (websocket_ ? "websocket" : "http") + ": " + what);
+  }
+
+  Ctx& ctx_;
+  RunState& run_;
+  bool websocket_;
+  websocket::stream<beast::tcp_stream> ws_;
+  beast::flat_buffer buffer_;
+};
+
+// ---- measurement ----------------------------------------------------------------------------
+
+struct Measurement {
+  double window_s = 0;
+  std::size_t executions = 0;
+  double per_second = 0;
+  double p50_us = 0, p99_us = 0, max_us = 0;
+  double server_cpu_us = 0;  // server CPU per execution
+  double server_util = 0;    // server CPU / wall time (1.0 = one core)
+  double bench_cpu_us = 0;   // this program's CPU per execution
+  double other_load = 0;     // other processes (and steal), as a fraction of all CPUs
+  std::size_t failures = 0;
+};
+
+double percentile(const std::vector<std::int64_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+  rank = std::clamp<std::size_t>(rank, 1, sorted.size());
+  return static_cast<double>(sorted[rank - 1]) / 1000.0;
+}
+
+// Spawns `drivers` (each stops issuing at run.stop_at), samples the CPU counters at the start and
+// end of the measured window, waits for the drivers and summarises.
+template <class Driver>
+asio::awaitable<Measurement> measure(Ctx& ctx, pid_t server,
+                                     const std::vector<std::shared_ptr<Driver>>& drivers,
+                                     RunState& run) {
+  auto start = Clock::now();
+  auto window_start = start + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(ctx.opt.warmup_s));
+  run.stop_at = window_start + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(ctx.opt.duration_s));
+  run.samples.reserve(1 << 20);
+  Latch done(ctx.io.get_executor(), drivers.size());
+  for (const auto& d : drivers)
+    asio::co_spawn(ctx.io, d->run(), [d, &done](std::exception_ptr e) {
+      if (e) g_problems.add("driver: " + ClientSet::describe(e));
+      done.count_down();
+    });
+
+  co_await sleep_until(window_start);
+  auto t0 = Clock::now();
+  auto server0 = process_cpu_ticks(server);
+  auto self0 = self_cpu_us();
+  auto self_ticks0 = process_cpu_ticks(::getpid());
+  auto busy0 = system_busy_ticks();
+  co_await sleep_until(run.stop_at);
+  auto t1 = Clock::now();
+  auto server1 = process_cpu_ticks(server);
+  auto self1 = self_cpu_us();
+  auto self_ticks1 = process_cpu_ticks(::getpid());
+  auto busy1 = system_busy_ticks();
+
+  if (!co_await done.wait(ctx.opt.op_timeout + 5s))
+    throw Fatal(std::to_string(done.remaining()) + " drivers did not stop");
+
+  Measurement m;
+  m.failures = run.failures;
+  m.window_s = std::chrono::duration<double>(t1 - t0).count();
+  std::vector<std::int64_t> lat;
+  lat.reserve(run.samples.size());
+  for (const auto& s : run.samples)
+    if (s.end >= t0 && s.end <= t1) lat.push_back(s.ns);
+  std::sort(lat.begin(), lat.end());
+  m.executions = lat.size();
+  m.per_second = static_cast<double>(m.executions) / m.window_s;
+  m.p50_us = percentile(lat, 0.50);
+  m.p99_us = percentile(lat, 0.99);
+  m.max_us = lat.empty() ? 0 : static_cast<double>(lat.back()) / 1000.0;
+  double tick_us = 1e6 / static_cast<double>(kTicksPerSecond);
+  double server_us = static_cast<double>(server1 - server0) * tick_us;
+  if (m.executions > 0) {
+    m.server_cpu_us = server_us / static_cast<double>(m.executions);
+    m.bench_cpu_us = static_cast<double>(self1 - self0) / static_cast<double>(m.executions);
+  }
+  m.server_util = server_us / 1e6 / m.window_s;
+  double other_ticks = static_cast<double>(busy1 - busy0) - static_cast<double>(server1 - server0) -
+                       static_cast<double>(self_ticks1 - self_ticks0);
+  m.other_load = std::max(0.0, other_ticks * tick_us / 1e6 / m.window_s /
+                                   static_cast<double>(std::thread::hardware_concurrency()));
+  co_return m;
+}
+
+// ---- scenarios ------------------------------------------------------------------------------
+
+struct LatencyRow {
+  std::string transport;
+  int clients = 0;
+  Measurement m;
+  std::size_t errors = 0;
+  bool completed = false;
+};
+
+struct MemoryRow {
+  std::string transport;
+  int clients = 0;
+  std::uint64_t rss_before = 0, rss_after = 0;
+  double per_client = 0;
+  double connect_s = 0;
+  std::size_t errors = 0;
+  bool completed = false;
+};
+
+struct BaselineRow {
+  std::string transport;
+  Measurement m;
+  std::size_t errors = 0;
+};
+
+struct Results {
+  std::vector<BaselineRow> baseline;
+  std::vector<LatencyRow> latency;
+  std::vector<MemoryRow> memory;
+};
+
+Ctx make_ctx(asio::io_context& io, const Options& opt, unsigned short port) {
+  return Ctx{io, opt, tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), port),
+             "127.0.0.1:" + std::to_string(port)};
+}
+
+void stop_child(Child& child, const std::string& what) {
+  auto err = child.stop(g_slow_child ? 120s : 10s);
+  if (!err.empty()) g_problems.add(what + " " + err + "; log:\n" + child.log_tail());
+}
+
+asio::awaitable<void> run_baseline(asio::io_context& io, const Options& opt, TempRoot& temp,
+                                   Results& results) {
+  auto self = fs::read_symlink("/proc/self/exe");
+  for (bool websocket : {false, true}) {
+    const char* name = websocket ? "websocket" : "http";
+    std::cerr << "baseline: bare Beast echo over " << name << ", 1 client" << std::endl;
+    // A fresh echo server per transport, under --server-prefix too, so that a profiler's
+    // totals can be compared with those of the switchboard scenarios.
+    fs::path dir = temp.fresh(std::string("baseline-") + name);
+    std::vector<std::string> args = opt.server_prefix;
+    if (!args.empty()) args[0] = find_program(args[0]);
+    args.push_back(self.string());
+    args.push_back("--baseline-server");
+    Child child(args, dir / "home", dir / "cwd", dir / "echo.log", g_slow_child ? 120s : 10s);
+    Ctx ctx = make_ctx(io, opt, child.port());
+    auto errors_before = g_problems.count;
+    RunState run;
+    std::vector<std::shared_ptr<EchoDriver>> drivers{
+        std::make_shared<EchoDriver>(ctx, run, websocket)};
+    auto m = co_await measure(ctx, child.pid(), drivers, run);
+    std::cerr << "  " << m.executions << " round trips in " << m.window_s << " s, "
+              << run.samples.size() << " round trips in all (warm-up included)" << std::endl;
+    results.baseline.push_back({name, m, g_problems.count - errors_before});
+    stop_child(child, "the baseline echo server");
+  }
+}
+
+asio::awaitable<void> run_latency(asio::io_context& io, const Options& opt, TempRoot& temp,
+                                  const std::string& transport, int n, Results& results) {
+  std::cerr << "latency: " << transport << ", " << n << " client(s)" << std::endl;
+  auto errors_before = g_problems.count;
+  LatencyRow row{transport, n};
+  auto server = start_switchboard(opt, temp, "latency-" + transport + "-" + std::to_string(n));
+  Ctx ctx = make_ctx(io, opt, server->port());
+  {
+    ClientSet clients(ctx);
+    auto failed = co_await clients.connect(transport, n, /*answers=*/true, opt.connect_concurrency);
+    if (failed == 0) {
+      RunState run;
+      std::vector<std::shared_ptr<ExecuteDriver>> drivers;
+      for (int i = 0; i < n; ++i)
+        drivers.push_back(std::make_shared<ExecuteDriver>(ctx, run, i));
+      row.m = co_await measure(ctx, server->pid(), drivers, run);
+      row.completed = true;
+      std::cerr << "  " << row.m.executions << " executions in " << row.m.window_s << " s, "
+                << clients.answered() << " requests answered by the clients (warm-up included)"
+                << std::endl;
+    }
+    co_await clients.close_all();
+  }
+  if (auto st = server->poll_exit())
+    g_problems.add("the server exited during the scenario (" + describe_status(*st) + "); log:\n" +
+                   server->log_tail());
+  else
+    stop_child(*server, "the server");
+  row.errors = g_problems.count - errors_before;
+  results.latency.push_back(row);
+}
+
+asio::awaitable<void> run_memory(asio::io_context& io, const Options& opt, TempRoot& temp,
+                                 const std::string& transport, Results& results) {
+  int n = opt.idle_clients;
+  std::cerr << "memory: " << n << " idle " << transport << " clients" << std::endl;
+  auto errors_before = g_problems.count;
+  MemoryRow row{transport, n};
+  auto server = start_switchboard(opt, temp, "memory-" + transport);
+  Ctx ctx = make_ctx(io, opt, server->port());
+  {
+    // One request first, so that the lazily built parts of the server are in "before".
+    beast::tcp_stream probe(io.get_executor());
+    beast::flat_buffer buffer;
+    if (auto err = co_await connect_stream(probe, ctx.endpoint, opt.op_timeout); !err.empty())
+      throw Fatal("health check: " + err);
+    auto health = make_request(http::verb::get, "/health", ctx.host, "");
+    auto r = co_await http_call(probe, buffer, health, opt.op_timeout);
+    if (!r.error.empty() || r.res.result() != http::status::ok)
+      throw Fatal("GET /health failed: " + r.error + " " + r.res.body());
+    probe.close();
+  }
+  co_await sleep_until(Clock::now() + 500ms);
+  row.rss_before = rss_bytes(server->pid());
+  {
+    ClientSet clients(ctx);
+    auto t0 = Clock::now();
+    auto failed =
+        co_await clients.connect(transport, n, /*answers=*/false, opt.connect_concurrency);
+    row.connect_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (failed == 0) {
+      // Every client has had its `registered` answer (WebSocket) or its stream head (SSE): all
+      // are attached. Let the server settle, then read its memory.
+      co_await sleep_until(Clock::now() + 1s);
+      row.rss_after = rss_bytes(server->pid());
+      row.per_client =
+          (static_cast<double>(row.rss_after) - static_cast<double>(row.rss_before)) / n;
+      auto threads = status_field(server->pid(), "Threads");
+      std::cerr << "  connected in " << row.connect_s << " s; RSS " << row.rss_before << " -> "
+                << row.rss_after << " bytes; server threads: " << threads << std::endl;
+      // Cross-check (after the reading: the answer is large): the server lists every tool.
+      beast::tcp_stream probe(io.get_executor());
+      beast::flat_buffer buffer;
+      if (auto err = co_await connect_stream(probe, ctx.endpoint, opt.op_timeout); !err.empty()) {
+        g_problems.add("GET /client-tools/tools: " + err);
+      } else {
+        auto list = make_request(http::verb::get, "/client-tools/tools", ctx.host, "");
+        auto r = co_await http_call(probe, buffer, list, opt.op_timeout);
+        auto body = r.error.empty() ? parse_json(r.res.body()) : std::nullopt;
+        if (!body || !body->is_object() || body->get_object().size() != static_cast<std::size_t>(n))
+          g_problems.add("GET /client-tools/tools: expected " + std::to_string(n) + " tools, got " +
+                         (r.error.empty() ? clip(r.res.body(), 200) : r.error));
+        probe.close();
+      }
+      row.completed = true;
+    }
+    co_await clients.close_all();
+  }
+  if (auto st = server->poll_exit())
+    g_problems.add("the server exited during the scenario (" + describe_status(*st) + "); log:\n" +
+                   server->log_tail());
+  else
+    stop_child(*server, "the server");
+  row.errors = g_problems.count - errors_before;
+  results.memory.push_back(row);
+}
+
+// ---- report ---------------------------------------------------------------------------------
+
+std::string fmt(double v, int decimals = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string fmt_int(double v) {
+  long long n = std::llround(v);
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out = n < 0 ? "-" : "";
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+void print_report(const Options& opt, const Results& r) {
+  utsname u{};
+  ::uname(&u);
+  std::cout << "## client_tools_load\n\n"
+            << "- machine: " << std::thread::hardware_concurrency() << " CPUs, " << cpu_model()
+            << ", Linux " << u.release << "\n"
+            << "- server: `" << opt.server_path << "`\n"
+            << "- warm-up " << opt.warmup_s << " s, measured window " << opt.duration_s
+            << " s per latency scenario; " << opt.idle_clients
+            << " idle clients per memory scenario\n\n";
+
+  if (!r.baseline.empty()) {
+    std::cout << "### Baseline: bare Beast echo server (1 client, same run)\n\n"
+              << "| transport | round trips/s | p50 µs | p99 µs | echo server CPU µs/round trip |"
+                 " errors |\n"
+              << "|---|---:|---:|---:|---:|---:|\n";
+    for (const auto& b : r.baseline)
+      std::cout << "| " << b.transport << " | " << fmt_int(b.m.per_second) << " | "
+                << fmt(b.m.p50_us) << " | " << fmt(b.m.p99_us) << " | " << fmt(b.m.server_cpu_us)
+                << " | " << b.errors << " |\n";
+    std::cout << "\n";
+  }
+  if (!r.latency.empty()) {
+    std::cout << "### Executions: POST /client-tools/execute round trips\n\n"
+              << "| transport | clients | executions | exec/s | p50 µs | p99 µs | max µs |"
+                 " server CPU µs/exec | server CPU % | bench CPU µs/exec | other load % |"
+                 " errors |\n"
+              << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (const auto& l : r.latency) {
+      if (!l.completed) {
+        std::cout << "| " << l.transport << " | " << l.clients << " | failed | | | | | | | | | "
+                  << l.errors << " |\n";
+        continue;
+      }
+      std::cout << "| " << l.transport << " | " << l.clients << " | " << fmt_int(l.m.executions)
+                << " | " << fmt_int(l.m.per_second) << " | " << fmt(l.m.p50_us) << " | "
+                << fmt(l.m.p99_us) << " | " << fmt_int(l.m.max_us) << " | "
+                << fmt(l.m.server_cpu_us) << " | " << fmt(l.m.server_util * 100, 0) << " | "
+                << fmt(l.m.bench_cpu_us) << " | " << fmt(l.m.other_load * 100, 0) << " | "
+                << l.errors << " |\n";
+    }
+    std::cout << "\n";
+  }
+  if (!r.memory.empty()) {
+    std::cout << "### Memory: idle connected clients (one registered tool each)\n\n"
+              << "| transport | clients | server RSS before MiB | after MiB | bytes/client |"
+                 " KiB/client | connect s | errors |\n"
+              << "|---|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (const auto& m : r.memory) {
+      if (!m.completed) {
+        std::cout << "| " << m.transport << " | " << m.clients << " | failed | | | | | " << m.errors
+                  << " |\n";
+        continue;
+      }
+      std::cout << "| " << m.transport << " | " << fmt_int(m.clients) << " | "
+                << fmt(static_cast<double>(m.rss_before) / 1048576.0) << " | "
+                << fmt(static_cast<double>(m.rss_after) / 1048576.0) << " | "
+                << fmt_int(m.per_client) << " | " << fmt(m.per_client / 1024.0) << " | "
+                << fmt(m.connect_s, 2) << " | " << m.errors << " |\n";
+    }
+    std::cout << "\n";
+  }
+
+  // The targets of issue 2.
+  struct Check {
+    std::string what;
+    double value;
+    double limit;
+    bool below;  // value must be below the limit (else above)
+    std::string unit;
+  };
+  std::vector<Check> checks;
+  for (const auto& l : r.latency) {
+    if (!l.completed) continue;
+    std::string at = l.transport + ", " + std::to_string(l.clients) + " client(s)";
+    checks.push_back({"server CPU per execution (" + at + ")", l.m.server_cpu_us,
+                      l.transport == "websocket" ? 30.0 : 50.0, true, "µs"});
+    if (l.clients == 1)
+      checks.push_back({"p50 round trip (" + at + ")", l.m.p50_us, 300.0, true, "µs"});
+    if (l.transport == "websocket" && l.clients == 64)
+      checks.push_back({"executions/s (" + at + ")", l.m.per_second, 15000.0, false, "/s"});
+  }
+  for (const auto& m : r.memory)
+    if (m.completed)
+      checks.push_back({"server memory per idle " + m.transport + " client", m.per_client / 1024.0,
+                        16.0, true, "KiB"});
+  if (!checks.empty()) {
+    std::cout << "### Targets (issue 2)\n\n"
+              << "| target | measured | limit | measured / limit | result |\n"
+              << "|---|---:|---:|---:|---|\n";
+    for (const auto& c : checks) {
+      bool pass = c.below ? c.value < c.limit : c.value > c.limit;
+      std::cout << "| " << c.what << " | " << fmt(c.value) << " " << c.unit << " | "
+                << (c.below ? "< " : "> ") << fmt_int(c.limit) << " " << c.unit << " | "
+                << fmt(c.value / c.limit, 2) << " | " << (pass ? "met" : "**missed**") << " |\n";
+    }
+    std::cout << "\n";
+  }
+  std::cout << "Errors: " << g_problems.count << "\n";
+  for (const auto& p : g_problems.first)
+    std::cout << "- " << clip(p, 500) << "\n";
+  std::cout << std::flush;
+}
+
+// ---- the run --------------------------------------------------------------------------------
+
+asio::awaitable<void> run_all(asio::io_context& io, const Options& opt, TempRoot& temp,
+                              Results& results) {
+  if (opt.baseline) co_await run_baseline(io, opt, temp, results);
+  if (opt.latency)
+    for (const auto& t : opt.transports)
+      for (int n : opt.clients)
+        co_await run_latency(io, opt, temp, t, n, results);
+  if (opt.memory)
+    for (const auto& t : opt.transports)
+      co_await run_memory(io, opt, temp, t, results);
+}
+
+void raise_fd_limit(const Options& opt) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) throw Fatal("getrlimit failed");
+  lim.rlim_cur = lim.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0)
+    throw Fatal(std::string("setrlimit(RLIMIT_NOFILE): ") + std::strerror(errno));
+  // Each side holds one descriptor per idle client (SSE and WebSocket alike), plus a few.
+  std::size_t needed = static_cast<std::size_t>(opt.memory ? opt.idle_clients : 0) + 256;
+  for (int n : opt.clients)
+    needed = std::max(needed, static_cast<std::size_t>(n) * 3 + 256);
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < needed)
+    throw Fatal("RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) + " (hard limit), " +
+                std::to_string(needed) + " needed: lower --idle-clients / --clients");
+  std::cerr << "open-file limit raised to " << lim.rlim_cur << " (the server inherits it)"
+            << std::endl;
+}
+
+// ---- the baseline echo server (this program run with --baseline-server) --------------------
+
+asio::awaitable<void> echo_websocket(beast::tcp_stream stream,
+                                     http::request<http::string_body> req) {
+  websocket::stream<beast::tcp_stream> ws(std::move(stream));
+  auto [ec] = co_await ws.async_accept(req, tuple_awaitable);
+  if (ec) co_return;
+  beast::flat_buffer buffer;
+  for (;;) {
+    auto [rec, rn] = co_await ws.async_read(buffer, tuple_awaitable);
+    if (rec) co_return;
+    ws.text(ws.got_text());
+    auto [wec, wn] = co_await ws.async_write(buffer.data(), tuple_awaitable);
+    if (wec) co_return;
+    buffer.consume(buffer.size());
+  }
+}
+
+asio::awaitable<void> echo_session(tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request<http::string_body> req;
+    auto [ec, n] = co_await http::async_read(stream, buffer, req, tuple_awaitable);
+    if (ec) co_return;
+    if (websocket::is_upgrade(req)) {
+      co_await echo_websocket(std::move(stream), std::move(req));
+      co_return;
+    }
+    http::response<http::string_body> res{http::status::ok, req.version()};
+    res.set(http::field::content_type, "application/json");
+    res.keep_alive(req.keep_alive());
+    res.body() = std::move(req.body());
+    res.prepare_payload();
+    auto [wec, wn] = co_await http::async_write(stream, res, tuple_awaitable);
+    if (wec || !res.keep_alive()) co_return;
+  }
+}
+
+asio::awaitable<void> echo_accept(tcp::acceptor& acceptor) {
+  for (;;) {
+    auto [ec, socket] = co_await acceptor.async_accept(tuple_awaitable);
+    if (ec) co_return;
+    set_nodelay(socket);
+    asio::co_spawn(acceptor.get_executor(), echo_session(std::move(socket)),
+                   [](std::exception_ptr e) {
+                     if (e) std::cerr << "echo session: " << ClientSet::describe(e) << std::endl;
+                   });
+  }
+}
+
+int run_baseline_server() {
+  asio::io_context io(1);
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), 0));
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&io](boost::system::error_code, int) { io.stop(); });
+  asio::co_spawn(io, echo_accept(acceptor), asio::detached);
+  std::cerr << "baseline echo server listening on http://127.0.0.1:"
+            << acceptor.local_endpoint().port() << std::endl;
+  io.run();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::string_view(argv[1]) == "--baseline-server") return run_baseline_server();
+
+  Options opt;
+  try {
+    opt = parse_options(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "client_tools_load: " << e.what() << "\n\n" << kUsage;
+    return 2;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGALRM, on_alarm);
+  ::alarm(static_cast<unsigned>(opt.max_runtime_s));
+
+  try {
+    if (!fs::exists(opt.server_path))
+      throw Fatal("no server binary at " + opt.server_path + " (build it, or pass --server PATH)");
+    g_slow_child = !opt.server_prefix.empty();
+    raise_fd_limit(opt);  // before any child starts: children inherit it
+    TempRoot temp(opt.keep_temp);
+    Results results;
+    asio::io_context io(1);
+    std::exception_ptr failure;
+    asio::co_spawn(io, run_all(io, opt, temp, results), [&](std::exception_ptr e) {
+      failure = e;
+      io.stop();  // clients may still be waiting on their connections
+    });
+    io.run();
+    if (failure) {
+      temp.keep();
+      print_report(opt, results);
+      try {
+        std::rethrow_exception(failure);
+      } catch (const std::exception& e) {
+        std::cerr << "client_tools_load: " << e.what() << std::endl;
+      }
+      std::cout << std::flush;
+      std::cerr << std::flush;
+      // Coroutines may still reference scenario state: leave without unwinding them. The child
+      // (if any) dies with us (PR_SET_PDEATHSIG), and is killed here as well.
+      if (g_child_pid > 0) ::kill(g_child_pid, SIGKILL);
+      std::_Exit(1);
+    }
+    if (g_problems.count > 0) temp.keep();
+    print_report(opt, results);
+    return g_problems.count == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "client_tools_load: " << e.what() << std::endl;
+    return 1;
+  }
+}

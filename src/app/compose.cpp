@@ -1,0 +1,129 @@
+#include "app/compose.hpp"
+
+#include <cstdlib>
+
+#include "permission/ruleset.hpp"
+#include "provider/provider.hpp"
+#include "session/agent.hpp"
+#include "session/service.hpp"
+#include "session/store.hpp"
+#include "tool/builtin/bash.hpp"
+#include "tool/builtin/edit.hpp"
+#include "tool/builtin/glob.hpp"
+#include "tool/builtin/grep.hpp"
+#include "tool/builtin/invalid.hpp"
+#include "tool/builtin/list.hpp"
+#include "tool/builtin/read.hpp"
+#include "tool/builtin/todo.hpp"
+#include "tool/builtin/write.hpp"
+
+namespace sb::app {
+
+std::filesystem::path default_data_dir() {
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg)
+    return std::filesystem::path(xdg) / "switchboard";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::filesystem::path(home) / ".local" / "share" / "switchboard";
+  return std::filesystem::current_path() / ".switchboard-data";
+}
+
+Result<Composed> compose(boost::asio::io_context& io, config::Config config, Paths paths,
+                         const std::function<std::string(const std::string&)>& env) {
+  Composed out;
+  auto state = std::make_unique<server::ServerState>();
+  std::string source = config.sources.empty() ? "config" : config.sources.back();
+
+  auto providers = provider::load_providers(config.raw, env);
+  if (!providers) return providers.error();
+  auto agents = session::load_agents(config.raw, source);
+  if (!agents) return agents.error();
+  permission::Ruleset config_rules;
+  permission::PermissionOptions permission_options;
+  if (auto it = config.raw.find("permission"); it != config.raw.end()) {
+    auto rules = permission::parse_config(it->value(), source);
+    if (!rules) return rules.error();
+    config_rules = std::move(*rules);
+    auto timeout = permission::parse_timeout(it->value(), source);
+    if (!timeout) return timeout.error();
+    permission_options.timeout = *timeout;
+  }
+  bool batch = false;
+  if (auto ex = get_object(config.raw, "experimental"); ex && *ex)
+    if (auto b = get_bool(**ex, "batch_tool"); b && *b) batch = **b;
+
+  std::error_code ec;
+  std::filesystem::create_directories(paths.data_dir, ec);
+  if (ec)
+    return make_error(ErrorCode::Internal, "cannot create the data directory " +
+                                               paths.data_dir.string() + ": " + ec.message());
+  auto store = session::SessionStore::open(paths.data_dir);
+  if (!store) return store.error();
+
+  state->bus = bus::EventBus::create();
+  const auto& ct = config.client_tools;
+  clienttool::RegistryOptions options;
+  options.default_timeout = ct.default_timeout;
+  options.max_timeout = ct.max_timeout;
+  options.reconnect_grace = ct.reconnect_grace;
+  options.rate_limit = ct.rate_limit;
+  state->registry = clienttool::ClientToolRegistry::create(io.get_executor(), state->bus, options);
+  state->permissions =
+      permission::PermissionService::create(io.get_executor(), state->bus, permission_options);
+
+  // Built-in tools in seed 004's order.
+  auto tools = std::make_shared<tool::ToolRegistry>(state->registry, tool::RegistryOptions{batch});
+  auto todos = std::make_shared<tool::InMemoryTodoStore>();
+  tools->add_builtin(tool::make_invalid_tool());
+  tools->add_builtin(tool::make_bash_tool());
+  tools->add_builtin(tool::make_read_tool());
+  tools->add_builtin(tool::make_glob_tool());
+  tools->add_builtin(tool::make_grep_tool());
+  tools->add_builtin(tool::make_list_tool());
+  tools->add_builtin(tool::make_edit_tool(state->bus));
+  tools->add_builtin(tool::make_write_tool(state->bus));
+  tools->add_builtin(tool::make_todowrite_tool(todos, state->bus));
+  tools->add_builtin(tool::make_todoread_tool(todos));
+  state->tools = tools;
+
+  session::ServiceDeps deps;
+  deps.executor = io.get_executor();
+  deps.bus = state->bus;
+  deps.store = std::shared_ptr<session::SessionStore>(std::move(*store));
+  deps.providers = std::move(*providers);
+  deps.tools = tools;
+  deps.permissions = state->permissions;
+  deps.config_rules = std::move(config_rules);
+  deps.agents = std::move(*agents);
+  session::ServiceOptions service_options;
+  service_options.directory = paths.directory;
+  service_options.data_dir = paths.data_dir;
+  if (auto retry = get_object(config.raw, "retry"); retry && *retry) {
+    if (auto v = get_int(**retry, "attempts", "retry"); !v)
+      return v.error();
+    else if (*v)
+      service_options.retry_attempts = static_cast<int>(**v);
+    if (auto v = get_int(**retry, "initialDelay", "retry"); !v)
+      return v.error();
+    else if (*v)
+      service_options.retry_initial = std::chrono::milliseconds(**v);
+    if (auto v = get_int(**retry, "maxDelay", "retry"); !v)
+      return v.error();
+    else if (*v)
+      service_options.retry_max = std::chrono::milliseconds(**v);
+  }
+  out.notes = deps.providers.notes;
+  out.notes.push_back("default model: " + deps.providers.default_model);
+  out.notes.push_back("data directory: " + paths.data_dir.string());
+  out.notes.push_back("project directory: " + paths.directory.string());
+  state->sessions = session::SessionService::create(std::move(deps), std::move(service_options));
+  auto recovered = state->sessions->recover();
+  if (!recovered) return recovered.error();
+  if (*recovered)
+    out.notes.push_back(std::to_string(*recovered) +
+                        " turn(s) interrupted by the last stop were marked as failed");
+  state->config = std::move(config);
+  out.state = std::move(state);
+  return out;
+}
+
+}  // namespace sb::app

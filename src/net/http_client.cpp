@@ -1,0 +1,282 @@
+#include "net/http_client.hpp"
+
+#include <boost/asio.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <boost/url.hpp>
+
+#include <optional>
+
+namespace sb::net {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
+constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+std::string HttpResponseHead::header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k.size() != name.size()) continue;
+    bool same = true;
+    for (std::size_t i = 0; i < k.size() && same; ++i)
+      same = std::tolower(static_cast<unsigned char>(k[i])) ==
+             std::tolower(static_cast<unsigned char>(name[i]));
+    if (same) return v;
+  }
+  return {};
+}
+
+namespace {
+
+struct Target {
+  bool tls = false;
+  std::string host;
+  std::string port;
+  std::string path;  // origin-form: path + query
+};
+
+Result<Target> parse_target(const std::string& url) {
+  auto u = boost::urls::parse_absolute_uri(url);
+  if (!u) return make_error(ErrorCode::InvalidRequest, "invalid URL: " + url);
+  Target t;
+  std::string scheme(u->scheme());
+  if (scheme == "https")
+    t.tls = true;
+  else if (scheme != "http")
+    return make_error(ErrorCode::InvalidRequest,
+                      "unsupported URL scheme \"" + scheme + "\" (http or https)");
+  t.host = std::string(u->host_name().empty() ? u->host() : u->host_name());
+  if (u->host_type() == boost::urls::host_type::ipv6)
+    t.host = std::string(u->host_ipv6_address().to_string());
+  if (t.host.empty()) return make_error(ErrorCode::InvalidRequest, "URL without a host: " + url);
+  t.port = u->has_port() ? std::string(u->port()) : (t.tls ? "443" : "80");
+  t.path = std::string(u->encoded_path());
+  if (t.path.empty()) t.path = "/";
+  if (u->has_query()) t.path += "?" + std::string(u->encoded_query());
+  return t;
+}
+
+ssl::context& tls_context() {
+  static ssl::context ctx = [] {
+    ssl::context c(ssl::context::tls_client);
+    c.set_default_verify_paths();
+    c.set_verify_mode(ssl::verify_peer);
+    return c;
+  }();
+  return ctx;
+}
+
+// Runs `op` against a timer; whichever finishes first wins. The timer firing cancels `op`.
+template <class Op>
+auto with_timeout(Op op, std::chrono::milliseconds timeout)
+    -> asio::awaitable<std::optional<typename decltype(op())::value_type>> {
+  using namespace asio::experimental::awaitable_operators;
+  asio::steady_timer timer(co_await asio::this_coro::executor, timeout);
+  auto r = co_await (op() || timer.async_wait(tuple_awaitable));
+  if (r.index() == 1) co_return std::nullopt;
+  co_return std::get<0>(std::move(r));
+}
+
+// One exchange over a connected stream (plain or TLS).
+template <class Stream>
+asio::awaitable<Result<HttpResponseHead>> exchange(
+    Stream& stream, const HttpRequestSpec& spec, const Target& target,
+    const std::function<void(const HttpResponseHead&)>& on_head,
+    const std::function<void(std::string_view)>& on_body) {
+  http::request<http::string_body> req{http::string_to_verb(spec.method), target.path, 11};
+  req.set(http::field::host, target.host);
+  req.set(http::field::user_agent, "switchboard/" SWITCHBOARD_VERSION);
+  for (const auto& [k, v] : spec.headers)
+    req.set(k, v);
+  req.body() = spec.body;
+  req.prepare_payload();
+
+  auto wrote = co_await with_timeout(
+      [&] { return http::async_write(stream, req, tuple_awaitable); }, spec.read_timeout);
+  if (!wrote)
+    co_return make_error(ErrorCode::Timeout, "timed out sending the request to " + target.host);
+  if (auto [ec, n] = *wrote; ec)
+    co_return make_error(ErrorCode::Unavailable,
+                         "sending to " + target.host + " failed: " + ec.message());
+
+  beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(boost::none);  // enforced below, so that long streams are not cut at 8 MB
+  auto head_read = co_await with_timeout(
+      [&] { return http::async_read_header(stream, buffer, parser, tuple_awaitable); },
+      spec.read_timeout);
+  if (!head_read) co_return make_error(ErrorCode::Timeout, "no response from " + target.host);
+  if (auto [ec, n] = *head_read; ec)
+    co_return make_error(ErrorCode::Unavailable,
+                         "reading the response of " + target.host + " failed: " + ec.message());
+
+  HttpResponseHead head;
+  head.status = static_cast<int>(parser.get().result_int());
+  for (const auto& f : parser.get())
+    head.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  if (on_head) on_head(head);
+
+  std::size_t total = 0;
+  std::array<char, 16384> chunk;
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    auto r = co_await with_timeout(
+        [&] { return http::async_read_some(stream, buffer, parser, tuple_awaitable); },
+        spec.read_timeout);
+    if (!r)
+      co_return make_error(ErrorCode::Timeout, target.host + " stopped sending for " +
+                                                   std::to_string(spec.read_timeout.count()) +
+                                                   " ms");
+    auto [ec, n] = *r;
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec)
+      co_return make_error(ErrorCode::Unavailable,
+                           "the response of " + target.host + " broke off: " + ec.message());
+    std::size_t got = chunk.size() - parser.get().body().size;
+    total += got;
+    if (total > spec.max_body_bytes)
+      co_return make_error(ErrorCode::TooLarge, "the response of " + target.host + " is over " +
+                                                    std::to_string(spec.max_body_bytes) + " bytes");
+    if (got && on_body) on_body(std::string_view(chunk.data(), got));
+  }
+  co_return head;
+}
+
+// Closes `socket` when the abort signal fires. The close runs on the socket's executor and is
+// skipped once this guard is gone, so a late abort never touches a destroyed socket.
+class CloseOnAbort {
+ public:
+  CloseOnAbort(const std::shared_ptr<AbortSignal>& signal, tcp::socket& socket)
+      : alive_(std::make_shared<bool>(true)), registration_(signal, [alive = alive_, &socket] {
+          asio::post(socket.get_executor(), [alive, &socket] {
+            boost::system::error_code ignored;
+            if (*alive) socket.close(ignored);
+          });
+        }) {}
+  ~CloseOnAbort() { *alive_ = false; }
+  CloseOnAbort(const CloseOnAbort&) = delete;
+  CloseOnAbort& operator=(const CloseOnAbort&) = delete;
+
+ private:
+  std::shared_ptr<bool> alive_;
+  AbortSignal::Registration registration_;
+};
+
+asio::awaitable<Result<HttpResponseHead>> fetch_once(
+    const HttpRequestSpec& spec, const Target& target,
+    const std::function<void(const HttpResponseHead&)>& on_head,
+    const std::function<void(std::string_view)>& on_body) {
+  auto executor = co_await asio::this_coro::executor;
+  tcp::resolver resolver(executor);
+  auto resolved = co_await with_timeout(
+      [&] { return resolver.async_resolve(target.host, target.port, tuple_awaitable); },
+      spec.connect_timeout);
+  if (!resolved)
+    co_return make_error(ErrorCode::Timeout, "resolving " + target.host + " timed out");
+  auto [rec, endpoints] = *resolved;
+  if (rec)
+    co_return make_error(ErrorCode::Unavailable,
+                         "cannot resolve " + target.host + ": " + rec.message());
+
+  beast::tcp_stream tcp_stream(executor);
+  auto connected = co_await with_timeout(
+      [&] { return tcp_stream.async_connect(endpoints, tuple_awaitable); }, spec.connect_timeout);
+  if (!connected)
+    co_return make_error(ErrorCode::Timeout,
+                         "connecting to " + target.host + ":" + target.port + " timed out");
+  if (auto [cec, ep] = *connected; cec)
+    co_return make_error(ErrorCode::Unavailable, "cannot connect to " + target.host + ":" +
+                                                     target.port + ": " + cec.message());
+
+  // An abort closes the socket, which ends whatever read or write is in flight.
+  Result<HttpResponseHead> result = make_error(ErrorCode::Internal, "not run");
+  if (!target.tls) {
+    CloseOnAbort on_abort(spec.abort, tcp_stream.socket());
+    result = co_await exchange(tcp_stream, spec, target, on_head, on_body);
+  } else {
+    beast::ssl_stream<beast::tcp_stream> tls(std::move(tcp_stream), tls_context());
+    if (!SSL_set_tlsext_host_name(tls.native_handle(), target.host.c_str()))
+      co_return make_error(ErrorCode::Unavailable,
+                           "TLS: cannot set the server name for " + target.host);
+    tls.set_verify_callback(ssl::host_name_verification(target.host));
+    CloseOnAbort on_abort(spec.abort, beast::get_lowest_layer(tls).socket());
+    auto hs = co_await with_timeout(
+        [&] { return tls.async_handshake(ssl::stream_base::client, tuple_awaitable); },
+        spec.connect_timeout);
+    if (!hs)
+      co_return make_error(ErrorCode::Timeout, "TLS handshake with " + target.host + " timed out");
+    if (auto [hec] = *hs; hec)
+      co_return make_error(ErrorCode::Unavailable,
+                           "TLS handshake with " + target.host + " failed: " + hec.message());
+    result = co_await exchange(tls, spec, target, on_head, on_body);
+    boost::system::error_code ignored;
+    beast::get_lowest_layer(tls).socket().close(ignored);
+  }
+  if (spec.abort && spec.abort->aborted())
+    co_return make_error(ErrorCode::Unavailable, "aborted: " + spec.abort->reason());
+  co_return result;
+}
+
+}  // namespace
+
+asio::awaitable<Result<HttpResponseHead>> fetch_streaming(
+    HttpRequestSpec spec, std::function<void(const HttpResponseHead&)> on_head,
+    std::function<void(std::string_view)> on_body) {
+  for (int hop = 0;; ++hop) {
+    if (spec.abort && spec.abort->aborted())
+      co_return make_error(ErrorCode::Unavailable, "aborted: " + spec.abort->reason());
+    auto target = parse_target(spec.url);
+    if (!target) co_return target.error();
+    // Redirects are followed only when asked; their bodies are not passed on.
+    std::string location;
+    bool redirect = false;
+    auto head_hook = [&](const HttpResponseHead& h) {
+      redirect = hop < spec.max_redirects && h.status >= 300 && h.status < 400 &&
+                 !h.header("location").empty();
+      if (redirect)
+        location = h.header("location");
+      else if (on_head) {
+        HttpResponseHead copy = h;
+        copy.final_url = spec.url;
+        on_head(copy);
+      }
+    };
+    auto body_hook = [&](std::string_view b) {
+      if (!redirect && on_body) on_body(b);
+    };
+    auto r = co_await fetch_once(spec, *target, head_hook, body_hook);
+    if (!r || !redirect) {
+      if (r) r->final_url = spec.url;
+      co_return r;
+    }
+    auto base = boost::urls::parse_absolute_uri(spec.url);
+    boost::urls::url resolved;
+    auto rel = boost::urls::parse_uri_reference(location);
+    if (!base || !rel || !boost::urls::resolve(*base, *rel, resolved))
+      co_return make_error(ErrorCode::Unavailable, "bad redirect location: " + location);
+    spec.url = std::string(resolved.buffer());
+    if (spec.method == "POST") {
+      spec.method = "GET";
+      spec.body.clear();
+    }
+  }
+}
+
+asio::awaitable<Result<HttpResponse>> fetch(HttpRequestSpec spec) {
+  HttpResponse out;
+  std::size_t limit = spec.max_body_bytes;
+  auto r = co_await fetch_streaming(std::move(spec), nullptr, [&](std::string_view b) {
+    if (out.body.size() + b.size() <= limit) out.body.append(b);
+  });
+  if (!r) co_return r.error();
+  out.head = std::move(*r);
+  co_return out;
+}
+
+}  // namespace sb::net

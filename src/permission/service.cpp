@@ -1,0 +1,500 @@
+#include "permission/service.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include <stdexcept>
+
+#include "permission/wildcard.hpp"
+#include "util/ids.hpp"
+
+namespace sb::permission {
+namespace {
+
+using Layers = std::vector<const Ruleset*>;
+
+// The last rule over all layers that matches, or nullptr.
+const Rule* last_match(std::string_view permission, std::string_view pattern,
+                       const Layers& layers) {
+  for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer)
+    for (auto rule = (*layer)->rbegin(); rule != (*layer)->rend(); ++rule)
+      if (wildcard_match(permission, rule->permission) && wildcard_match(pattern, rule->pattern))
+        return &*rule;
+  return nullptr;
+}
+
+Action action_of(const Rule* rule) {
+  return rule ? rule->action : Action::Ask;
+}
+
+// A UTF-8-safe cut, so that a huge command does not flood the message the model reads.
+std::string clip(std::string_view text, std::size_t max = 200) {
+  if (text.size() <= max) return std::string(text);
+  std::size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+    --cut;
+  return std::string(text.substr(0, cut)) + "…";
+}
+
+std::string quoted_patterns(const std::vector<std::string>& patterns) {
+  std::string out;
+  for (std::size_t i = 0; i < patterns.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += "`" + clip(patterns[i]) + "`";
+  }
+  return out;
+}
+
+std::string what(const std::string& permission, const std::vector<std::string>& patterns) {
+  return permission + " for " + quoted_patterns(patterns);
+}
+
+Rejection denied(const std::string& permission, const std::string& pattern, const Rule& rule) {
+  Rejection r;
+  r.kind = Rejection::Kind::Denied;
+  r.permission = permission;
+  r.patterns = {pattern};
+  r.rule = rule;
+  // The rule is shown the way it is written in the config file, so the model (and the person
+  // reading the transcript) can see why.
+  r.message = "Permission denied: a rule forbids using " + what(permission, r.patterns) +
+              " (rule: " + json::serialize(json::string(rule.permission)) + ": {" +
+              json::serialize(json::string(rule.pattern)) + ": \"deny\"}). Do not retry this call.";
+  return r;
+}
+
+Rejection rejected(const PermissionRequest& req, std::optional<std::string> feedback,
+                   bool cascaded) {
+  Rejection r;
+  r.kind = Rejection::Kind::Rejected;
+  r.permission = req.permission;
+  r.patterns = req.patterns;
+  r.message = "The user rejected permission to use " + what(req.permission, req.patterns);
+  if (feedback && !feedback->empty()) {
+    r.message += ", with this feedback: " + *feedback;
+    r.feedback = std::move(feedback);
+  } else if (cascaded) {
+    r.message += " (they rejected another request of this session).";
+  } else {
+    r.message += ".";
+  }
+  return r;
+}
+
+Rejection timed_out(const PermissionRequest& req, milliseconds timeout) {
+  Rejection r;
+  r.kind = Rejection::Kind::TimedOut;
+  r.permission = req.permission;
+  r.patterns = req.patterns;
+  r.message = "Permission to use " + what(req.permission, req.patterns) +
+              " was rejected: nobody answered within " + std::to_string(timeout.count()) + " ms.";
+  return r;
+}
+
+Rejection cancelled(const std::string& permission, const std::vector<std::string>& patterns,
+                    const std::string& reason) {
+  Rejection r;
+  r.kind = Rejection::Kind::Cancelled;
+  r.permission = permission;
+  r.patterns = patterns;
+  r.message = "The permission request to use " + what(permission, patterns) +
+              " was cancelled: " + reason + ".";
+  return r;
+}
+
+json::array strings(const std::vector<std::string>& v) {
+  json::array out;
+  out.reserve(v.size());
+  for (const auto& s : v)
+    out.emplace_back(s);
+  return out;
+}
+
+}  // namespace
+
+// ---- small types ------------------------------------------------------------------------------
+
+std::string_view reply_name(Reply reply) {
+  switch (reply) {
+    case Reply::Once:
+      return "once";
+    case Reply::Always:
+      return "always";
+    case Reply::Reject:
+      return "reject";
+  }
+  return "reject";
+}
+
+std::optional<Reply> parse_reply(std::string_view name) {
+  if (name == "once") return Reply::Once;
+  if (name == "always") return Reply::Always;
+  if (name == "reject") return Reply::Reject;
+  return std::nullopt;
+}
+
+json::object to_json(const PermissionRequest& request) {
+  json::object out{{"id", request.id},
+                   {"sessionID", request.session_id},
+                   {"permission", request.permission},
+                   {"patterns", strings(request.patterns)},
+                   {"metadata", request.metadata},
+                   {"always", strings(request.always)}};
+  if (request.message_id || request.call_id) {
+    json::object tool;
+    if (request.message_id) tool["messageID"] = *request.message_id;
+    if (request.call_id) tool["callID"] = *request.call_id;
+    out["tool"] = std::move(tool);
+  }
+  return out;
+}
+
+bool Rejection::halts_turn() const {
+  switch (kind) {
+    case Kind::Denied:
+      return false;
+    case Kind::Rejected:
+      return !feedback;
+    case Kind::TimedOut:
+    case Kind::Cancelled:
+      return true;
+  }
+  return true;
+}
+
+Error Rejection::error() const {
+  switch (kind) {
+    case Kind::Denied:
+    case Kind::Rejected:
+      return make_error(ErrorCode::Forbidden, message);
+    case Kind::TimedOut:
+      return make_error(ErrorCode::Timeout, message);
+    case Kind::Cancelled:
+      return make_error(ErrorCode::Unavailable, message);
+  }
+  return make_error(ErrorCode::Forbidden, message);
+}
+
+void throw_exception_from_error(const Rejection& r, const boost::source_location&) {
+  throw std::runtime_error(r.message);
+}
+
+// ---- the service ------------------------------------------------------------------------------
+
+std::shared_ptr<PermissionService> PermissionService::create(boost::asio::any_io_executor executor,
+                                                             std::shared_ptr<bus::EventBus> bus,
+                                                             PermissionOptions options) {
+  return std::shared_ptr<PermissionService>(
+      new PermissionService(std::move(executor), std::move(bus), options));
+}
+
+PermissionService::PermissionService(boost::asio::any_io_executor executor,
+                                     std::shared_ptr<bus::EventBus> bus, PermissionOptions options)
+    : options_(options),
+      bus_(std::move(bus)),
+      strand_(boost::asio::make_strand(std::move(executor))),
+      timer_(strand_) {}
+
+PermissionService::~PermissionService() {
+  // Nothing can reply any more: end what still waits so that no tool call hangs on it. No
+  // events (the service is going away mid-publish otherwise), only the handlers.
+  std::map<std::string, PendingAsk> left;
+  {
+    std::lock_guard lock(mutex_);
+    left.swap(pending_);
+  }
+  for (auto& [id, ask] : left)
+    if (ask.done)
+      ask.done(cancelled(ask.request.permission, ask.request.patterns,
+                         "the permission service stopped"));
+}
+
+std::optional<std::string> PermissionService::ask(AskParams params, std::span<const Ruleset> layers,
+                                                  AskHandler done) {
+  Layers refs;
+  refs.reserve(layers.size() + 1);
+  for (const auto& layer : layers)
+    refs.push_back(&layer);
+  return ask_impl(std::move(params), std::move(refs), std::move(done));
+}
+
+std::optional<std::string> PermissionService::ask(AskParams params, RulesetRefs layers,
+                                                  AskHandler done) {
+  Layers refs;
+  refs.reserve(layers.size() + 1);
+  for (const auto& layer : layers)
+    refs.push_back(&layer.get());
+  return ask_impl(std::move(params), std::move(refs), std::move(done));
+}
+
+std::optional<std::string> PermissionService::ask_impl(AskParams params, Layers layers,
+                                                       AskHandler done) {
+  // No patterns is treated as "*" rather than as nothing to check (OpenCode allows it): an ask
+  // that names nothing must not slip through rules that ask or deny.
+  if (params.patterns.empty()) params.patterns.push_back("*");
+
+  std::optional<Rejection> denial;
+  bool waits = false;
+  std::string id;
+  json::object asked;
+  bool rearm = false;
+  const std::size_t caller_layers = layers.size();
+  {
+    std::lock_guard lock(mutex_);
+    if (auto approved = approved_.find(params.session_id); approved != approved_.end())
+      layers.push_back(&approved->second);
+    // Every pattern is checked before anything waits: a denied pattern fails the call even when
+    // an earlier one would have asked (OpenCode stops at the first ask and never sees the deny).
+    for (const auto& pattern : params.patterns) {
+      const Rule* rule = last_match(params.permission, pattern, layers);
+      Action action = action_of(rule);
+      if (action == Action::Deny) {
+        denial = denied(params.permission, pattern, *rule);
+        break;
+      }
+      if (action == Action::Ask) waits = true;
+    }
+    if (!denial && waits) {
+      if (shutting_down_) {
+        denial = cancelled(params.permission, params.patterns, "the server is shutting down");
+      } else {
+        PendingAsk pending;
+        id = ids::make("per");
+        pending.request.id = id;
+        pending.request.session_id = std::move(params.session_id);
+        pending.request.permission = std::move(params.permission);
+        pending.request.patterns = std::move(params.patterns);
+        pending.request.metadata = std::move(params.metadata);
+        pending.request.always =
+            params.always.empty() ? pending.request.patterns : std::move(params.always);
+        pending.request.message_id = std::move(params.message_id);
+        pending.request.call_id = std::move(params.call_id);
+        // The caller's layers are copied (they may not outlive the ask); the approved rules are
+        // looked up afresh whenever the ask is re-evaluated.
+        pending.layers.reserve(caller_layers);
+        for (std::size_t i = 0; i < caller_layers; ++i)
+          pending.layers.push_back(*layers[i]);
+        pending.done = std::move(done);
+        pending.timeout = params.timeout.value_or(options_.timeout);
+        if (pending.timeout.count() > 0) {
+          auto at = Clock::now() + pending.timeout;
+          rearm = at < armed_for_;
+          pending.deadline = deadlines_.emplace(at, id);
+        }
+        asked = to_json(pending.request);
+        pending_.emplace(id, std::move(pending));
+      }
+    }
+  }
+  if (denial) {
+    if (done) done(std::move(*denial));
+    return std::nullopt;
+  }
+  if (!waits) {
+    if (done) done(AskOutcome{});
+    return std::nullopt;
+  }
+  bus_->publish("permission.asked", std::move(asked));
+  if (rearm) boost::asio::post(strand_, [self = shared_from_this()] { self->arm_timer(); });
+  return id;
+}
+
+void PermissionService::finish_locked(std::map<std::string, PendingAsk>::iterator it, Reply reply,
+                                      AskOutcome outcome, Effects& effects) {
+  PendingAsk ask = std::move(it->second);
+  pending_.erase(it);
+  if (ask.deadline) deadlines_.erase(*ask.deadline);
+  json::object props{{"sessionID", ask.request.session_id},
+                     {"requestID", ask.request.id},
+                     {"reply", reply_name(reply)}};
+  effects.push_back([bus = bus_, props = std::move(props)]() mutable {
+    bus->publish("permission.replied", std::move(props));
+  });
+  effects.push_back([done = std::move(ask.done), outcome = std::move(outcome)]() mutable {
+    if (done) done(std::move(outcome));
+  });
+}
+
+std::vector<std::string> PermissionService::session_asks_locked(
+    const std::string& session_id) const {
+  std::vector<std::string> ids;
+  for (const auto& [id, ask] : pending_)
+    if (ask.request.session_id == session_id) ids.push_back(id);
+  return ids;
+}
+
+Result<void> PermissionService::reply(const std::string& request_id, Reply reply,
+                                      std::optional<std::string> message) {
+  Effects effects;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = pending_.find(request_id);
+    if (it == pending_.end())
+      return make_error(ErrorCode::NotFound, "No permission request " + request_id +
+                                                 " is waiting (unknown, or already answered)");
+    const std::string session_id = it->second.request.session_id;
+    switch (reply) {
+      case Reply::Once: {
+        finish_locked(it, Reply::Once, AskOutcome{}, effects);
+        break;
+      }
+      case Reply::Reject: {
+        AskOutcome outcome = rejected(it->second.request, std::move(message), false);
+        finish_locked(it, Reply::Reject, std::move(outcome), effects);
+        for (const auto& other : session_asks_locked(session_id)) {
+          auto oit = pending_.find(other);
+          AskOutcome cascaded = rejected(oit->second.request, std::nullopt, true);
+          finish_locked(oit, Reply::Reject, std::move(cascaded), effects);
+        }
+        break;
+      }
+      case Reply::Always: {
+        Ruleset& approved = approved_[session_id];
+        for (const auto& pattern : it->second.request.always)
+          approved.push_back({it->second.request.permission, pattern, Action::Allow});
+        finish_locked(it, Reply::Always, AskOutcome{}, effects);
+        // Other asks of the session that the new rules settle need no second answer.
+        for (const auto& other : session_asks_locked(session_id)) {
+          auto oit = pending_.find(other);
+          const PendingAsk& ask = oit->second;
+          Layers layers;
+          for (const auto& layer : ask.layers)
+            layers.push_back(&layer);
+          layers.push_back(&approved);
+          bool allowed = true;
+          for (const auto& pattern : ask.request.patterns)
+            if (action_of(last_match(ask.request.permission, pattern, layers)) != Action::Allow) {
+              allowed = false;
+              break;
+            }
+          if (allowed) finish_locked(oit, Reply::Always, AskOutcome{}, effects);
+        }
+        break;
+      }
+    }
+  }
+  for (auto& effect : effects)
+    effect();
+  return {};
+}
+
+std::size_t PermissionService::cancel_session_locked(const std::string& session_id,
+                                                     const std::string& reason, Effects& effects) {
+  auto ids = session_asks_locked(session_id);
+  for (const auto& id : ids) {
+    auto it = pending_.find(id);
+    AskOutcome outcome =
+        cancelled(it->second.request.permission, it->second.request.patterns, reason);
+    finish_locked(it, Reply::Reject, std::move(outcome), effects);
+  }
+  return ids.size();
+}
+
+std::size_t PermissionService::cancel_session(const std::string& session_id,
+                                              const std::string& reason) {
+  Effects effects;
+  std::size_t count;
+  {
+    std::lock_guard lock(mutex_);
+    count = cancel_session_locked(session_id, reason, effects);
+  }
+  for (auto& effect : effects)
+    effect();
+  return count;
+}
+
+void PermissionService::forget_session(const std::string& session_id) {
+  Effects effects;
+  {
+    std::lock_guard lock(mutex_);
+    cancel_session_locked(session_id, "the session was deleted", effects);
+    approved_.erase(session_id);
+  }
+  for (auto& effect : effects)
+    effect();
+}
+
+Ruleset PermissionService::session_rules(const std::string& session_id) const {
+  std::lock_guard lock(mutex_);
+  auto it = approved_.find(session_id);
+  return it == approved_.end() ? Ruleset{} : it->second;
+}
+
+std::vector<PermissionRequest> PermissionService::list() const {
+  std::lock_guard lock(mutex_);
+  std::vector<PermissionRequest> out;
+  out.reserve(pending_.size());
+  for (const auto& [id, ask] : pending_)
+    out.push_back(ask.request);
+  return out;
+}
+
+std::vector<PermissionRequest> PermissionService::list(const std::string& session_id) const {
+  std::lock_guard lock(mutex_);
+  std::vector<PermissionRequest> out;
+  for (const auto& [id, ask] : pending_)
+    if (ask.request.session_id == session_id) out.push_back(ask.request);
+  return out;
+}
+
+std::size_t PermissionService::pending_count() const {
+  std::lock_guard lock(mutex_);
+  return pending_.size();
+}
+
+void PermissionService::shutdown() {
+  Effects effects;
+  {
+    std::lock_guard lock(mutex_);
+    shutting_down_ = true;
+    while (!pending_.empty()) {
+      auto it = pending_.begin();
+      AskOutcome outcome = cancelled(it->second.request.permission, it->second.request.patterns,
+                                     "the server is shutting down");
+      finish_locked(it, Reply::Reject, std::move(outcome), effects);
+    }
+  }
+  for (auto& effect : effects)
+    effect();
+  boost::asio::post(strand_, [self = shared_from_this()] { self->timer_.cancel(); });
+}
+
+// ---- timeouts ---------------------------------------------------------------------------------
+
+// On strand_: point the one timer at the earliest deadline.
+void PermissionService::arm_timer() {
+  Clock::time_point next;
+  {
+    std::lock_guard lock(mutex_);
+    next = deadlines_.empty() ? Clock::time_point::max() : deadlines_.begin()->first;
+    armed_for_ = next;
+  }
+  if (next == Clock::time_point::max()) {
+    timer_.cancel();
+    return;
+  }
+  timer_.expires_at(next);
+  timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (ec) return;  // re-armed or shut down
+    if (auto self = weak.lock()) self->on_timer();
+  });
+}
+
+// On strand_: reject every ask whose deadline has passed, then re-arm.
+void PermissionService::on_timer() {
+  Effects effects;
+  {
+    std::lock_guard lock(mutex_);
+    armed_for_ = Clock::time_point::max();
+    auto now = Clock::now();
+    while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+      auto it = pending_.find(deadlines_.begin()->second);
+      AskOutcome outcome = timed_out(it->second.request, it->second.timeout);
+      finish_locked(it, Reply::Reject, std::move(outcome), effects);
+    }
+  }
+  for (auto& effect : effects)
+    effect();
+  arm_timer();
+}
+
+}  // namespace sb::permission

@@ -1,0 +1,196 @@
+#pragma once
+// PermissionService: the asks that wait for a person, and what the person approved (OpenCode's
+// PermissionNext.ask / reply / list). A tool that needs a permission asks; the rules decide at
+// once (allow, deny) or the ask waits for `reply` (HTTP: POST /permission/{id}/reply), with the
+// `permission.asked` / `permission.replied` events on the bus in between.
+//
+// Guarantees (design.md decision 1): every ask's handler is called exactly once, outside the
+// service's lock, from any thread: at once when the rules decide, or on reply, session cancel,
+// timeout, shutdown or destruction. An ask that nobody answers within its timeout is rejected so
+// that a headless server never hangs.
+//
+// Thread-safe: every public function may be called from any thread, and handlers and bus
+// subscribers may call back into the service. Timeouts run on one timer on a strand of the
+// executor given at construction.
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/system/result.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/event_bus.hpp"
+#include "permission/ruleset.hpp"
+
+namespace sb::permission {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct PermissionOptions {
+  milliseconds timeout{
+      0};  // permission.timeout: an unanswered ask is rejected after this; 0 = never
+};
+
+// A person's answer: allow this call, allow it for the rest of the session, or refuse.
+enum class Reply { Once, Always, Reject };
+std::string_view reply_name(Reply reply);                 // "once", "always", "reject"
+std::optional<Reply> parse_reply(std::string_view name);  // nullopt for anything else
+
+struct AskParams {
+  std::string session_id;
+  std::optional<std::string> message_id;  // the tool call that asks, shown to the person
+  std::optional<std::string> call_id;
+  std::string permission;             // "bash", "edit", "doom_loop", "client_tools", ...
+  std::vector<std::string> patterns;  // what for: commands, paths, ...; empty means ["*"]
+  json::object metadata;              // anything the person should see (diff, command, ...)
+  std::vector<std::string> always;    // what "always" approves; empty means `patterns`
+  std::optional<milliseconds>
+      timeout;  // this ask's wait; default PermissionOptions::timeout; 0 = never
+};
+
+// An ask that waits for a person: OpenCode's PermissionRequest.
+struct PermissionRequest {
+  std::string id;  // per_...
+  std::string session_id;
+  std::string permission;
+  std::vector<std::string> patterns;
+  json::object metadata;
+  std::vector<std::string> always;
+  std::optional<std::string> message_id;
+  std::optional<std::string> call_id;
+};
+
+// {id, sessionID, permission, patterns, metadata, always, tool?: {messageID, callID}}: the
+// properties of `permission.asked` and an element of GET /permission.
+json::object to_json(const PermissionRequest& request);
+
+// Why an ask did not allow the call. `message` is written for the model: the tool call fails
+// with it.
+struct Rejection {
+  enum class Kind {
+    Denied,     // a rule denies it; nobody was asked
+    Rejected,   // the person said no (with `feedback` when they said why)
+    TimedOut,   // nobody answered within the timeout
+    Cancelled,  // the session was aborted or the server is stopping
+  };
+  Kind kind = Kind::Rejected;
+  std::string permission;
+  std::vector<std::string> patterns;
+  std::string message;
+  std::optional<std::string> feedback;  // the person's words with a reject
+  std::optional<Rule> rule;             // Denied: the rule that forbids it
+
+  // Whether the turn should stop rather than let the model go on (OpenCode stops on a bare
+  // reject; a denial by rule or a reject with feedback goes back to the model, which adapts).
+  bool halts_turn() const;
+  // As an Error: Forbidden (denied, rejected), Timeout, Unavailable (cancelled).
+  Error error() const;
+};
+
+// boost::system::result calls this when value() is used on a rejection.
+[[noreturn]] void throw_exception_from_error(const Rejection& r, const boost::source_location&);
+
+using AskOutcome = boost::system::result<void, Rejection>;
+using AskHandler = std::function<void(AskOutcome)>;
+
+class PermissionService : public std::enable_shared_from_this<PermissionService> {
+ public:
+  static std::shared_ptr<PermissionService> create(boost::asio::any_io_executor executor,
+                                                   std::shared_ptr<bus::EventBus> bus,
+                                                   PermissionOptions options = {});
+  // Asks still waiting are ended with Cancelled.
+  ~PermissionService();
+  PermissionService(const PermissionService&) = delete;
+  PermissionService& operator=(const PermissionService&) = delete;
+
+  // Evaluates every pattern against `layers` (earliest first) with this session's approved rules
+  // layered last (callers need not pass session_rules()). Any pattern denied: `done(Denied)` at
+  // once. All allowed: `done(ok)` at once. Otherwise the ask waits: it is listed, published as
+  // `permission.asked`, and its id is returned. `done` may run before ask() returns (a bus
+  // subscriber may reply at once), so the caller must be ready for it.
+  std::optional<std::string> ask(AskParams params, std::span<const Ruleset> layers,
+                                 AskHandler done);
+  std::optional<std::string> ask(AskParams params, RulesetRefs layers, AskHandler done);
+
+  // A person's answer to a waiting ask. NotFound when `request_id` is not waiting (unknown, or
+  // already answered, timed out or cancelled).
+  //  - once: the ask is allowed.
+  //  - always: allow rules for the ask's `always` patterns join the session's approved rules; the
+  //    ask and every other waiting ask of the session that they now allow are allowed.
+  //  - reject: the ask is rejected, with `message` as feedback for the model; every other waiting
+  //    ask of the session is rejected too (the person said stop).
+  // Each ask that ends publishes `permission.replied` {sessionID, requestID, reply}.
+  Result<void> reply(const std::string& request_id, Reply reply,
+                     std::optional<std::string> message = std::nullopt);
+
+  // Rejects the session's waiting asks with Cancelled (abort). Returns how many there were.
+  std::size_t cancel_session(const std::string& session_id,
+                             const std::string& reason = "the session was aborted");
+  // cancel_session, and drops what the session approved (the session was deleted).
+  void forget_session(const std::string& session_id);
+
+  // What "always" replies approved in this session, to layer last in evaluate() / disabled().
+  Ruleset session_rules(const std::string& session_id) const;
+
+  // Waiting asks, oldest first (GET /permission); or only those of one session.
+  std::vector<PermissionRequest> list() const;
+  std::vector<PermissionRequest> list(const std::string& session_id) const;
+  std::size_t pending_count() const;
+
+  // Cancels every waiting ask; later asks that would wait are cancelled at once.
+  void shutdown();
+
+  const PermissionOptions& options() const { return options_; }
+
+ private:
+  using Deadlines = std::multimap<Clock::time_point, std::string>;  // -> request id
+
+  struct PendingAsk {
+    PermissionRequest request;
+    std::vector<Ruleset> layers;  // kept to re-evaluate after an "always" of another ask
+    AskHandler done;
+    milliseconds timeout{0};
+    std::optional<Deadlines::iterator> deadline;
+  };
+
+  // Work gathered under the lock and done after releasing it.
+  using Effects = std::vector<std::function<void()>>;
+
+  PermissionService(boost::asio::any_io_executor executor, std::shared_ptr<bus::EventBus> bus,
+                    PermissionOptions options);
+
+  std::optional<std::string> ask_impl(AskParams params, std::vector<const Ruleset*> layers,
+                                      AskHandler done);
+  // Removes a waiting ask and queues its `permission.replied` event and its handler.
+  void finish_locked(std::map<std::string, PendingAsk>::iterator it, Reply reply,
+                     AskOutcome outcome, Effects& effects);
+  std::vector<std::string> session_asks_locked(const std::string& session_id) const;
+  std::size_t cancel_session_locked(const std::string& session_id, const std::string& reason,
+                                    Effects& effects);
+  void arm_timer();
+  void on_timer();
+
+  const PermissionOptions options_;
+  std::shared_ptr<bus::EventBus> bus_;
+  boost::asio::strand<boost::asio::any_io_executor> strand_;
+  boost::asio::steady_timer timer_;  // used only on strand_
+
+  mutable std::mutex mutex_;
+  std::map<std::string, PendingAsk> pending_;          // ids sort by creation time
+  std::unordered_map<std::string, Ruleset> approved_;  // session id -> "always" rules
+  Deadlines deadlines_;
+  Clock::time_point armed_for_ = Clock::time_point::max();
+  bool shutting_down_ = false;
+};
+
+}  // namespace sb::permission

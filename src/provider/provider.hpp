@@ -1,0 +1,63 @@
+#pragma once
+// ModelProvider: one step of a conversation with a language model, streamed as events.
+// Implementations: OpenAI-compatible and Anthropic over HTTP(S), and the scripted model.
+#include <boost/asio/awaitable.hpp>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "provider/types.hpp"
+#include "util/abort.hpp"
+
+namespace sb::provider {
+
+using EventHandler = std::function<void(StreamEvent)>;
+
+class ModelProvider {
+ public:
+  virtual ~ModelProvider() = default;
+  virtual const std::string& id() const = 0;
+  virtual std::string type() const = 0;  // "openai-compatible" | "anthropic" | "scripted"
+  virtual std::vector<std::string> models() const = 0;
+  // Streams one step. Delivers every event to `on_event` and ends with exactly one terminal
+  // event (StepFinish or StreamError); an abort ends it with StreamError("aborted").
+  virtual boost::asio::awaitable<void> stream(ModelRequest request, EventHandler on_event,
+                                              std::shared_ptr<AbortSignal> abort) = 0;
+};
+
+using ProviderPtr = std::shared_ptr<ModelProvider>;
+
+// Settings of an HTTP provider, from the config file or the environment.
+struct HttpProviderOptions {
+  std::string id;
+  std::string type;  // "openai-compatible" | "anthropic"
+  std::string base_url;
+  std::string api_key;
+  std::vector<std::string> models;
+  std::map<std::string, std::string> headers;  // extra request headers
+};
+
+ProviderPtr make_http_provider(HttpProviderOptions options);
+
+// The scripted model (see docs/providers.md): replays `script` (a JSON array of steps), or with
+// no script, the built-in echo behaviour.
+ProviderPtr make_scripted_provider(std::string id, json::array script);
+
+// The providers a configuration describes, and the default model "provider/model".
+struct ProviderSet {
+  std::map<std::string, ProviderPtr> providers;
+  std::string default_model;       // "NAME/MODEL"
+  std::vector<std::string> notes;  // what was configured, for the start-up log
+};
+
+// Reads `provider` and `model` from the merged config document, plus OPENAI_API_KEY /
+// OPENAI_BASE_URL / ANTHROPIC_API_KEY from `env`. With nothing configured the scripted model is
+// the default. Errors name the key.
+Result<ProviderSet> load_providers(const json::object& config,
+                                   const std::function<std::string(const std::string&)>& env);
+
+}  // namespace sb::provider

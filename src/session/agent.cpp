@@ -1,0 +1,85 @@
+#include "session/agent.hpp"
+
+namespace sb::session {
+namespace {
+
+permission::Ruleset defaults() {
+  using permission::Action;
+  return {{"*", "*", Action::Allow},
+          {"external_directory", "*", Action::Ask},
+          {"doom_loop", "*", Action::Ask}};
+}
+
+}  // namespace
+
+Result<std::map<std::string, Agent>> load_agents(const json::object& config,
+                                                 const std::string& source) {
+  using permission::Action;
+  std::map<std::string, Agent> agents;
+  Agent build;
+  build.name = "build";
+  build.description = "The default agent: reads, edits, runs commands.";
+  build.permission = defaults();
+  agents["build"] = build;
+
+  Agent plan;
+  plan.name = "plan";
+  plan.description = "Plans without changing anything: no edits, no shell commands.";
+  plan.permission = defaults();
+  plan.permission.push_back({"edit", "*", Action::Deny});
+  plan.permission.push_back({"bash", "*", Action::Deny});
+  agents["plan"] = plan;
+
+  auto section = get_object(config, "agent");
+  if (!section) return section.error();
+  if (!*section) return agents;
+  for (const auto& [name_sv, value] : **section) {
+    std::string name(name_sv);
+    std::string at = "agent." + name;
+    if (!value.is_object())
+      return make_error(ErrorCode::InvalidRequest, source + ": " + at + " must be an object");
+    const auto& o = value.get_object();
+    Agent& a = agents[name];
+    if (a.name.empty()) {
+      a.name = name;
+      a.permission = defaults();
+    }
+    if (auto v = get_string(o, "description", at); !v)
+      return v.error();
+    else if (*v)
+      a.description = **v;
+    if (auto v = get_string(o, "prompt", at); !v)
+      return v.error();
+    else if (*v)
+      a.prompt = **v;
+    if (auto v = get_string(o, "model", at); !v)
+      return v.error();
+    else if (*v)
+      a.model = **v;
+    if (auto v = get_int(o, "steps", at); !v)
+      return v.error();
+    else if (*v) {
+      if (**v < 1 || **v > 10000)
+        return make_error(ErrorCode::InvalidRequest, source + ": " + at + ".steps must be 1-10000");
+      a.max_steps = static_cast<int>(**v);
+    }
+    if (auto tools = get_object(o, "tools", at); !tools)
+      return tools.error();
+    else if (*tools)
+      for (const auto& [tool, on] : **tools) {
+        if (!on.is_bool())
+          return make_error(
+              ErrorCode::InvalidRequest,
+              source + ": " + at + ".tools." + std::string(tool) + " must be a boolean");
+        a.tools[std::string(tool)] = on.get_bool();
+      }
+    if (auto it = o.find("permission"); it != o.end()) {
+      auto rules = permission::parse_config(it->value(), source, at + ".permission");
+      if (!rules) return rules.error();
+      a.permission.insert(a.permission.end(), rules->begin(), rules->end());
+    }
+  }
+  return agents;
+}
+
+}  // namespace sb::session

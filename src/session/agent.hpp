@@ -1,0 +1,28 @@
+#pragma once
+// Agents: a name, a system prompt, the tools and permissions it has, and its step limit.
+// `build` (everything) and `plan` (no edits, no bash) are built in; the config file may change
+// them or add more under "agent".
+#include <map>
+#include <optional>
+#include <string>
+
+#include "permission/ruleset.hpp"
+#include "util/json.hpp"
+
+namespace sb::session {
+
+struct Agent {
+  std::string name;
+  std::string description;
+  std::string prompt;                // replaces the default system prompt when set
+  std::optional<std::string> model;  // "PROVIDER/MODEL"
+  int max_steps = 100;
+  std::map<std::string, bool> tools;  // tool id -> offered?; absent = offered
+  permission::Ruleset permission;     // the agent's defaults, layered first
+};
+
+// The built-in agents, with config `agent.NAME` applied over them. Errors name the key.
+Result<std::map<std::string, Agent>> load_agents(const json::object& config,
+                                                 const std::string& source);
+
+}  // namespace sb::session

@@ -1,0 +1,772 @@
+#include "session/service.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <ctime>
+
+#include "permission/doom_loop.hpp"
+#include "tool/arguments.hpp"
+#include "tool/builtin/invalid.hpp"
+#include "tool/truncate.hpp"
+#include "util/ids.hpp"
+#include "util/log.hpp"
+#include "util/wait_group.hpp"
+
+namespace sb::session {
+
+namespace asio = boost::asio;
+constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+// A running turn: one per busy session.
+struct SessionService::Turn {
+  SessionInfo session;
+  std::shared_ptr<AbortSignal> abort = AbortSignal::create();
+  std::vector<permission::RecentCall> calls;  // every tool call of the turn, for the doom loop
+  int awaiting = 0;                           // permission asks / interactive tools waiting
+  Agent agent;
+  permission::Ruleset session_rules;
+};
+
+// One model step: one assistant message.
+struct SessionService::Step {
+  std::shared_ptr<Turn> turn;
+  provider::ProviderPtr provider;
+  MessageInfo message;
+  provider::ModelRequest request;
+  std::optional<Part> text;
+  std::optional<Part> reasoning;
+  std::map<std::string, Part> tools;  // by call id
+  std::vector<std::string> tool_order;
+  std::unique_ptr<WaitGroup> running;
+  std::optional<provider::StepFinish> finish;
+  std::optional<provider::StreamError> error;
+  bool halt = false;  // a person rejected a permission: stop after this step
+  bool emitted = false;
+};
+
+namespace {
+
+std::string default_title() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "New session - %Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string system_prompt(const Agent& agent, const std::filesystem::path& directory) {
+  std::string prompt = agent.prompt;
+  if (prompt.empty())
+    prompt =
+        "You are Switchboard, an agent that helps the user with tasks in their project. Use the "
+        "tools you are given to look things up and make changes; some tools run on the user's own "
+        "machine or in their browser. Be concise.";
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", &tm);
+  return prompt + "\n\n<env>\nWorking directory: " + directory.string() +
+         "\nToday's date: " + date + "\n</env>";
+}
+
+NamedError named_error(const provider::StreamError& e) {
+  if (e.message == "aborted") return {"MessageAbortedError", "The turn was aborted", {}};
+  if (e.http_status == 401 || e.http_status == 403)
+    return {"ProviderAuthError", e.message, json::object{{"statusCode", e.http_status}}};
+  json::object data{{"isRetryable", e.retryable}};
+  if (e.http_status) data["statusCode"] = e.http_status;
+  return {"APIError", e.message, std::move(data)};
+}
+
+// The conversation so far, as the model sees it.
+std::vector<provider::ModelMessage> history(const std::vector<MessageWithParts>& messages) {
+  std::vector<provider::ModelMessage> out;
+  for (const auto& m : messages) {
+    std::string text;
+    for (const auto& p : m.parts)
+      if (p.type == Part::Type::Text) text += (text.empty() ? "" : "\n") + p.text;
+    if (m.info.role == MessageInfo::Role::User) {
+      out.push_back(provider::ModelMessage::user(text));
+      continue;
+    }
+    std::vector<provider::ModelToolCall> calls;
+    std::vector<provider::ModelMessage> results;
+    for (const auto& p : m.parts) {
+      if (p.type != Part::Type::Tool) continue;
+      bool done = p.state.status == ToolState::Status::Completed;
+      bool failed = p.state.status == ToolState::Status::Error;
+      if (!done && !failed) continue;
+      calls.push_back({p.call_id, p.tool, p.state.input});
+      results.push_back(provider::ModelMessage::tool_result(
+          p.call_id, done ? p.state.output : "Error: " + p.state.error, failed));
+    }
+    if (text.empty() && calls.empty()) continue;
+    out.push_back(provider::ModelMessage::assistant(text, std::move(calls)));
+    for (auto& r : results)
+      out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<SessionService> SessionService::create(ServiceDeps deps, ServiceOptions options) {
+  return std::shared_ptr<SessionService>(new SessionService(std::move(deps), std::move(options)));
+}
+
+SessionService::SessionService(ServiceDeps deps, ServiceOptions options)
+    : deps_(std::move(deps)), options_(std::move(options)) {}
+
+Result<std::size_t> SessionService::recover() {
+  auto failed = deps_.store->fail_interrupted_turns("The server stopped during this turn");
+  if (!failed) return failed.error();
+  return failed->size();
+}
+
+// ---- sessions -------------------------------------------------------------------------------
+
+Result<SessionInfo> SessionService::create_session(CreateInput input) {
+  if (!input.permission.empty()) {
+    // Checked now so that a bad rule is a 400 at creation rather than a failing turn later.
+    for (std::size_t i = 0; i < input.permission.size(); ++i) {
+      const auto& r = input.permission[i];
+      bool ok = r.is_object() && r.get_object().contains("permission") &&
+                r.get_object().contains("action");
+      if (ok) {
+        auto action = get_string(r.get_object(), "action");
+        ok = action && *action && permission::parse_action(**action).has_value();
+      }
+      if (!ok)
+        return make_error(ErrorCode::InvalidRequest,
+                          "permission[" + std::to_string(i) +
+                              "] must be {permission, pattern, action: allow|ask|deny}");
+    }
+  }
+  SessionInfo s;
+  s.id = ids::make("ses");
+  s.title = input.title.empty() ? default_title() : input.title;
+  s.directory = options_.directory.string();
+  s.client_id = std::move(input.client_id);
+  s.parent_id = std::move(input.parent_id);
+  s.permission = std::move(input.permission);
+  s.created = s.updated = now_ms();
+  if (auto r = deps_.store->put_session(s); !r) return r.error();
+  deps_.bus->publish("session.created", json::object{{"info", to_json(s)}});
+  return s;
+}
+
+Result<std::vector<SessionInfo>> SessionService::list_sessions() {
+  return deps_.store->list_sessions();
+}
+
+Result<SessionInfo> SessionService::get_session(const std::string& id) {
+  auto s = deps_.store->get_session(id);
+  if (!s) return s.error();
+  if (!*s) return make_error(ErrorCode::NotFound, "Session not found: " + id);
+  return std::move(**s);
+}
+
+Result<void> SessionService::delete_session(const std::string& id) {
+  auto s = get_session(id);
+  if (!s) return s.error();
+  abort(id, "the session was deleted");
+  deps_.permissions->forget_session(id);
+  auto r = deps_.store->delete_session(id);
+  if (!r) return r.error();
+  deps_.bus->publish("session.deleted", json::object{{"info", to_json(*s)}});
+  return {};
+}
+
+Result<std::vector<MessageWithParts>> SessionService::messages(const std::string& session_id) {
+  if (auto s = get_session(session_id); !s) return s.error();
+  return deps_.store->list_messages(session_id);
+}
+
+// ---- status ---------------------------------------------------------------------------------
+
+void SessionService::set_status(const std::string& session_id, json::object status) {
+  {
+    std::lock_guard lock(mutex_);
+    if (status.at("type").as_string() == "idle")
+      status_.erase(session_id);
+    else
+      status_[session_id] = status;
+  }
+  bool idle = status.at("type").as_string() == "idle";
+  deps_.bus->publish("session.status",
+                     json::object{{"sessionID", session_id}, {"status", std::move(status)}});
+  if (idle) deps_.bus->publish("session.idle", json::object{{"sessionID", session_id}});
+}
+
+json::object SessionService::status() const {
+  std::lock_guard lock(mutex_);
+  json::object out;
+  for (const auto& [id, s] : status_)
+    out[id] = s;
+  return out;
+}
+
+void SessionService::publish_part(const Part& part, bool store) {
+  if (store)
+    if (auto r = deps_.store->put_part(part); !r) log::error("storing a part: ", r.error().message);
+  deps_.bus->publish("message.part.updated", json::object{{"part", to_json(part)}});
+}
+
+void SessionService::publish_message(const MessageInfo& info) {
+  if (auto r = deps_.store->put_message(info); !r)
+    log::error("storing a message: ", r.error().message);
+  deps_.bus->publish("message.updated", json::object{{"info", to_json(info)}});
+}
+
+// ---- turns ----------------------------------------------------------------------------------
+
+Result<std::shared_ptr<SessionService::Turn>> SessionService::begin_turn(
+    const std::string& session_id) {
+  auto session = get_session(session_id);
+  if (!session) return session.error();
+  auto turn = std::make_shared<Turn>();
+  turn->session = std::move(*session);
+  {
+    std::lock_guard lock(mutex_);
+    if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
+    if (turns_.count(session_id))
+      return make_error(ErrorCode::Conflict,
+                        "Session " + session_id + " is busy with another turn");
+    turns_[session_id] = turn;
+  }
+  set_status(session_id, json::object{{"type", "busy"}});
+  return turn;
+}
+
+void SessionService::end_turn(const std::string& session_id) {
+  {
+    std::lock_guard lock(mutex_);
+    turns_.erase(session_id);
+  }
+  set_status(session_id, json::object{{"type", "idle"}});
+}
+
+bool SessionService::abort(const std::string& session_id, const std::string& reason) {
+  std::shared_ptr<Turn> turn;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = turns_.find(session_id);
+    if (it == turns_.end()) return false;
+    turn = it->second;
+  }
+  turn->abort->abort(reason);
+  deps_.permissions->cancel_session(session_id, reason);
+  return true;
+}
+
+void SessionService::shutdown() {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(mutex_);
+    shutting_down_ = true;
+    for (const auto& [id, t] : turns_)
+      ids.push_back(id);
+  }
+  for (const auto& id : ids)
+    abort(id, "the server is shutting down");
+}
+
+asio::awaitable<Result<MessageWithParts>> SessionService::prompt(std::string session_id,
+                                                                 PromptInput input) {
+  auto turn = begin_turn(session_id);
+  if (!turn) co_return turn.error();
+  auto self = shared_from_this();
+  auto result = co_await run_turn(*turn, std::move(input));
+  end_turn(session_id);
+  co_return result;
+}
+
+Result<void> SessionService::prompt_async(std::string session_id, PromptInput input) {
+  auto turn = begin_turn(session_id);
+  if (!turn) return turn.error();
+  asio::co_spawn(
+      deps_.executor,
+      [self = shared_from_this(), turn = *turn, input = std::move(input),
+       session_id]() mutable -> asio::awaitable<void> {
+        auto r = co_await self->run_turn(turn, std::move(input));
+        if (!r) log::warn("turn of ", session_id, " failed: ", r.error().message);
+        self->end_turn(session_id);
+      },
+      [](std::exception_ptr e) {
+        if (!e) return;
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+          log::error("turn crashed: ", ex.what());
+        }
+      });
+  return {};
+}
+
+Result<std::vector<tool::ToolPtr>> SessionService::offered_tools(
+    const std::string& session_id, const std::string& agent_name,
+    const std::map<std::string, bool>& switches) {
+  auto agent_it = deps_.agents.find(agent_name.empty() ? "build" : agent_name);
+  if (agent_it == deps_.agents.end())
+    return make_error(ErrorCode::NotFound, "Unknown agent: " + agent_name);
+  const Agent& agent = agent_it->second;
+  permission::Ruleset session_rules;
+  if (!session_id.empty()) {
+    auto s = get_session(session_id);
+    if (!s) return s.error();
+    auto rules = permission::parse_config(json::value(json::object{}), "session");
+    for (const auto& r : s->permission) {
+      if (!r.is_object()) continue;
+      const auto& o = r.get_object();
+      auto action = permission::parse_action(get_string(o, "action")->value_or(""));
+      if (!action) continue;
+      session_rules.push_back({get_string(o, "permission")->value_or("*"),
+                               get_string(o, "pattern")->value_or("*"), *action});
+    }
+    auto approved = deps_.permissions->session_rules(session_id);
+    session_rules.insert(session_rules.end(), approved.begin(), approved.end());
+  }
+  std::vector<tool::ToolPtr> out;
+  auto client_defs = deps_.tools->client_tools()->get_all_tools();
+  for (auto& t : deps_.tools->tools("", session_id)) {
+    const std::string& id = t->id();
+    if (auto s = switches.find(id); s != switches.end() && !s->second) continue;
+    if (auto s = agent.tools.find(id); s != agent.tools.end() && !s->second) continue;
+    bool client = client_defs.count(id) > 0;
+    if (permission::disabled(
+            id,
+            {std::cref(agent.permission), std::cref(deps_.config_rules), std::cref(session_rules)},
+            client))
+      continue;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_ptr<Turn> turn,
+                                                                   PromptInput input) {
+  const std::string& session_id = turn->session.id;
+  std::string agent_name = input.agent.value_or("build");
+  auto agent_it = deps_.agents.find(agent_name);
+  if (agent_it == deps_.agents.end())
+    co_return make_error(ErrorCode::InvalidRequest, "Unknown agent: " + agent_name);
+  turn->agent = agent_it->second;
+  std::string model =
+      input.model.value_or(turn->agent.model.value_or(deps_.providers.default_model));
+  auto slash = model.find('/');
+  if (slash == std::string::npos)
+    co_return make_error(ErrorCode::InvalidRequest,
+                         "model must be \"PROVIDER/MODEL\", got \"" + model + "\"");
+  std::string provider_id = model.substr(0, slash), model_id = model.substr(slash + 1);
+  auto provider_it = deps_.providers.providers.find(provider_id);
+  if (provider_it == deps_.providers.providers.end())
+    co_return make_error(ErrorCode::InvalidRequest, "Unknown model provider: " + provider_id);
+
+  auto offered = offered_tools(session_id, agent_name, input.tools);
+  if (!offered) co_return offered.error();
+  for (const auto& r : turn->session.permission) {
+    if (!r.is_object()) continue;
+    const auto& o = r.get_object();
+    auto action = permission::parse_action(get_string(o, "action")->value_or(""));
+    if (action)
+      turn->session_rules.push_back({get_string(o, "permission")->value_or("*"),
+                                     get_string(o, "pattern")->value_or("*"), *action});
+  }
+
+  // The user's message.
+  MessageInfo user;
+  user.id = ids::make("msg");
+  user.session_id = session_id;
+  user.role = MessageInfo::Role::User;
+  user.created = now_ms();
+  user.agent = agent_name;
+  user.provider_id = provider_id;
+  user.model_id = model_id;
+  publish_message(user);
+  Part text;
+  text.id = ids::make("prt");
+  text.session_id = session_id;
+  text.message_id = user.id;
+  text.type = Part::Type::Text;
+  text.text = input.text;
+  text.start = text.end = user.created;
+  publish_part(text);
+  turn->session.updated = now_ms();
+  (void)deps_.store->put_session(turn->session);
+  deps_.bus->publish("session.updated", json::object{{"info", to_json(turn->session)}});
+
+  std::vector<provider::ToolSchema> tool_schemas;
+  for (const auto& t : *offered)
+    tool_schemas.push_back({t->id(), t->description(), t->parameters()});
+
+  MessageWithParts last;
+  for (int step_no = 0; step_no < turn->agent.max_steps; ++step_no) {
+    if (turn->abort->aborted()) break;
+    auto stored = deps_.store->list_messages(session_id);
+    if (!stored) co_return stored.error();
+
+    auto step = std::make_shared<Step>();
+    step->turn = turn;
+    step->provider = provider_it->second;
+    step->running = std::make_unique<WaitGroup>(co_await asio::this_coro::executor);
+    step->request.model = model_id;
+    step->request.system = system_prompt(turn->agent, options_.directory);
+    step->request.messages = history(*stored);
+    step->request.tools = tool_schemas;
+    MessageInfo& m = step->message;
+    m.id = ids::make("msg");
+    m.session_id = session_id;
+    m.role = MessageInfo::Role::Assistant;
+    m.created = now_ms();
+    m.agent = agent_name;
+    m.provider_id = provider_id;
+    m.model_id = model_id;
+    m.parent_id = user.id;
+    m.cwd = options_.directory.string();
+    publish_message(m);
+    Part start;
+    start.id = ids::make("prt");
+    start.session_id = session_id;
+    start.message_id = m.id;
+    start.type = Part::Type::StepStart;
+    publish_part(start);
+
+    co_await run_step(step);
+
+    // The step's end: usage, finish reason, errors.
+    Part finish;
+    finish.id = ids::make("prt");
+    finish.session_id = session_id;
+    finish.message_id = m.id;
+    finish.type = Part::Type::StepFinish;
+    if (step->finish) {
+      const auto& u = step->finish->usage;
+      m.tokens = {u.input, u.output, u.reasoning, u.cache_read, u.cache_write};
+      m.finish = std::string(provider::finish_reason_name(step->finish->reason));
+      finish.reason = m.finish;
+      finish.tokens = m.tokens;
+      publish_part(finish);
+    }
+    if (turn->abort->aborted()) {
+      m.error = NamedError{"MessageAbortedError", turn->abort->reason(), {}};
+    } else if (step->error) {
+      m.error = named_error(*step->error);
+      deps_.bus->publish(
+          "session.error",
+          json::object{
+              {"sessionID", session_id},
+              {"error", json::object{{"name", m.error->name},
+                                     {"data", json::object{{"message", m.error->message}}}}}});
+    }
+    m.completed = now_ms();
+    publish_message(m);
+
+    last.info = m;
+    auto parts = deps_.store->list_parts(m.id);
+    if (parts) last.parts = std::move(*parts);
+    bool called_tools = !step->tools.empty();
+    if (m.error || step->halt || !called_tools) break;
+  }
+  co_return last;
+}
+
+asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {
+  auto executor = co_await asio::this_coro::executor;
+  auto& turn = *step->turn;
+  const std::string& session_id = turn.session.id;
+  auto self = shared_from_this();
+
+  auto on_event = [&](provider::StreamEvent event) {
+    std::visit(
+        [&](auto& e) {
+          using E = std::decay_t<decltype(e)>;
+          if constexpr (std::is_same_v<E, provider::TextDelta> ||
+                        std::is_same_v<E, provider::ReasoningDelta>) {
+            bool reasoning = std::is_same_v<E, provider::ReasoningDelta>;
+            auto& slot = reasoning ? step->reasoning : step->text;
+            if (!slot) {
+              Part p;
+              p.id = ids::make("prt");
+              p.session_id = session_id;
+              p.message_id = step->message.id;
+              p.type = reasoning ? Part::Type::Reasoning : Part::Type::Text;
+              p.start = now_ms();
+              slot = p;
+              publish_part(*slot);
+            }
+            slot->text += e.text;
+            step->emitted = true;
+            deps_.bus->publish("message.part.delta", json::object{{"sessionID", session_id},
+                                                                  {"messageID", step->message.id},
+                                                                  {"partID", slot->id},
+                                                                  {"field", "text"},
+                                                                  {"delta", e.text}});
+          } else if constexpr (std::is_same_v<E, provider::ToolInputStart>) {
+            Part p;
+            p.id = ids::make("prt");
+            p.session_id = session_id;
+            p.message_id = step->message.id;
+            p.type = Part::Type::Tool;
+            p.call_id = e.id;
+            p.tool = e.name;
+            p.state.status = ToolState::Status::Pending;
+            step->tools[e.id] = p;
+            step->tool_order.push_back(e.id);
+            step->emitted = true;
+            publish_part(p);
+          } else if constexpr (std::is_same_v<E, provider::ToolInputDelta>) {
+            if (auto it = step->tools.find(e.id); it != step->tools.end())
+              it->second.state.raw += e.delta;
+          } else if constexpr (std::is_same_v<E, provider::ToolCall>) {
+            step->emitted = true;
+            step->running->add();
+            asio::co_spawn(executor, self->run_tool(step, std::move(e)),
+                           [step](std::exception_ptr ex) {
+                             if (ex) {
+                               try {
+                                 std::rethrow_exception(ex);
+                               } catch (const std::exception& what) {
+                                 log::error("tool call crashed: ", what.what());
+                               }
+                             }
+                           });
+          } else if constexpr (std::is_same_v<E, provider::StepFinish>) {
+            step->finish = std::move(e);
+          } else if constexpr (std::is_same_v<E, provider::StreamError>) {
+            step->error = std::move(e);
+          }
+        },
+        event);
+  };
+
+  asio::steady_timer backoff(executor);
+  for (int attempt = 0;; ++attempt) {
+    step->error.reset();
+    step->finish.reset();
+    co_await step->provider->stream(step->request, on_event, turn.abort);
+    if (!step->error || !step->error->retryable || step->emitted || turn.abort->aborted() ||
+        attempt >= options_.retry_attempts)
+      break;
+    std::chrono::milliseconds delay = std::min<std::chrono::milliseconds>(
+        options_.retry_initial * (1LL << std::min(attempt, 20)), options_.retry_max);
+    set_status(session_id,
+               json::object{{"type", "retry"},
+                            {"attempt", attempt + 1},
+                            {"message", step->error->message},
+                            {"next", static_cast<std::int64_t>(now_ms() + delay.count())}});
+    backoff.expires_after(delay);
+    {
+      AbortSignal::Registration reg(turn.abort, [&backoff, executor] {
+        asio::post(executor, [&backoff] { backoff.cancel(); });
+      });
+      co_await backoff.async_wait(tuple_awaitable);
+    }
+    set_status(session_id, json::object{{"type", "busy"}});
+  }
+
+  // Server tools run concurrently and client calls wait for their clients; the step ends when
+  // every call has its result (design.md decision 7).
+  co_await step->running->wait();
+
+  auto now = now_ms();
+  for (auto* slot : {&step->text, &step->reasoning}) {
+    if (!*slot) continue;
+    (*slot)->end = now;
+    publish_part(**slot);
+  }
+  // A call whose input never finished streaming cannot run: it fails rather than hang.
+  for (const auto& id : step->tool_order) {
+    Part& p = step->tools[id];
+    if (p.state.status != ToolState::Status::Pending) continue;
+    p.state.status = ToolState::Status::Error;
+    p.state.error = turn.abort->aborted() ? "Tool execution aborted"
+                                          : "The model did not finish this tool call";
+    p.state.start = p.state.end = now;
+    publish_part(p);
+  }
+}
+
+asio::awaitable<Result<void>> SessionService::ask(std::shared_ptr<Step> step,
+                                                  const std::string& call_id,
+                                                  tool::PermissionRequest request) {
+  using Channel = asio::experimental::concurrent_channel<void(boost::system::error_code,
+                                                              permission::AskOutcome)>;
+  auto channel = std::make_shared<Channel>(co_await asio::this_coro::executor, 1);
+  Turn& turn = *step->turn;
+  permission::AskParams params;
+  params.session_id = turn.session.id;
+  params.message_id = step->message.id;
+  params.call_id = call_id;
+  params.permission = request.permission;
+  params.patterns = request.patterns;
+  params.always = request.always;
+  params.metadata = request.metadata;
+  auto waiting =
+      deps_.permissions->ask(std::move(params),
+                             {std::cref(turn.agent.permission), std::cref(deps_.config_rules),
+                              std::cref(turn.session_rules)},
+                             [channel](permission::AskOutcome outcome) {
+                               channel->try_send(boost::system::error_code{}, std::move(outcome));
+                             });
+  if (waiting && ++turn.awaiting == 1)
+    set_status(turn.session.id, json::object{{"type", "awaiting-input"}});
+  auto [ec, outcome] = co_await channel->async_receive(tuple_awaitable);
+  if (waiting && --turn.awaiting == 0 && !turn.abort->aborted())
+    set_status(turn.session.id, json::object{{"type", "busy"}});
+  if (ec) co_return make_error(ErrorCode::Internal, "permission channel: " + ec.message());
+  if (!outcome) {
+    if (outcome.error().halts_turn()) step->halt = true;
+    co_return outcome.error().error();
+  }
+  co_return Result<void>{};
+}
+
+asio::awaitable<void> SessionService::run_tool(std::shared_ptr<Step> step,
+                                               provider::ToolCall call) {
+  Turn& turn = *step->turn;
+  const std::string& session_id = turn.session.id;
+  auto& parts = step->tools;
+  if (!parts.count(call.id)) {
+    Part p;
+    p.id = ids::make("prt");
+    p.session_id = session_id;
+    p.message_id = step->message.id;
+    p.type = Part::Type::Tool;
+    p.call_id = call.id;
+    p.tool = call.name;
+    parts[call.id] = p;
+    step->tool_order.push_back(call.id);
+  }
+  // Route what cannot run as asked to the `invalid` tool, whose output tells the model what to fix.
+  std::string tool_name = call.name;
+  json::value input = call.input;
+  tool::ToolPtr tool;
+  std::optional<std::string> invalid_reason;
+  bool client_tool = false;
+  std::vector<std::string> available;
+  for (const auto& t : step->request.tools)
+    available.push_back(t.name);
+  if (!call.input_valid) {
+    invalid_reason = call.input_error;
+  } else if (std::find(available.begin(), available.end(), call.name) == available.end() ||
+             !(tool = deps_.tools->find(call.name, session_id))) {
+    invalid_reason = tool::unknown_tool_error(call.name, available);
+  }
+  json::object args;
+  if (!invalid_reason) {
+    auto prepared = tool::prepare_arguments(*tool, input);
+    if (!prepared)
+      invalid_reason = prepared.error().message;
+    else
+      args = std::move(*prepared);
+  }
+  if (invalid_reason) {
+    tool = deps_.tools->find("invalid", session_id);
+    tool_name = "invalid";
+    args = json::object{{"tool", call.name}, {"error", *invalid_reason}};
+  }
+  auto client_defs = deps_.tools->client_tools()->get_all_tools();
+  auto client_def = client_defs.find(tool_name);
+  client_tool = client_def != client_defs.end();
+
+  Part& part = parts[call.id];
+  part.tool = tool_name;
+  part.state.status = ToolState::Status::Running;
+  part.state.input = args;
+  part.state.start = now_ms();
+  publish_part(part);
+
+  auto finish = [&](Result<tool::ToolResult> result) {
+    Part& p = step->tools[call.id];
+    p.state.end = now_ms();
+    if (turn.abort->aborted() && (!result || p.state.status == ToolState::Status::Running) &&
+        !result) {
+      p.state.status = ToolState::Status::Error;
+      p.state.error = "Tool execution aborted";
+    } else if (!result) {
+      p.state.status = ToolState::Status::Error;
+      p.state.error = result.error().message;
+    } else {
+      auto truncated = tool::truncate_output(std::move(result->output), session_id, tool_name,
+                                             tool::TruncateOptions{options_.data_dir / "truncate"});
+      p.state.status = ToolState::Status::Completed;
+      p.state.output = std::move(truncated.content);
+      p.state.title = result->title;
+      p.state.metadata = std::move(result->metadata);
+      p.state.metadata["truncated"] = truncated.truncated;
+      if (truncated.output_path) p.state.metadata["outputPath"] = truncated.output_path->string();
+      p.state.attachments = std::move(result->attachments);
+    }
+    publish_part(p);
+    step->running->done();
+  };
+
+  if (!tool) {
+    finish(make_error(ErrorCode::Internal, "the invalid tool is not registered"));
+    co_return;
+  }
+  // The third identical call in a row asks before it runs (seed 002's doom loop).
+  turn.calls.push_back({tool_name, json::value(args), false});
+  if (permission::is_doom_loop(turn.calls, tool_name, json::value(args))) {
+    // Named, not braced in the co_await: GCC 12 miscompiles braced temporaries there.
+    tool::PermissionRequest request;
+    request.permission = "doom_loop";
+    request.patterns = {tool_name};
+    request.always = {tool_name};
+    request.metadata = json::object{{"tool", tool_name}, {"input", args}};
+    auto ok = co_await ask(step, call.id, std::move(request));
+    if (!ok) {
+      finish(ok.error());
+      co_return;
+    }
+  }
+  if (client_tool) {
+    tool::PermissionRequest request;
+    request.permission = "client_tools";
+    request.patterns = {tool_name};
+    request.always = {tool_name};
+    request.metadata = json::object{{"tool", tool_name}};
+    auto ok = co_await ask(step, call.id, std::move(request));
+    if (!ok) {
+      finish(ok.error());
+      co_return;
+    }
+  }
+
+  tool::ToolContext ctx;
+  ctx.session_id = session_id;
+  ctx.message_id = step->message.id;
+  ctx.call_id = call.id;
+  ctx.agent = turn.agent.name;
+  ctx.directory = options_.directory;
+  ctx.data_dir = options_.data_dir;
+  ctx.abort = turn.abort;
+  auto self = shared_from_this();
+  ctx.ask = [self, step, call_id = call.id](tool::PermissionRequest r) {
+    return self->ask(step, call_id, std::move(r));
+  };
+  ctx.metadata = [self, step, call_id = call.id](std::optional<std::string> title,
+                                                 json::object meta) {
+    Part& p = step->tools[call_id];
+    if (p.state.status != ToolState::Status::Running) return;
+    if (title) p.state.title = *title;
+    for (auto& [k, v] : meta)
+      p.state.metadata[k] = v;
+    self->publish_part(p, false);
+  };
+  bool interactive = client_tool && client_def->second.interactive;
+  if (interactive && ++turn.awaiting == 1)
+    set_status(session_id, json::object{{"type", "awaiting-input"}});
+  auto result = co_await tool->execute(std::move(args), ctx);
+  if (interactive && --turn.awaiting == 0 && !turn.abort->aborted())
+    set_status(session_id, json::object{{"type", "busy"}});
+  finish(std::move(result));
+}
+
+}  // namespace sb::session

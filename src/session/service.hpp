@@ -1,0 +1,119 @@
+#pragma once
+// SessionService: sessions and their turns. A prompt stores the user message, then runs steps
+// until the model stops calling tools: each step streams the model's answer into an assistant
+// message (text, reasoning and tool parts), runs the tool calls (server tools concurrently,
+// client tools delivered to their clients) and feeds their results to the next step.
+//
+// Every change is stored (SQLite) and published on the bus. Thread-safe; turns run on the
+// executor given at construction.
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "bus/event_bus.hpp"
+#include "permission/service.hpp"
+#include "provider/provider.hpp"
+#include "session/agent.hpp"
+#include "session/store.hpp"
+#include "tool/registry.hpp"
+
+namespace sb::session {
+
+struct ServiceOptions {
+  std::filesystem::path directory;                // the project directory
+  std::filesystem::path data_dir;                 // truncated outputs go to data_dir/truncate
+  int retry_attempts = 4;                         // retry.attempts: tries after the first
+  std::chrono::milliseconds retry_initial{1000};  // retry.initialDelay, doubled per attempt
+  std::chrono::milliseconds retry_max{30000};     // retry.maxDelay
+};
+
+struct ServiceDeps {
+  boost::asio::any_io_executor executor;
+  std::shared_ptr<bus::EventBus> bus;
+  std::shared_ptr<SessionStore> store;
+  provider::ProviderSet providers;
+  std::shared_ptr<tool::ToolRegistry> tools;
+  std::shared_ptr<permission::PermissionService> permissions;
+  permission::Ruleset config_rules;  // "permission" of the config file
+  std::map<std::string, Agent> agents;
+};
+
+struct PromptInput {
+  std::string text;
+  std::optional<std::string> model;  // "PROVIDER/MODEL"
+  std::optional<std::string> agent;
+  std::map<std::string, bool> tools;  // per-prompt tool switches
+};
+
+struct CreateInput {
+  std::string title;
+  json::array permission;  // session rules [{permission, pattern, action}]
+  std::string client_id;
+  std::string parent_id;
+};
+
+class SessionService : public std::enable_shared_from_this<SessionService> {
+ public:
+  static std::shared_ptr<SessionService> create(ServiceDeps deps, ServiceOptions options);
+
+  // Marks turns that a crash interrupted as failed (never left running). Call once at start.
+  Result<std::size_t> recover();
+
+  Result<SessionInfo> create_session(CreateInput input);
+  Result<std::vector<SessionInfo>> list_sessions();
+  Result<SessionInfo> get_session(const std::string& id);
+  Result<void> delete_session(const std::string& id);
+  Result<std::vector<MessageWithParts>> messages(const std::string& session_id);
+
+  // Runs a turn to its end and returns the last assistant message with its parts. Conflict
+  // when the session is already running one.
+  boost::asio::awaitable<Result<MessageWithParts>> prompt(std::string session_id,
+                                                          PromptInput input);
+  // Starts a turn and returns at once.
+  Result<void> prompt_async(std::string session_id, PromptInput input);
+  // Ends the running turn now: tools are cancelled, their parts end in error. False when idle.
+  bool abort(const std::string& session_id, const std::string& reason = "aborted by the user");
+  // {sessionID: {type: "busy" | "retry" | "awaiting-input", ...}} for sessions that are not idle.
+  json::object status() const;
+  // Aborts every turn (server shutdown).
+  void shutdown();
+
+  const provider::ProviderSet& providers() const { return deps_.providers; }
+  const std::map<std::string, Agent>& agents() const { return deps_.agents; }
+  // The tools the model would be offered in this session with this agent (GET /tool).
+  Result<std::vector<tool::ToolPtr>> offered_tools(
+      const std::string& session_id, const std::string& agent,
+      const std::map<std::string, bool>& switches = {});
+
+ private:
+  struct Turn;
+  struct Step;
+  SessionService(ServiceDeps deps, ServiceOptions options);
+
+  Result<std::shared_ptr<Turn>> begin_turn(const std::string& session_id);
+  void end_turn(const std::string& session_id);
+  boost::asio::awaitable<Result<MessageWithParts>> run_turn(std::shared_ptr<Turn> turn,
+                                                            PromptInput input);
+  boost::asio::awaitable<void> run_step(std::shared_ptr<Step> step);
+  boost::asio::awaitable<void> run_tool(std::shared_ptr<Step> step, provider::ToolCall call);
+  boost::asio::awaitable<Result<void>> ask(std::shared_ptr<Step> step, const std::string& call_id,
+                                           tool::PermissionRequest request);
+  void set_status(const std::string& session_id, json::object status);
+  void publish_part(const Part& part, bool store = true);
+  void publish_message(const MessageInfo& info);
+
+  ServiceDeps deps_;
+  ServiceOptions options_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<Turn>> turns_;
+  std::map<std::string, json::object> status_;
+  bool shutting_down_ = false;
+};
+
+}  // namespace sb::session

@@ -1,0 +1,495 @@
+#include "tool/builtin/file_util.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <system_error>
+#include <vector>
+
+namespace sb::tool::fsutil {
+
+namespace fs = std::filesystem;
+
+std::string display_path(const ToolContext& ctx, const fs::path& path) {
+  if (ctx.directory.empty()) return path.string();
+  fs::path rel = path.lexically_normal().lexically_relative(ctx.directory.lexically_normal());
+  if (rel.empty() || *rel.begin() == "..") return path.string();
+  return rel.generic_string();
+}
+
+Result<void> check_not_aborted(const ToolContext& ctx) {
+  if (!ctx.abort || !ctx.abort->aborted()) return {};
+  std::string reason = ctx.abort->reason();
+  return make_error(ErrorCode::Unavailable,
+                    "the tool call was aborted" + (reason.empty() ? "" : ": " + reason));
+}
+
+namespace {
+
+std::string errno_text(int err) {
+  return std::system_category().message(err);
+}
+
+ErrorCode code_for_errno(int err) {
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return ErrorCode::NotFound;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return ErrorCode::Forbidden;
+    default:
+      return ErrorCode::Internal;
+  }
+}
+
+// Closes a descriptor on every path out of a function.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  // Closes now, so that a failing close (NFS, full disk) can be reported.
+  int close() {
+    int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+int write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return 0;
+}
+
+Error write_error(const fs::path& path, int err) {
+  return make_error(code_for_errno(err), "cannot write " + path.string() + ": " + errno_text(err));
+}
+
+// Creates a file that did not exist. O_EXCL so that we never truncate a file that appeared
+// meanwhile; mode 0666 so that the umask decides, as for any new file.
+Result<bool> create_new(const fs::path& path, std::string_view content) {
+  int raw = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (raw < 0) {
+    if (errno == EEXIST) return false;  // lost a race: replace it instead
+    return write_error(path, errno);
+  }
+  Fd fd(raw);
+  int err = write_all(fd.get(), content);
+  if (!err && fd.close() != 0) err = errno;
+  if (err) {
+    ::unlink(path.c_str());
+    return write_error(path, err);
+  }
+  return true;
+}
+
+Result<void> overwrite_in_place(const fs::path& path, std::string_view content) {
+  int raw = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (raw < 0) return write_error(path, errno);
+  Fd fd(raw);
+  int err = write_all(fd.get(), content);
+  if (!err && fd.close() != 0) err = errno;
+  if (err) return write_error(path, err);
+  return {};
+}
+
+}  // namespace
+
+Result<std::string> read_file(const fs::path& path, std::size_t max_bytes) {
+  int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (raw < 0) {
+    int err = errno;
+    if (err == ENOENT || err == ENOTDIR)
+      return make_error(ErrorCode::NotFound, "File not found: " + path.string());
+    return make_error(code_for_errno(err), "cannot read " + path.string() + ": " + errno_text(err));
+  }
+  Fd fd(raw);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0)
+    return make_error(ErrorCode::Internal,
+                      "cannot read " + path.string() + ": " + errno_text(errno));
+  if (S_ISDIR(st.st_mode))
+    return make_error(ErrorCode::InvalidRequest,
+                      "Path is a directory, not a file: " + path.string());
+  // A FIFO or a device would block or never end; only regular files are files here.
+  if (!S_ISREG(st.st_mode))
+    return make_error(ErrorCode::InvalidRequest, "Not a regular file: " + path.string());
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    return make_error(ErrorCode::TooLarge, path.string() + " is too large (" +
+                                               std::to_string(st.st_size) + " bytes; at most " +
+                                               std::to_string(max_bytes) + ")");
+  std::string out;
+  out.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t got = 0;
+  while (true) {
+    if (got == out.size()) out.resize(out.size() + 4096);  // the file grew since fstat
+    ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return make_error(ErrorCode::Internal,
+                        "cannot read " + path.string() + ": " + errno_text(errno));
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+    if (got > max_bytes)
+      return make_error(ErrorCode::TooLarge, path.string() + " is too large (at most " +
+                                                 std::to_string(max_bytes) + " bytes)");
+  }
+  out.resize(got);
+  return out;
+}
+
+Result<void> replace_file(const fs::path& path, std::string_view content) {
+  std::error_code ec;
+  fs::path target = path;
+  // Renaming over a symlink would replace the link with a plain file; write where it points.
+  if (fs::is_symlink(path, ec)) {
+    fs::path resolved = fs::weakly_canonical(path, ec);
+    if (!ec) target = resolved;
+  }
+  fs::path dir = target.parent_path();
+  if (!dir.empty()) {
+    fs::create_directories(dir, ec);
+    if (ec)
+      return make_error(code_for_errno(ec.value()),
+                        "cannot create directory " + dir.string() + ": " + ec.message());
+  }
+
+  struct stat st {};
+  if (::stat(target.c_str(), &st) != 0) {
+    if (errno != ENOENT) return write_error(target, errno);
+    auto created = create_new(target, content);
+    if (!created) return created.error();
+    if (*created) return {};
+    if (::stat(target.c_str(), &st) != 0) return write_error(target, errno);
+  }
+  if (S_ISDIR(st.st_mode))
+    return make_error(ErrorCode::InvalidRequest,
+                      "Path is a directory, not a file: " + target.string());
+  if (!S_ISREG(st.st_mode)) return overwrite_in_place(target, content);
+
+  std::string tmp = (dir / ("." + target.filename().string() + ".sb-XXXXXX")).string();
+  int raw = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (raw < 0) {
+    // A writable file in a directory we may not create files in: write it in place.
+    if (errno == EACCES || errno == EPERM) return overwrite_in_place(target, content);
+    return write_error(target, errno);
+  }
+  Fd fd(raw);
+  int err = write_all(fd.get(), content);
+  if (!err && ::fchmod(fd.get(), st.st_mode & 07777) != 0) err = errno;
+  // Keeps the owner when we are allowed to (running as root); harmless when not.
+  if (!err && ::fchown(fd.get(), st.st_uid, st.st_gid) != 0) err = 0;
+  if (!err && fd.close() != 0) err = errno;
+  if (!err && ::rename(tmp.c_str(), target.c_str()) != 0) err = errno;
+  if (err) {
+    ::unlink(tmp.c_str());
+    return write_error(target, err);
+  }
+  return {};
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence at the start of `s`, or 0 when it is invalid. `*consumed`
+// gets how many bytes form the invalid prefix (at least 1), so that one U+FFFD replaces it.
+std::size_t utf8_sequence(std::string_view s, std::size_t* consumed) {
+  auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  unsigned char c = byte(0);
+  *consumed = 1;
+  if (c < 0x80) return 1;
+  std::size_t len;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;  // overlong
+    if (c == 0xED) hi = 0x9F;  // UTF-16 surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;  // overlong
+    if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  for (std::size_t i = 1; i < len; ++i) {
+    if (i >= s.size()) return 0;
+    unsigned char b = byte(i);
+    if (i == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return 0;
+    *consumed = i + 1;
+  }
+  return len;
+}
+
+}  // namespace
+
+std::string repair_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t i = 0;
+  while (i < text.size()) {
+    // ASCII runs are the common case; copy them without looking at each sequence.
+    std::size_t j = i;
+    while (j < text.size() && static_cast<unsigned char>(text[j]) < 0x80)
+      ++j;
+    out.append(text.substr(i, j - i));
+    i = j;
+    if (i >= text.size()) break;
+    std::size_t consumed = 0;
+    std::size_t len = utf8_sequence(text.substr(i), &consumed);
+    if (len) {
+      out.append(text.substr(i, len));
+      i += len;
+    } else {
+      out.append("\xEF\xBF\xBD");
+      i += consumed;
+    }
+  }
+  return out;
+}
+
+std::size_t count_code_points(std::string_view text) {
+  std::size_t n = 0;
+  for (char c : text)
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++n;
+  return n;
+}
+
+std::string_view first_code_points(std::string_view text, std::size_t n) {
+  std::size_t seen = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
+      if (seen == n) return text.substr(0, i);
+      ++seen;
+    }
+  }
+  return text;
+}
+
+std::mutex& write_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+std::string base64_encode(std::string_view bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  auto at = [&](std::size_t k) {
+    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k]));
+  };
+  for (; i + 3 <= bytes.size(); i += 3) {
+    std::uint32_t v = at(i) << 16 | at(i + 1) << 8 | at(i + 2);
+    out.push_back(kAlphabet[(v >> 18) & 63]);
+    out.push_back(kAlphabet[(v >> 12) & 63]);
+    out.push_back(kAlphabet[(v >> 6) & 63]);
+    out.push_back(kAlphabet[v & 63]);
+  }
+  if (std::size_t rest = bytes.size() - i; rest > 0) {
+    std::uint32_t v = at(i) << 16 | (rest == 2 ? at(i + 1) << 8 : 0);
+    out.push_back(kAlphabet[(v >> 18) & 63]);
+    out.push_back(kAlphabet[(v >> 12) & 63]);
+    out.push_back(rest == 2 ? kAlphabet[(v >> 6) & 63] : '=');
+    out.push_back('=');
+  }
+  return out;
+}
+
+// --- line diff ---------------------------------------------------------------------------------
+
+namespace {
+
+// Each line keeps its '\n' (the last may have none), so that "no newline at end of file" is a
+// difference like any other.
+std::vector<std::string_view> split_lines(std::string_view text) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t nl = text.find('\n', start);
+    std::size_t end = nl == std::string_view::npos ? text.size() : nl + 1;
+    out.push_back(text.substr(start, end - start));
+    start = end;
+  }
+  return out;
+}
+
+enum class Op : std::uint8_t { Equal, Delete, Insert };
+struct Step {
+  Op op;
+  std::size_t a;  // position in the old lines (the line itself for Equal/Delete)
+  std::size_t b;  // position in the new lines (the line itself for Equal/Insert)
+};
+
+using Lines = std::vector<std::string_view>;
+
+// Myers' O(ND) diff of old[a0, a0+n) and new[b0, b0+m), appended to `out`. Gives up (returns
+// false, appends nothing) when more than `max_d` lines differ: the trace grows with D squared.
+bool myers(const Lines& a, std::size_t a0, std::size_t n, const Lines& b, std::size_t b0,
+           std::size_t m, std::ptrdiff_t max_d, std::vector<Step>& out) {
+  using I = std::ptrdiff_t;
+  const I N = static_cast<I>(n), M = static_cast<I>(m), MAX = N + M;
+  if (MAX == 0) return true;
+  const I dmax = std::min(MAX, max_d);
+  const I off = MAX;
+  std::vector<I> v(static_cast<std::size_t>(2 * MAX + 2), 0);
+  std::vector<std::vector<I>> trace;  // trace[d][(k + d) / 2] = furthest x on diagonal k
+  I found = -1;
+  for (I d = 0; d <= dmax && found < 0; ++d) {
+    for (I k = -d; k <= d; k += 2) {
+      I x = (k == -d || (k != d && v[off + k - 1] < v[off + k + 1])) ? v[off + k + 1]
+                                                                     : v[off + k - 1] + 1;
+      I y = x - k;
+      while (x < N && y < M && a[a0 + x] == b[b0 + y])
+        ++x, ++y;
+      v[off + k] = x;
+      if (x >= N && y >= M) {
+        found = d;
+        break;
+      }
+    }
+    std::vector<I> band(static_cast<std::size_t>(d + 1));
+    for (I i = 0; i <= d; ++i)
+      band[i] = v[off - d + 2 * i];
+    trace.push_back(std::move(band));
+  }
+  if (found < 0) return false;
+
+  std::vector<Step> rev;
+  I x = N, y = M;
+  for (I d = found; d > 0; --d) {
+    const auto& prev = trace[d - 1];
+    auto at = [&](I k) { return prev[(k + d - 1) / 2]; };
+    I k = x - y;
+    bool down = k == -d || (k != d && at(k - 1) < at(k + 1));  // down = an inserted line
+    I prev_k = down ? k + 1 : k - 1;
+    I prev_x = at(prev_k), prev_y = prev_x - prev_k;
+    I mid_x = down ? prev_x : prev_x + 1;
+    while (x > mid_x) {
+      --x, --y;
+      rev.push_back({Op::Equal, a0 + x, b0 + y});
+    }
+    rev.push_back({down ? Op::Insert : Op::Delete, a0 + prev_x, b0 + prev_y});
+    x = prev_x, y = prev_y;
+  }
+  while (x > 0) {
+    --x, --y;
+    rev.push_back({Op::Equal, a0 + x, b0 + y});
+  }
+  out.insert(out.end(), rev.rbegin(), rev.rend());
+  return true;
+}
+
+void append_line(std::string& out, char prefix, std::string_view line) {
+  out.push_back(prefix);
+  if (!line.empty() && line.back() == '\n') {
+    out.append(line);
+  } else {
+    out.append(line);
+    out.append("\n\\ No newline at end of file\n");
+  }
+}
+
+}  // namespace
+
+LineDiff unified_diff(std::string_view path, std::string_view before, std::string_view after,
+                      std::size_t context) {
+  LineDiff result;
+  if (before == after) return result;
+  Lines a = split_lines(before), b = split_lines(after);
+
+  // Edits are local: strip what is common at both ends so that Myers only sees the middle.
+  std::size_t prefix = 0;
+  while (prefix < a.size() && prefix < b.size() && a[prefix] == b[prefix])
+    ++prefix;
+  std::size_t suffix = 0;
+  while (suffix < a.size() - prefix && suffix < b.size() - prefix &&
+         a[a.size() - 1 - suffix] == b[b.size() - 1 - suffix])
+    ++suffix;
+
+  std::vector<Step> steps;
+  steps.reserve(a.size() + b.size());
+  for (std::size_t i = 0; i < prefix; ++i)
+    steps.push_back({Op::Equal, i, i});
+  std::size_t n = a.size() - prefix - suffix, m = b.size() - prefix - suffix;
+  if (!myers(a, prefix, n, b, prefix, m, 1000, steps)) {
+    for (std::size_t i = 0; i < n; ++i)
+      steps.push_back({Op::Delete, prefix + i, prefix});
+    for (std::size_t j = 0; j < m; ++j)
+      steps.push_back({Op::Insert, prefix + n, prefix + j});
+  }
+  for (std::size_t i = 0; i < suffix; ++i)
+    steps.push_back({Op::Equal, a.size() - suffix + i, b.size() - suffix + i});
+
+  for (const Step& s : steps) {
+    if (s.op == Op::Insert) ++result.additions;
+    if (s.op == Op::Delete) ++result.deletions;
+  }
+
+  std::string& out = result.patch;
+  out += "--- " + std::string(path) + "\n+++ " + std::string(path) + "\n";
+  std::size_t i = 0;
+  while (i < steps.size()) {
+    while (i < steps.size() && steps[i].op == Op::Equal)
+      ++i;
+    if (i == steps.size()) break;
+    std::size_t start = i >= context ? i - context : 0;
+    std::size_t end = i;
+    // Changes separated by at most 2 * context unchanged lines share a hunk, as diff -u does.
+    while (true) {
+      while (end < steps.size() && steps[end].op != Op::Equal)
+        ++end;
+      std::size_t eq = end;
+      while (eq < steps.size() && steps[eq].op == Op::Equal)
+        ++eq;
+      if (eq < steps.size() && eq - end <= 2 * context) {
+        end = eq;
+        continue;
+      }
+      break;
+    }
+    std::size_t stop = std::min(steps.size(), end + context);
+    std::size_t old_len = 0, new_len = 0;
+    for (std::size_t k = start; k < stop; ++k) {
+      if (steps[k].op != Op::Insert) ++old_len;
+      if (steps[k].op != Op::Delete) ++new_len;
+    }
+    // An empty range names the line before it, as in diff -u ("@@ -0,0 +1,2 @@").
+    std::size_t old_start = steps[start].a + (old_len ? 1 : 0);
+    std::size_t new_start = steps[start].b + (new_len ? 1 : 0);
+    out += "@@ -" + std::to_string(old_start) + "," + std::to_string(old_len) + " +" +
+           std::to_string(new_start) + "," + std::to_string(new_len) + " @@\n";
+    for (std::size_t k = start; k < stop; ++k) {
+      const Step& s = steps[k];
+      if (s.op == Op::Equal) append_line(out, ' ', a[s.a]);
+      if (s.op == Op::Delete) append_line(out, '-', a[s.a]);
+      if (s.op == Op::Insert) append_line(out, '+', b[s.b]);
+    }
+    i = stop;
+  }
+  return result;
+}
+
+}  // namespace sb::tool::fsutil

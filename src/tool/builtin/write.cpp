@@ -1,0 +1,133 @@
+#include "tool/builtin/write.hpp"
+
+#include "tool/builtin/file_util.hpp"
+#include "tool/paths.hpp"
+
+namespace sb::tool {
+
+namespace {
+
+namespace fs = std::filesystem;
+using boost::asio::awaitable;
+
+constexpr std::string_view kDescription =
+    R"txt(Writes a file to the local filesystem, replacing it when it exists.
+
+Usage:
+- filePath should be an absolute path. A relative path is taken from the project directory. Missing parent directories are created.
+- An existing file is replaced as a whole by content. Read it first, so that you know what you are replacing.
+- To change part of an existing file, use the edit tool instead. Use write for new files and for complete rewrites.
+- Do not create documentation files (*.md, README) unless the user asks for them.
+- Do not put emojis in files unless the user asks for them.)txt";
+
+constexpr std::string_view kSchema = R"json({
+  "type": "object",
+  "properties": {
+    "filePath": {"type": "string",
+                 "description": "The absolute path to the file to write (created if missing)"},
+    "content": {"type": "string", "description": "The content to write to the file"}
+  },
+  "required": ["filePath", "content"]
+})json";
+
+// The diff shown to the person deciding; skipped for files too large or unreadable to diff.
+constexpr std::size_t kMaxDiffBytes = 1u << 20;
+
+struct Plan {
+  bool exists = false;
+  std::string diff;
+};
+
+// What the write will change, checked before asking anyone.
+Result<Plan> plan_write(const fs::path& path, const std::string& shown,
+                        const std::string& content) {
+  Plan plan;
+  std::error_code ec;
+  auto status = fs::status(path, ec);
+  plan.exists = fs::exists(status);
+  if (fs::is_directory(status))
+    return make_error(ErrorCode::InvalidRequest,
+                      "Cannot write " + path.string() + ": it is a directory, not a file");
+  // A FIFO or a device is not a file to replace.
+  if (plan.exists && !fs::is_regular_file(status))
+    return make_error(ErrorCode::InvalidRequest,
+                      "Cannot write " + path.string() + ": it is not a regular file");
+  std::string before;
+  if (plan.exists) {
+    // Only for the diff: a file we cannot read (too large, write-only) is still replaced.
+    auto old = fsutil::read_file(path, kMaxDiffBytes);
+    if (!old) return plan;
+    before = std::move(*old);
+  }
+  // The old file may not be valid UTF-8 (Latin-1, binary); the diff goes out as JSON text.
+  if (content.size() <= kMaxDiffBytes)
+    plan.diff = fsutil::repair_utf8(fsutil::unified_diff(shown, before, content).patch);
+  return plan;
+}
+
+class WriteTool final : public BasicTool {
+ public:
+  explicit WriteTool(std::shared_ptr<bus::EventBus> bus)
+      : BasicTool("write", std::string(kDescription), kSchema), bus_(std::move(bus)) {}
+
+  awaitable<Result<ToolResult>> execute(json::object args, ToolContext& ctx) override {
+    auto file_path = get_string(args, "filePath");
+    if (!file_path) co_return file_path.error();
+    if (!*file_path || (*file_path)->empty())
+      co_return make_error(ErrorCode::InvalidRequest, "filePath is required");
+    auto content = get_string(args, "content");
+    if (!content) co_return content.error();
+    if (!*content)
+      co_return make_error(ErrorCode::InvalidRequest,
+                           "content is required (use \"\" for an empty file)");
+
+    auto path = co_await resolve_path(ctx, **file_path);
+    if (!path) co_return path.error();
+    std::string shown = fsutil::display_path(ctx, *path);
+    auto plan = plan_write(*path, shown, **content);
+    if (!plan) co_return plan.error();
+
+    if (auto allowed = co_await ctx.request_permission(permission_for(*path, shown, *plan));
+        !allowed)
+      co_return allowed.error();
+    if (auto live = fsutil::check_not_aborted(ctx); !live) co_return live.error();
+
+    co_return finish(*path, shown, **content, plan->exists);
+  }
+
+ private:
+  static PermissionRequest permission_for(const fs::path& path, const std::string& shown,
+                                          const Plan& plan) {
+    PermissionRequest req;
+    req.permission = "edit";
+    req.patterns = {shown};
+    req.always = {"*"};
+    req.metadata = {{"filepath", path.string()}, {"exists", plan.exists}, {"diff", plan.diff}};
+    return req;
+  }
+
+  Result<ToolResult> finish(const fs::path& path, const std::string& shown,
+                            const std::string& content, bool existed) {
+    {
+      std::lock_guard lock(fsutil::write_mutex());
+      if (auto written = fsutil::replace_file(path, content); !written) return written.error();
+    }
+    if (bus_) bus_->publish("file.edited", {{"file", path.string()}});
+    ToolResult result;
+    result.title = shown;
+    result.output = existed ? "Wrote file successfully (replaced the existing file)."
+                            : "Wrote file successfully (created a new file).";
+    result.metadata = {{"filepath", path.string()}, {"exists", existed}};
+    return result;
+  }
+
+  std::shared_ptr<bus::EventBus> bus_;
+};
+
+}  // namespace
+
+ToolPtr make_write_tool(std::shared_ptr<bus::EventBus> bus) {
+  return std::make_shared<WriteTool>(std::move(bus));
+}
+
+}  // namespace sb::tool

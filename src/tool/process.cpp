@@ -1,0 +1,738 @@
+#include "tool/process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <mutex>
+#include <system_error>
+
+#include "util/log.hpp"
+
+extern char** environ;
+
+namespace sb::tool {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string errno_text(int err) {
+  return std::system_category().message(err);
+}
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) reset(other.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// A pipe whose ends are close-on-exec and numbered 3 or above. A server started with stdin
+// closed can get fd 0 from pipe2(); dup2(0, 0) in the child would then keep close-on-exec set
+// and the child would start without its stdin.
+Result<std::pair<UniqueFd, UniqueFd>> make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return make_error(ErrorCode::Internal, "cannot create a pipe: " + errno_text(errno));
+  std::array<UniqueFd, 2> ends{UniqueFd(fds[0]), UniqueFd(fds[1])};
+  for (auto& end : ends) {
+    if (end.get() >= 3) continue;
+    int moved = ::fcntl(end.get(), F_DUPFD_CLOEXEC, 3);
+    if (moved < 0)
+      return make_error(ErrorCode::Internal, "cannot create a pipe: " + errno_text(errno));
+    end.reset(moved);
+  }
+  return std::pair{std::move(ends[0]), std::move(ends[1])};
+}
+
+// Writing to a pipe whose reader is gone raises SIGPIPE, which kills the server unless it
+// ignores the signal (it does not, and a library should not change that). The signal raised by
+// write() is sent to the calling thread, so blocking it around the call and consuming it if it
+// became pending keeps it local to this write.
+ssize_t write_without_sigpipe(int fd, const char* data, std::size_t size) {
+  sigset_t pipe_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigset_t pending;
+  sigpending(&pending);
+  bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+  sigset_t old_mask;
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
+  ssize_t written = ::write(fd, data, size);
+  int err = errno;
+  if (written < 0 && err == EPIPE && !was_pending) {
+    timespec zero{0, 0};
+    while (sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  errno = err;
+  return written;
+}
+
+bool is_executable_file(const fs::path& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::vector<std::string> build_env(const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::vector<std::string> env;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    std::string_view text(*entry);
+    std::string_view name = text.substr(0, text.find('='));
+    bool replaced =
+        std::any_of(extra.begin(), extra.end(), [&](const auto& kv) { return kv.first == name; });
+    if (!replaced) env.emplace_back(text);
+  }
+  for (const auto& [name, value] : extra)
+    env.push_back(name + "=" + value);
+  return env;
+}
+
+std::string search_path_of(const ProcessOptions& o) {
+  for (const auto& [name, value] : o.env)
+    if (name == "PATH") return value;
+  const char* path = std::getenv("PATH");
+  return path ? path : "/usr/local/bin:/usr/bin:/bin";
+}
+
+// posix_spawn rather than fork: it does not copy the server's page tables (vfork semantics), is
+// safe in a multi-threaded process, and reports exec failures as its return value.
+Result<pid_t> spawn_child(const fs::path& exe, const ProcessOptions& o, int stdin_fd, int out_fd,
+                          int err_fd) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  struct Cleanup {
+    posix_spawn_file_actions_t* actions;
+    posix_spawnattr_t* attr;
+    ~Cleanup() {
+      posix_spawn_file_actions_destroy(actions);
+      posix_spawnattr_destroy(attr);
+    }
+  } cleanup{&actions, &attr};
+
+  if (stdin_fd >= 0)
+    posix_spawn_file_actions_adddup2(&actions, stdin_fd, 0);
+  else
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
+  // The server has sockets, the database and other children's pipes open; not all of them are
+  // guaranteed to be close-on-exec (third-party code), so close everything above stderr.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  if (!o.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, o.cwd.c_str());
+
+  // Own process group (pgid = pid) so that a timeout or abort can signal the command and
+  // everything it started. Signals the server ignores or blocks would be inherited: reset them,
+  // or `yes | head` (SIGPIPE) and Ctrl-C-style stops (SIGINT, SIGTERM) misbehave in the child.
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t empty;
+  sigemptyset(&empty);
+  posix_spawnattr_setsigmask(&attr, &empty);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int sig : {SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU,
+                  SIGXFSZ, SIGXCPU, SIGUSR1, SIGUSR2, SIGALRM})
+    sigaddset(&defaults, sig);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+
+  std::vector<std::string> env = build_env(o.env);
+  std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
+  for (auto& e : env)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = o.argv;
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, exe.c_str(), &actions, &attr, argv.data(), envp.data());
+  if (rc != 0) {
+    std::string what = o.argv[0];
+    if (rc == EACCES) return make_error(ErrorCode::Forbidden, "permission denied: " + what);
+    if (rc == ENOEXEC)
+      return make_error(ErrorCode::InvalidRequest, "cannot execute " + what + ": not a program");
+    if (rc == ENOENT)
+      return make_error(ErrorCode::NotFound, "cannot start " + what + ": " + errno_text(rc));
+    return make_error(ErrorCode::Internal, "cannot start " + what + ": " + errno_text(rc));
+  }
+  return pid;
+}
+
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+enum class StopReason { None, Timeout, Abort };
+
+// Carries an abort from whichever thread fires it to the child's strand. AbortSignal runs and
+// then destroys its callbacks outside its lock, possibly after the run has ended and its
+// io_context is gone; so the callback holds only this bridge, and the bridge lets go of the
+// executor (a strand, whose destruction touches the io_context) when the run ends.
+class AbortBridge {
+ public:
+  AbortBridge(asio::any_io_executor ex, std::function<void()> action)
+      : ex_(std::move(ex)), action_(std::move(action)) {}
+
+  void fire() {
+    std::lock_guard lock(mutex_);
+    if (ex_) asio::post(*ex_, action_);
+  }
+  void detach() {
+    std::lock_guard lock(mutex_);
+    ex_.reset();
+    action_ = nullptr;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::optional<asio::any_io_executor> ex_;
+  std::function<void()> action_;
+};
+
+// One running child and everything that watches it. All members are used on one strand only:
+// handlers run there, and the abort callback (which may fire on any thread) posts to it.
+// Handlers keep the object alive through shared_from_this(); after finish() they do nothing.
+class ChildProcess : public std::enable_shared_from_this<ChildProcess> {
+ public:
+  ChildProcess(asio::any_io_executor ex, ProcessOptions options, pid_t pid)
+      : ex_(ex),
+        o_(std::move(options)),
+        pid_(pid),
+        out_(ex),
+        err_(ex),
+        stdin_(ex),
+        pidfd_(ex),
+        wake_(ex),
+        deadline_(ex),
+        kill_timer_(ex),
+        drain_timer_(ex),
+        poll_timer_(ex),
+        flush_timer_(ex) {}
+
+  ~ChildProcess() {
+    // Reached without finish() only when the coroutine was destroyed mid-run (io_context torn
+    // down): the child must not outlive us unreaped.
+    if (abort_bridge_) abort_bridge_->detach();
+    if (!reaped_) {
+      ::kill(-pid_, SIGKILL);
+      int status;
+      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+
+  void start(UniqueFd out, UniqueFd err, UniqueFd in) {
+    out_.pipe.assign(out.release());
+    out_.capture = &result_.output;
+    read(out_);
+    if (err) {
+      err_.pipe.assign(err.release());
+      err_.capture = &result_.error_output;
+      read(err_);
+    }
+    if (in) {
+      // Our end only: the child's read end is a separate open file description and stays
+      // blocking.
+      ::fcntl(in.get(), F_SETFL, ::fcntl(in.get(), F_GETFL) | O_NONBLOCK);
+      stdin_.assign(in.release());
+      write_stdin();
+    }
+    int pidfd = o_.use_pidfd ? open_pidfd(pid_) : -1;
+    if (pidfd >= 0) {
+      ::fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+      pidfd_.assign(pidfd);
+    } else if (o_.use_pidfd) {
+      log::debug("pidfd_open failed (", errno_text(errno), "): polling for the exit of ", pid_);
+    }
+    wait_exit();
+    if (o_.timeout.count() > 0) {
+      deadline_.expires_after(o_.timeout);
+      deadline_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+        if (!ec && !self->finished_) self->stop(StopReason::Timeout);
+      });
+    }
+    if (o_.abort) {
+      std::weak_ptr<ChildProcess> weak = shared_from_this();
+      abort_bridge_ = std::make_shared<AbortBridge>(ex_, [weak] {
+        if (auto self = weak.lock()) self->stop(StopReason::Abort);
+      });
+      abort_registration_.emplace(o_.abort, [bridge = abort_bridge_] { bridge->fire(); });
+    }
+  }
+
+  // The child has exited and its output has ended (or been given up on).
+  bool done() const { return exited_ && !out_.pipe.is_open() && !err_.pipe.is_open(); }
+
+  asio::steady_timer& wake() { return wake_; }
+
+  void stop(StopReason reason) {
+    if (finished_) return;
+    if (exited_) {
+      // Only background processes are left, holding the pipes: stop waiting for them.
+      close_pipes();
+      notify();
+      return;
+    }
+    if (stop_reason_ != StopReason::None) return;
+    stop_reason_ = reason;
+    ::kill(-pid_, SIGTERM);
+    kill_timer_.expires_after(o_.kill_grace);
+    kill_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      // The leader is not reaped before finish(), so the group id cannot have been reused.
+      if (!ec && !self->finished_) ::kill(-self->pid_, SIGKILL);
+    });
+  }
+
+  ProcessResult finish() {
+    finished_ = true;
+    flush_output();
+    for (auto* timer : {&deadline_, &kill_timer_, &drain_timer_, &poll_timer_, &flush_timer_})
+      timer->cancel();
+    close_pipes();
+    boost::system::error_code ignored;
+    stdin_.close(ignored);
+    pidfd_.close(ignored);
+    abort_registration_.reset();
+    if (abort_bridge_) abort_bridge_->detach();
+    // After a timeout or abort, whatever of the group outlived SIGTERM goes now (a grandchild
+    // that ignores SIGTERM would otherwise run on unsupervised).
+    if (stop_reason_ != StopReason::None) ::kill(-pid_, SIGKILL);
+    int status = 0;
+    pid_t r;
+    while ((r = ::waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+    if (r == pid_) {
+      if (WIFEXITED(status)) result_.exit_code = WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) result_.signal = WTERMSIG(status);
+    }
+    result_.pid = pid_;
+    result_.timed_out = stop_reason_ == StopReason::Timeout;
+    result_.aborted = stop_reason_ == StopReason::Abort;
+    return std::move(result_);
+  }
+
+ private:
+  struct Pipe {
+    explicit Pipe(const asio::any_io_executor& ex) : pipe(ex) {}
+    asio::posix::stream_descriptor pipe;
+    std::string* capture = nullptr;
+    std::array<char, 64 * 1024> buffer;
+  };
+
+  void notify() { wake_.cancel(); }
+
+  void read(Pipe& p) {
+    p.pipe.async_read_some(
+        asio::buffer(p.buffer),
+        [self = shared_from_this(), &p](boost::system::error_code ec, std::size_t n) {
+          if (self->finished_) return;
+          if (n > 0) self->on_data(p, n);
+          if (ec) {
+            boost::system::error_code ignored;
+            p.pipe.close(ignored);
+            self->notify();
+            return;
+          }
+          if (p.pipe.is_open()) self->read(p);
+        });
+  }
+
+  void on_data(Pipe& p, std::size_t n) {
+    std::string_view chunk(p.buffer.data(), n);
+    result_.output_bytes += n;
+    std::string& capture = *p.capture;
+    std::size_t room = o_.max_output - std::min(capture.size(), o_.max_output);
+    capture.append(chunk.substr(0, room));
+    deliver(chunk);
+    if (n > room) {
+      result_.truncated = true;
+      if (o_.stop_at_cap) {
+        boost::system::error_code ignored;
+        p.pipe.close(ignored);
+        notify();
+      }
+    }
+  }
+
+  void deliver(std::string_view chunk) {
+    if (!o_.on_output) return;
+    if (o_.output_interval.count() <= 0) {
+      call_on_output(chunk);
+      return;
+    }
+    pending_output_.append(chunk);
+    auto now = Clock::now();
+    if (now - last_flush_ >= o_.output_interval || pending_output_.size() >= kMaxPendingOutput) {
+      flush_output();
+      return;
+    }
+    if (flush_armed_) return;
+    flush_armed_ = true;
+    flush_timer_.expires_at(last_flush_ + o_.output_interval);
+    flush_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      self->flush_armed_ = false;
+      if (!ec && !self->finished_) self->flush_output();
+    });
+  }
+
+  void flush_output() {
+    if (pending_output_.empty()) return;
+    std::string chunk;
+    chunk.swap(pending_output_);
+    last_flush_ = Clock::now();
+    call_on_output(chunk);
+  }
+
+  void call_on_output(std::string_view chunk) {
+    // An exception here would escape through io_context::run() and take the server down.
+    try {
+      o_.on_output(chunk);
+    } catch (const std::exception& e) {
+      log::warn("process output callback threw: ", e.what());
+    } catch (...) {
+      log::warn("process output callback threw");
+    }
+  }
+
+  void write_stdin() {
+    const std::string& text = *o_.stdin_text;
+    while (stdin_written_ < text.size()) {
+      std::size_t n = std::min<std::size_t>(text.size() - stdin_written_, 64 * 1024);
+      ssize_t w = write_without_sigpipe(stdin_.native_handle(), text.data() + stdin_written_, n);
+      if (w > 0) {
+        stdin_written_ += static_cast<std::size_t>(w);
+        continue;
+      }
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        stdin_.async_wait(asio::posix::descriptor_base::wait_write,
+                          [self = shared_from_this()](boost::system::error_code ec) {
+                            if (ec || self->finished_) return;
+                            self->write_stdin();
+                          });
+        return;
+      }
+      break;  // EPIPE: the child stopped reading; not our error to report
+    }
+    boost::system::error_code ignored;
+    stdin_.close(ignored);  // end of input
+  }
+
+  void wait_exit() {
+    if (!pidfd_.is_open()) {
+      poll_exit();
+      return;
+    }
+    pidfd_.async_wait(asio::posix::descriptor_base::wait_read,
+                      [self = shared_from_this()](boost::system::error_code ec) {
+                        if (self->finished_ || ec == asio::error::operation_aborted) return;
+                        if (ec) {
+                          boost::system::error_code ignored;
+                          self->pidfd_.close(ignored);
+                          self->poll_exit();
+                          return;
+                        }
+                        if (self->check_exited())
+                          self->on_exited();
+                        else
+                          self->wait_exit();
+                      });
+  }
+
+  // Without a pidfd: look every few milliseconds, backing off to 100 ms.
+  void poll_exit() {
+    if (check_exited()) {
+      on_exited();
+      return;
+    }
+    poll_interval_ = std::min(poll_interval_ * 2, std::chrono::milliseconds(100));
+    poll_timer_.expires_after(poll_interval_);
+    poll_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec && !self->finished_) self->poll_exit();
+    });
+  }
+
+  // WNOWAIT: the zombie is kept until finish() so that the process group id stays reserved
+  // while we may still signal the group.
+  bool check_exited() {
+    siginfo_t info{};
+    int r = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (r == 0 && info.si_pid == pid_) return true;
+    if (r < 0 && errno == ECHILD) return true;  // someone else reaped it (SIGCHLD ignored)
+    return false;
+  }
+
+  void on_exited() {
+    exited_ = true;
+    deadline_.cancel();
+    boost::system::error_code ignored;
+    pidfd_.close(ignored);
+    if (out_.pipe.is_open() || err_.pipe.is_open()) {
+      drain_timer_.expires_after(o_.drain_grace);
+      drain_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+        if (ec || self->finished_) return;
+        self->close_pipes();
+        self->notify();
+      });
+    }
+    notify();
+  }
+
+  void close_pipes() {
+    boost::system::error_code ignored;
+    out_.pipe.close(ignored);
+    err_.pipe.close(ignored);
+  }
+
+  static constexpr std::size_t kMaxPendingOutput = 1024 * 1024;
+
+  asio::any_io_executor ex_;
+  ProcessOptions o_;
+  pid_t pid_;
+  ProcessResult result_;
+  Pipe out_;
+  Pipe err_;
+  asio::posix::stream_descriptor stdin_;
+  std::size_t stdin_written_ = 0;
+  asio::posix::stream_descriptor pidfd_;
+  asio::steady_timer wake_;
+  asio::steady_timer deadline_;
+  asio::steady_timer kill_timer_;
+  asio::steady_timer drain_timer_;
+  asio::steady_timer poll_timer_;
+  std::chrono::milliseconds poll_interval_{1};
+  asio::steady_timer flush_timer_;
+  bool flush_armed_ = false;
+  std::string pending_output_;
+  Clock::time_point last_flush_{};
+  std::shared_ptr<AbortBridge> abort_bridge_;
+  std::optional<AbortSignal::Registration> abort_registration_;
+  StopReason stop_reason_ = StopReason::None;
+  bool exited_ = false;
+  bool finished_ = false;
+  bool reaped_ = false;
+};
+
+asio::awaitable<Result<ProcessResult>> run_on_strand(ProcessOptions o) {
+  // Cancellation is handled below (it becomes an abort); it must not throw out of a co_await
+  // while a child runs.
+  co_await asio::this_coro::throw_if_cancelled(false);
+  auto ex = co_await asio::this_coro::executor;
+  auto started = Clock::now();
+
+  if (o.argv.empty() || o.argv[0].empty())
+    co_return make_error(ErrorCode::InvalidRequest, "no command given");
+  if (o.abort && o.abort->aborted()) {
+    ProcessResult r;
+    r.aborted = true;
+    co_return r;
+  }
+  if (!o.cwd.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(o.cwd, ec))
+      co_return make_error(ErrorCode::InvalidRequest,
+                           "working directory " + o.cwd.string() +
+                               (fs::exists(o.cwd, ec) ? " is not a directory" : " does not exist"));
+  }
+  const std::string& name = o.argv[0];
+  auto exe = find_executable(name, search_path_of(o), o.cwd);
+  if (!exe) {
+    if (name.find('/') == std::string::npos)
+      co_return make_error(ErrorCode::NotFound, "command not found: " + name);
+    fs::path p = fs::path(name).is_absolute() || o.cwd.empty() ? fs::path(name) : o.cwd / name;
+    std::error_code ec;
+    if (fs::exists(p, ec)) co_return make_error(ErrorCode::Forbidden, "permission denied: " + name);
+    co_return make_error(ErrorCode::NotFound, "no such file: " + name);
+  }
+
+  auto out = make_pipe();
+  if (!out) co_return out.error();
+  std::optional<std::pair<UniqueFd, UniqueFd>> err;
+  if (o.mode == OutputMode::Separate) {
+    auto p = make_pipe();
+    if (!p) co_return p.error();
+    err = std::move(*p);
+  }
+  std::optional<std::pair<UniqueFd, UniqueFd>> in;
+  if (o.stdin_text) {
+    auto p = make_pipe();
+    if (!p) co_return p.error();
+    in = std::move(*p);
+  }
+  int out_write = out->second.get();
+  auto pid = spawn_child(*exe, o, in ? in->first.get() : -1, out_write,
+                         err ? err->second.get() : out_write);
+  if (!pid) co_return pid.error();
+  // The child has its copies; ours must go so that end of output is seen.
+  out->second.reset();
+  if (err) err->second.reset();
+  if (in) in->first.reset();
+
+  auto child = std::make_shared<ChildProcess>(ex, std::move(o), *pid);
+  child->start(std::move(out->first), err ? std::move(err->first) : UniqueFd(),
+               in ? std::move(in->second) : UniqueFd());
+  bool cancellation_seen = false;
+  while (!child->done()) {
+    child->wake().expires_at(Clock::time_point::max());
+    co_await child->wake().async_wait(asio::as_tuple(asio::use_awaitable));
+    if (!cancellation_seen) {
+      asio::cancellation_state state = co_await asio::this_coro::cancellation_state;
+      if (state.cancelled() != asio::cancellation_type::none) {
+        cancellation_seen = true;
+        child->stop(StopReason::Abort);
+      }
+    }
+  }
+  ProcessResult result = child->finish();
+  result.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+  co_return result;
+}
+
+}  // namespace
+
+asio::awaitable<Result<ProcessResult>> run_process(ProcessOptions options) {
+  auto ex = co_await asio::this_coro::executor;
+  co_return co_await asio::co_spawn(asio::make_strand(ex), run_on_strand(std::move(options)),
+                                    asio::use_awaitable);
+}
+
+std::optional<fs::path> find_executable(std::string_view name, std::string_view search_path,
+                                        const fs::path& cwd) {
+  if (name.empty()) return std::nullopt;
+  auto anchored = [&](const fs::path& p) { return p.is_absolute() || cwd.empty() ? p : cwd / p; };
+  if (name.find('/') != std::string_view::npos) {
+    fs::path p = anchored(fs::path(name));
+    if (is_executable_file(p)) return p;
+    return std::nullopt;
+  }
+  std::size_t start = 0;
+  while (start <= search_path.size()) {
+    std::size_t end = search_path.find(':', start);
+    if (end == std::string_view::npos) end = search_path.size();
+    std::string_view dir = search_path.substr(start, end - start);
+    fs::path candidate = anchored(dir.empty() ? fs::path(".") : fs::path(dir)) / name;
+    if (is_executable_file(candidate)) return candidate;
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<fs::path> find_executable(std::string_view name) {
+  const char* path = std::getenv("PATH");
+  return find_executable(name, path ? path : "/usr/local/bin:/usr/bin:/bin");
+}
+
+std::string valid_utf8(std::string_view s) {
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    if (c >= 0xC2 && c <= 0xDF)
+      len = 2;
+    else if (c >= 0xE0 && c <= 0xEF)
+      len = 3;
+    else if (c >= 0xF0 && c <= 0xF4)
+      len = 4;
+    if (len == 0) {
+      out.append(kReplacement);
+      ++i;
+      continue;
+    }
+    // Checks continuation bytes, including the narrower second-byte ranges that exclude
+    // overlong forms, surrogates and code points above U+10FFFF.
+    std::size_t j = 1;
+    for (; j < len && i + j < s.size(); ++j) {
+      auto d = static_cast<unsigned char>(s[i + j]);
+      unsigned char lo = 0x80, hi = 0xBF;
+      if (j == 1) {
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+      }
+      if (d < lo || d > hi) break;
+    }
+    if (j == len) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out.append(kReplacement);  // one replacement for the maximal invalid prefix
+      i += j;
+    }
+  }
+  return out;
+}
+
+std::string signal_name(int signal) {
+  if (const char* abbrev = ::sigabbrev_np(signal)) return std::string("SIG") + abbrev;
+  return "signal " + std::to_string(signal);
+}
+
+}  // namespace sb::tool

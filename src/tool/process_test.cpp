@@ -1,0 +1,557 @@
+#include "tool/process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace sb {
+inline void PrintTo(ErrorCode code, std::ostream* os) {
+  *os << error_code_name(code);
+}
+}  // namespace sb
+
+namespace sb::tool {
+namespace {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// Drives one coroutine to its end on a fresh io_context and returns its value.
+template <class T>
+T run_io(asio::awaitable<T> task) {
+  asio::io_context io;
+  std::optional<T> value;
+  std::exception_ptr error;
+  asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, T v) {
+    error = e;
+    if (!e) value.emplace(std::move(v));
+  });
+  io.run();
+  if (error) std::rethrow_exception(error);
+  return std::move(*value);
+}
+
+ProcessResult run_ok(ProcessOptions options) {
+  auto r = run_io(run_process(std::move(options)));
+  if (!r) ADD_FAILURE() << "run_process failed: " << r.error().message;
+  return r ? std::move(*r) : ProcessResult{};
+}
+
+ProcessOptions sh(std::string script) {
+  ProcessOptions o;
+  o.argv = {"/bin/sh", "-c", std::move(script)};
+  return o;
+}
+
+// True when this process has no child at all, running or zombie: nothing was left behind.
+bool no_children() {
+  siginfo_t info{};
+  return ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
+}
+
+// Whether `pid` is still running (a zombie, waiting for its new parent to reap it, is not).
+bool running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  std::string line;
+  std::getline(stat, line);
+  auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  char state = line[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+// Waits up to 2 s for `pid` to stop running (it may be a grandchild that init reaps later).
+bool stops_running(pid_t pid) {
+  for (int i = 0; i < 200 && running(pid); ++i)
+    std::this_thread::sleep_for(10ms);
+  return !running(pid);
+}
+
+std::vector<pid_t> pids_in(const std::string& text) {
+  std::vector<pid_t> out;
+  std::istringstream in(text);
+  long v;
+  while (in >> v)
+    out.push_back(static_cast<pid_t>(v));
+  return out;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (fs::temp_directory_path() / "sb_process_XXXXXX").string();
+    path_ = ::mkdtemp(templ.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+TEST(Process, ExitCodeZeroAndOutput) {
+  auto r = run_ok(sh("echo hello"));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_FALSE(r.signal);
+  EXPECT_EQ(r.output, "hello\n");
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_FALSE(r.aborted);
+  EXPECT_FALSE(r.truncated);
+  EXPECT_EQ(r.output_bytes, 6u);
+  EXPECT_GT(r.pid, 0);
+  EXPECT_TRUE(no_children());
+}
+
+TEST(Process, NonZeroExitCode) {
+  auto r = run_ok(sh("echo failing >&2; exit 3"));
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.output, "failing\n");
+}
+
+TEST(Process, KilledBySignalReportsTheSignal) {
+  auto r = run_ok(sh("kill -9 $$"));
+  EXPECT_FALSE(r.exit_code);
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_EQ(signal_name(SIGKILL), "SIGKILL");
+}
+
+TEST(Process, MergedModeKeepsTheOrderTheChildWrote) {
+  auto r = run_ok(sh("echo out1; echo err1 >&2; echo out2; echo err2 >&2; echo out3"));
+  EXPECT_EQ(r.output, "out1\nerr1\nout2\nerr2\nout3\n");
+  EXPECT_EQ(r.error_output, "");
+}
+
+TEST(Process, SeparateModeSplitsTheStreams) {
+  auto o = sh("echo out1; echo err1 >&2; echo out2");
+  o.mode = OutputMode::Separate;
+  auto r = run_ok(std::move(o));
+  EXPECT_EQ(r.output, "out1\nout2\n");
+  EXPECT_EQ(r.error_output, "err1\n");
+  EXPECT_EQ(r.output_bytes, 15u);
+}
+
+TEST(Process, RunsAProgramWithoutAShell) {
+  ProcessOptions o;
+  o.argv = {"printf", "%s|%s", "a b", "$HOME;"};  // no word splitting, no expansion
+  auto r = run_ok(std::move(o));
+  EXPECT_EQ(r.output, "a b|$HOME;");
+}
+
+TEST(Process, StdinIsWrittenThenClosed) {
+  ProcessOptions o;
+  o.argv = {"cat"};
+  o.stdin_text = "line one\nline two\n";
+  auto r = run_ok(std::move(o));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output, "line one\nline two\n");
+}
+
+TEST(Process, LargeStdinAndOutputFlowTogether) {
+  // Bigger than both pipe buffers: writing must not wait for reading or the other way round.
+  std::string input;
+  for (int i = 0; i < 100000; ++i)
+    input += "line " + std::to_string(i) + "\n";
+  ProcessOptions o;
+  o.argv = {"cat"};
+  o.stdin_text = input;
+  auto r = run_ok(std::move(o));
+  EXPECT_EQ(r.output.size(), input.size());
+  EXPECT_TRUE(r.output == input);
+}
+
+TEST(Process, StdinIgnoredByTheChildDoesNotRaiseSigpipe) {
+  // `true` exits without reading; our write then fails with EPIPE. Were SIGPIPE raised, this
+  // test binary would die.
+  ProcessOptions o;
+  o.argv = {"true"};
+  o.stdin_text = std::string(4 * 1024 * 1024, 'x');
+  auto r = run_ok(std::move(o));
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST(Process, WithoutStdinTextStdinIsEmpty) {
+  ProcessOptions o;
+  o.argv = {"cat"};
+  auto r = run_ok(std::move(o));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.output, "");
+}
+
+TEST(Process, ExtraEnvironmentAddsAndReplaces) {
+  ::setenv("SB_PROCESS_TEST_KEEP", "kept", 1);
+  ::setenv("SB_PROCESS_TEST_REPLACE", "old", 1);
+  auto o = sh("echo $SB_PROCESS_TEST_KEEP $SB_PROCESS_TEST_REPLACE $SB_PROCESS_TEST_NEW");
+  o.env = {{"SB_PROCESS_TEST_REPLACE", "new"}, {"SB_PROCESS_TEST_NEW", "added"}};
+  auto r = run_ok(std::move(o));
+  EXPECT_EQ(r.output, "kept new added\n");
+}
+
+TEST(Process, PathFromTheExtraEnvironmentIsUsedForLookup) {
+  ProcessOptions o;
+  o.argv = {"sh", "-c", "true"};
+  o.env = {{"PATH", "/nonexistent-dir"}};
+  auto r = run_io(run_process(std::move(o)));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::NotFound);
+  EXPECT_EQ(r.error().message, "command not found: sh");
+}
+
+TEST(Process, WorkingDirectory) {
+  TempDir dir;
+  auto o = sh("pwd");
+  o.cwd = dir.path();
+  auto r = run_ok(std::move(o));
+  EXPECT_EQ(r.output, fs::canonical(dir.path()).string() + "\n");
+}
+
+TEST(Process, MissingWorkingDirectoryIsAnError) {
+  auto o = sh("pwd");
+  o.cwd = "/nonexistent/sb-dir";
+  auto r = run_io(run_process(std::move(o)));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::InvalidRequest);
+  EXPECT_NE(r.error().message.find("does not exist"), std::string::npos) << r.error().message;
+}
+
+TEST(Process, CommandNotFound) {
+  ProcessOptions o;
+  o.argv = {"sb-no-such-command-xyz"};
+  auto r = run_io(run_process(std::move(o)));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::NotFound);
+  EXPECT_EQ(r.error().message, "command not found: sb-no-such-command-xyz");
+  EXPECT_TRUE(no_children());
+}
+
+TEST(Process, MissingPathAndNotExecutable) {
+  ProcessOptions o;
+  o.argv = {"/nonexistent/prog"};
+  auto r = run_io(run_process(o));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "no such file: /nonexistent/prog");
+
+  TempDir dir;
+  std::ofstream(dir.path() / "script.sh") << "#!/bin/sh\necho hi\n";
+  o.argv = {(dir.path() / "script.sh").string()};
+  r = run_io(run_process(o));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::Forbidden);
+  EXPECT_NE(r.error().message.find("permission denied"), std::string::npos);
+
+  fs::permissions(dir.path() / "script.sh", fs::perms::owner_exec, fs::perm_options::add);
+  o.argv = {"./script.sh"};  // relative to the working directory
+  o.cwd = dir.path();
+  auto ok = run_ok(o);
+  EXPECT_EQ(ok.output, "hi\n");
+}
+
+TEST(Process, EmptyArgvIsAnError) {
+  auto r = run_io(run_process(ProcessOptions{}));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::InvalidRequest);
+}
+
+TEST(Process, ChildLeadsItsOwnProcessGroup) {
+  auto r = run_ok(sh("echo $$; ps -o pgid= -p $$ 2>/dev/null || cut -d' ' -f5 /proc/$$/stat"));
+  auto ids = pids_in(r.output);
+  ASSERT_EQ(ids.size(), 2u) << r.output;
+  EXPECT_EQ(ids[0], ids[1]);
+  EXPECT_EQ(ids[0], r.pid);
+  EXPECT_NE(ids[1], ::getpgrp());
+}
+
+TEST(Process, ServerFileDescriptorsAreNotInherited) {
+  // A descriptor opened without O_CLOEXEC, as careless third-party code might.
+  int fd = ::open("/dev/null", O_RDONLY);
+  ASSERT_GE(fd, 0);
+  int high = ::dup2(fd, 77);
+  ASSERT_EQ(high, 77);
+  ::close(fd);
+  auto r = run_ok(sh("ls /proc/$$/fd"));
+  ::close(high);
+  auto fds = pids_in(r.output);
+  EXPECT_EQ(std::count(fds.begin(), fds.end(), 77), 0) << r.output;
+  EXPECT_LE(fds.size(), 4u) << r.output;  // 0, 1, 2 and ls's own directory handle
+}
+
+TEST(Process, TimeoutKillsTheWholeGroupAndLeavesNoZombie) {
+  // The shell starts a background sleep (a grandchild) and waits on a second one.
+  auto o = sh("sleep 100 & echo $!; sleep 100");
+  o.timeout = 300ms;
+  auto start = std::chrono::steady_clock::now();
+  auto r = run_ok(std::move(o));
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_FALSE(r.aborted);
+  EXPECT_FALSE(r.exit_code);
+  EXPECT_EQ(r.signal, SIGTERM);
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 5s);
+  auto ids = pids_in(r.output);
+  ASSERT_EQ(ids.size(), 1u) << r.output;
+  EXPECT_TRUE(stops_running(ids[0])) << "the background sleep survived";
+  EXPECT_TRUE(no_children());
+}
+
+TEST(Process, SigkillAfterTheGraceWhenSigtermIsIgnored) {
+  auto o = sh("trap '' TERM; sleep 100 & echo $!; while :; do sleep 1; done");
+  o.timeout = 200ms;
+  o.kill_grace = 300ms;
+  auto start = std::chrono::steady_clock::now();
+  auto r = run_ok(std::move(o));
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_GE(took, 500ms);
+  EXPECT_LT(took, 5s);
+  auto ids = pids_in(r.output);
+  ASSERT_EQ(ids.size(), 1u) << r.output;
+  EXPECT_TRUE(stops_running(ids[0])) << "the grandchild that ignores SIGTERM survived";
+  EXPECT_TRUE(no_children());
+}
+
+TEST(Process, AbortFromAnotherThreadStopsTheChild) {
+  auto o = sh("echo started; sleep 100");
+  o.abort = AbortSignal::create();
+  std::thread aborter([signal = o.abort] {
+    std::this_thread::sleep_for(200ms);
+    signal->abort("user stop");
+  });
+  auto start = std::chrono::steady_clock::now();
+  auto r = run_ok(std::move(o));
+  aborter.join();
+  EXPECT_TRUE(r.aborted);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.signal, SIGTERM);
+  EXPECT_EQ(r.output, "started\n");  // what came before the abort is kept
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_TRUE(no_children());
+}
+
+TEST(Process, AbortCallbackOutlivingTheRunIsHarmless) {
+  // AbortSignal::abort() runs its callbacks, then destroys them, on the aborting thread. Here a
+  // later callback holds abort() up while the run ends and its io_context is destroyed; the
+  // run's own callback is destroyed only afterwards and must not touch the dead io_context
+  // (ASan reports a use-after-free if it holds the strand).
+  auto signal = AbortSignal::create();
+  auto o = sh("sleep 100");
+  o.abort = signal;
+  std::thread aborter;
+  {
+    asio::io_context io;
+    std::optional<Result<ProcessResult>> result;
+    asio::co_spawn(io, run_process(o),
+                   [&](std::exception_ptr, Result<ProcessResult> r) { result = std::move(r); });
+    io.run_for(100ms);  // the child runs and the run's abort callback is registered
+    signal->on_abort([] { std::this_thread::sleep_for(300ms); });
+    aborter = std::thread([signal] { signal->abort("stop"); });
+    io.run();
+    ASSERT_TRUE(result && *result);
+    EXPECT_TRUE((*result)->aborted);
+  }
+  aborter.join();
+  EXPECT_TRUE(no_children());
+}
+
+TEST(Process, AlreadyAbortedDoesNotStartAnything) {
+  TempDir dir;
+  auto o = sh("touch ran");
+  o.cwd = dir.path();
+  o.abort = AbortSignal::create();
+  o.abort->abort("stop");
+  auto r = run_ok(std::move(o));
+  EXPECT_TRUE(r.aborted);
+  EXPECT_FALSE(r.exit_code);
+  EXPECT_FALSE(fs::exists(dir.path() / "ran"));
+}
+
+asio::awaitable<Result<ProcessResult>> race_with_timer(ProcessOptions o,
+                                                       std::chrono::milliseconds after,
+                                                       bool* timer_won) {
+  using namespace asio::experimental::awaitable_operators;
+  asio::steady_timer timer(co_await asio::this_coro::executor, after);
+  auto outcome = co_await (run_process(std::move(o)) || timer.async_wait(asio::use_awaitable));
+  *timer_won = outcome.index() == 1;
+  co_return make_error(ErrorCode::Timeout, "timer won");
+}
+
+TEST(Process, CancellingTheAwaiterStopsAndReapsTheChild) {
+  bool timer_won = false;
+  auto start = std::chrono::steady_clock::now();
+  auto r = run_io(race_with_timer(sh("sleep 100 & sleep 100"), 200ms, &timer_won));
+  EXPECT_TRUE(timer_won);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_TRUE(no_children());
+}
+
+TEST(Process, DestroyingTheIoContextMidRunReapsTheChild) {
+  {
+    asio::io_context io;
+    asio::co_spawn(io, run_process(sh("sleep 100")), asio::detached);
+    io.run_for(200ms);
+    EXPECT_FALSE(no_children());  // it is running now
+  }
+  EXPECT_TRUE(no_children());
+}
+
+TEST(Process, OutputCapKeepsTheHeadAndCountsTheRest) {
+  auto o = sh("head -c 100000 /dev/zero | tr '\\0' a; echo done >&2");
+  o.max_output = 1000;
+  auto r = run_ok(std::move(o));
+  EXPECT_EQ(r.exit_code, 0);  // drained to the end: the child finished normally
+  EXPECT_TRUE(r.truncated);
+  EXPECT_EQ(r.output, std::string(1000, 'a'));
+  EXPECT_EQ(r.output_bytes, 100005u);
+}
+
+TEST(Process, StopAtCapClosesThePipe) {
+  ProcessOptions o;
+  o.argv = {"yes"};  // endless output
+  o.max_output = 10000;
+  o.stop_at_cap = true;
+  o.timeout = 10s;
+  auto r = run_ok(std::move(o));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_TRUE(r.truncated);
+  EXPECT_EQ(r.output.size(), 10000u);
+  EXPECT_EQ(r.signal, SIGPIPE);
+}
+
+TEST(Process, OutputCallbackSeesEverythingInOrder) {
+  auto o = sh("for i in 1 2 3 4 5; do echo line $i; echo err $i >&2; done");
+  std::string streamed;
+  o.on_output = [&](std::string_view chunk) { streamed.append(chunk); };
+  auto r = run_ok(std::move(o));
+  EXPECT_EQ(streamed, r.output);
+  EXPECT_EQ(streamed.substr(0, 14), "line 1\nerr 1\nl");
+}
+
+TEST(Process, OutputCallbackIsCoalescedButComplete) {
+  auto o = sh("for i in $(seq 1 50); do echo $i; sleep 0.01; done");
+  std::vector<std::string> chunks;
+  o.on_output = [&](std::string_view chunk) { chunks.emplace_back(chunk); };
+  o.output_interval = 200ms;
+  auto r = run_ok(std::move(o));
+  std::string all;
+  for (auto& c : chunks)
+    all += c;
+  EXPECT_EQ(all, r.output);
+  // About 0.5 s of output at most every 200 ms: a handful of calls, not 50.
+  EXPECT_LE(chunks.size(), 6u);
+  EXPECT_GE(chunks.size(), 2u);
+}
+
+TEST(Process, OutputCallbackArrivesWhileTheChildStillRuns) {
+  auto o = sh("echo early; sleep 0.5; echo late");
+  std::chrono::steady_clock::time_point first_chunk;
+  auto start = std::chrono::steady_clock::now();
+  o.on_output = [&](std::string_view) {
+    if (first_chunk == std::chrono::steady_clock::time_point{})
+      first_chunk = std::chrono::steady_clock::now();
+  };
+  o.output_interval = 100ms;
+  auto r = run_ok(std::move(o));
+  EXPECT_EQ(r.output, "early\nlate\n");
+  EXPECT_LT(first_chunk - start, 400ms);
+}
+
+TEST(Process, BackgroundProcessHoldingThePipeDoesNotHoldTheResult) {
+  // The shell exits at once, but its background child keeps stdout open for 30 s.
+  auto o = sh("sleep 30 & echo $!; echo done");
+  o.drain_grace = 200ms;
+  auto start = std::chrono::steady_clock::now();
+  auto r = run_ok(std::move(o));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_EQ(r.exit_code, 0);
+  auto ids = pids_in(r.output);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_NE(r.output.find("done\n"), std::string::npos);
+  ::kill(ids[0], SIGKILL);  // tidy up: it was deliberately left running
+  EXPECT_TRUE(no_children());
+}
+
+TEST(Process, PollingFallbackWithoutPidfd) {
+  auto o = sh("echo polled; exit 4");
+  o.use_pidfd = false;
+  auto r = run_ok(o);
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_EQ(r.output, "polled\n");
+
+  o = sh("sleep 100 & echo $!; sleep 100");
+  o.use_pidfd = false;
+  o.timeout = 200ms;
+  auto start = std::chrono::steady_clock::now();
+  r = run_ok(o);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_TRUE(r.timed_out);
+  auto ids = pids_in(r.output);
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_TRUE(stops_running(ids[0]));
+  EXPECT_TRUE(no_children());
+}
+
+TEST(Process, ManyRunsInParallelOnOneContext) {
+  asio::io_context io;
+  int finished = 0;
+  for (int i = 0; i < 20; ++i) {
+    asio::co_spawn(io, run_process(sh("echo " + std::to_string(i))),
+                   [&, i](std::exception_ptr e, Result<ProcessResult> r) {
+                     ASSERT_FALSE(e);
+                     ASSERT_TRUE(r);
+                     EXPECT_EQ(r->output, std::to_string(i) + "\n");
+                     ++finished;
+                   });
+  }
+  io.run();
+  EXPECT_EQ(finished, 20);
+  EXPECT_TRUE(no_children());
+}
+
+TEST(Process, FindExecutable) {
+  auto sh_path = find_executable("sh", "/nonexistent:/bin:/usr/bin");
+  ASSERT_TRUE(sh_path);
+  EXPECT_EQ(sh_path->filename(), "sh");
+  EXPECT_FALSE(find_executable("sh", "/nonexistent"));
+  EXPECT_FALSE(find_executable("", "/bin"));
+  EXPECT_TRUE(find_executable("/bin/sh", ""));
+  EXPECT_FALSE(find_executable("/etc/passwd", ""));  // not executable
+  EXPECT_FALSE(find_executable("/bin", ""));         // a directory
+}
+
+TEST(Process, ValidUtf8) {
+  EXPECT_EQ(valid_utf8("plain"), "plain");
+  EXPECT_EQ(valid_utf8("h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80"),
+            "h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80");
+  EXPECT_EQ(valid_utf8("a\xFF"
+                       "b"),
+            "a\xEF\xBF\xBD"
+            "b");
+  EXPECT_EQ(valid_utf8("cut \xE2\x82"), "cut \xEF\xBF\xBD");      // truncated sequence
+  EXPECT_EQ(valid_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
+  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  EXPECT_EQ(valid_utf8(std::string_view("a\0b", 3)), std::string("a\0b", 3));
+}
+
+}  // namespace
+}  // namespace sb::tool

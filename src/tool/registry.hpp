@@ -1,0 +1,57 @@
+#pragma once
+// ToolRegistry (seed 004): built-in tools in their fixed order, then custom tools, then the
+// client tools of the session. On an id collision the earlier tool wins. Thread-safe.
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "clienttool/registry.hpp"
+#include "tool/tool.hpp"
+
+namespace sb::tool {
+
+struct RegistryOptions {
+  bool batch_tool = false;  // experimental.batch_tool
+};
+
+class ToolRegistry {
+ public:
+  ToolRegistry(std::shared_ptr<clienttool::ClientToolRegistry> client_tools,
+               RegistryOptions options)
+      : client_tools_(std::move(client_tools)), options_(options) {}
+
+  // Built-in tools, in seed 004's order; called at start-up.
+  void add_builtin(ToolPtr tool);
+  // Custom and plugin tools; a tool with an existing custom id replaces it.
+  void register_tool(ToolPtr tool);
+
+  // Ids of the built-in and custom tools, in order, without duplicates.
+  std::vector<std::string> ids() const;
+  // What the model is offered in `session_id` with `provider_id`: built-ins, custom tools, then
+  // the client tools registered for that session (or for every session).
+  std::vector<ToolPtr> tools(const std::string& provider_id, const std::string& session_id) const;
+  // One tool by id, as tools() would offer it; nullptr when unknown.
+  ToolPtr find(const std::string& id, const std::string& session_id) const;
+
+  const RegistryOptions& options() const { return options_; }
+  const std::shared_ptr<clienttool::ClientToolRegistry>& client_tools() const {
+    return client_tools_;
+  }
+
+ private:
+  std::vector<ToolPtr> server_tools() const;
+
+  std::shared_ptr<clienttool::ClientToolRegistry> client_tools_;
+  RegistryOptions options_;
+  mutable std::mutex mutex_;
+  std::vector<ToolPtr> builtin_;
+  std::vector<ToolPtr> custom_;
+};
+
+// A client tool as the session processor runs it: a call goes through the ClientToolRegistry
+// to the client and waits for its result; an abort cancels it there (the client gets a cancel).
+ToolPtr make_client_tool(std::shared_ptr<clienttool::ClientToolRegistry> registry,
+                         clienttool::ToolDefinition definition);
+
+}  // namespace sb::tool

@@ -1,0 +1,97 @@
+#pragma once
+// The tool interface of seed 002: an id, a description, a JSON Schema for the input, and
+// execute(args, ctx) -> {title, output, metadata, attachments}. Built-in tools, custom tools and
+// client tools all implement it; the session processor runs them.
+//
+// A tool's execute() is a coroutine on the server's io_context. It must not block the thread
+// for long: file I/O on small files is fine, subprocesses go through tool/process.hpp.
+#include <boost/asio/awaitable.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "util/abort.hpp"
+#include "util/error.hpp"
+#include "util/json.hpp"
+
+namespace sb::tool {
+
+struct ToolResult {
+  std::string title;
+  std::string output;
+  json::object metadata;
+  json::array attachments;  // file parts: {type: "file", mime, url, filename}
+};
+
+// What a tool asks the permission system (seed 002's ctx.ask).
+struct PermissionRequest {
+  std::string permission;             // "bash", "edit", "read", "external_directory", ...
+  std::vector<std::string> patterns;  // what exactly: a command, a path
+  std::vector<std::string> always;    // patterns that "always" would allow from now on
+  json::object metadata;              // shown to the person deciding
+};
+
+struct ToolContext {
+  std::string session_id;
+  std::string message_id;
+  std::string call_id;
+  std::string agent;
+  std::filesystem::path directory;  // the project directory; relative paths resolve here
+  std::filesystem::path data_dir;   // the server's data directory
+  std::shared_ptr<AbortSignal> abort = AbortSignal::create();
+
+  // Resolves when allowed; an error (Forbidden, with a message for the model) when denied or
+  // rejected. Unset means "allow everything" (tests).
+  std::function<boost::asio::awaitable<Result<void>>(PermissionRequest)> ask;
+  // Progress while running: a new title and/or metadata for the tool part.
+  std::function<void(std::optional<std::string> title, json::object metadata)> metadata;
+
+  boost::asio::awaitable<Result<void>> request_permission(PermissionRequest request) {
+    if (!ask) co_return Result<void>{};
+    co_return co_await ask(std::move(request));
+  }
+  void report(std::optional<std::string> title, json::object meta) {
+    if (metadata) metadata(std::move(title), std::move(meta));
+  }
+};
+
+class Tool {
+ public:
+  virtual ~Tool() = default;
+  virtual const std::string& id() const = 0;
+  virtual const std::string& description() const = 0;
+  virtual const json::object& parameters() const = 0;  // JSON Schema of the input object
+  // Errors are values: Result::error().message is what the model sees.
+  virtual boost::asio::awaitable<Result<ToolResult>> execute(json::object args,
+                                                             ToolContext& ctx) = 0;
+};
+
+using ToolPtr = std::shared_ptr<Tool>;
+
+// Base for tools whose id, description and schema are fixed at construction.
+class BasicTool : public Tool {
+ public:
+  // `schema_json` is the parameters schema as JSON text; it must parse (a programming error
+  // otherwise, so it throws).
+  BasicTool(std::string id, std::string description, std::string_view schema_json)
+      : id_(std::move(id)), description_(std::move(description)) {
+    auto doc = parse_json(schema_json);
+    if (!doc || !doc->is_object()) throw std::logic_error("bad schema for tool " + id_);
+    parameters_ = std::move(doc->get_object());
+  }
+  const std::string& id() const override { return id_; }
+  const std::string& description() const override { return description_; }
+  const json::object& parameters() const override { return parameters_; }
+
+ private:
+  std::string id_;
+  std::string description_;
+  json::object parameters_;
+};
+
+}  // namespace sb::tool
