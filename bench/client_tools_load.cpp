@@ -13,7 +13,10 @@
 //  * memory     N idle clients (each with one registered tool) per transport, on a fresh server:
 //               the growth of the server's VmRSS per client.
 //
-// Every network operation has a timeout; every execute must answer 200 with the echoed text.
+// Every network operation has a timeout (--op-timeout), except a client's wait for its next
+// request, which lasts as long as its scenario; teardown closes every client within 10 s, and
+// --max-runtime kills the run if anything else hangs. Every execute must answer 200 with the
+// echoed text; any error is counted and reported.
 // Prints markdown tables on stdout, progress on stderr. Exit status 0 only when there was no
 // error at all.
 #include <boost/asio.hpp>
@@ -257,8 +260,13 @@ std::string read_text(const fs::path& path) {
 
 const long kTicksPerSecond = ::sysconf(_SC_CLK_TCK);
 
-// utime + stime of a process, in clock ticks.
-std::uint64_t process_cpu_ticks(pid_t pid) {
+struct CpuTicks {
+  std::uint64_t user = 0, system = 0;
+  std::uint64_t total() const { return user + system; }
+};
+
+// utime and stime of a process, in clock ticks.
+CpuTicks process_cpu(pid_t pid) {
   std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
   auto paren = stat.rfind(')');
   if (paren == std::string::npos) throw Fatal("cannot read /proc/" + std::to_string(pid) + "/stat");
@@ -268,9 +276,13 @@ std::uint64_t process_cpu_ticks(pid_t pid) {
   std::string skip;
   for (int i = 0; i < 11; ++i)
     fields >> skip;
-  std::uint64_t utime = 0, stime = 0;
-  fields >> utime >> stime;
-  return utime + stime;
+  CpuTicks t;
+  fields >> t.user >> t.system;
+  return t;
+}
+
+std::uint64_t process_cpu_ticks(pid_t pid) {
+  return process_cpu(pid).total();
 }
 
 // Busy ticks (everything but idle and iowait, steal included) over all CPUs, from /proc/stat.
@@ -729,7 +741,9 @@ class WsClient : public Client {
               {"result",
                json::object{{"status", "success"}, {"title", "echo"}, {"output", *echo}}}});
           buffer_.consume(buffer_.size());
+          beast::get_lowest_layer(ws_).expires_after(ctx_.opt.op_timeout);
           auto [wec, wn] = co_await ws_.async_write(asio::buffer(reply_), tuple_awaitable);
+          beast::get_lowest_layer(ws_).expires_never();
           if (wec) {
             problem("WebSocket write: " + wec.message());
             co_return;
@@ -1155,6 +1169,7 @@ struct Measurement {
   double per_second = 0;
   double p50_us = 0, p99_us = 0, max_us = 0;
   double server_cpu_us = 0;  // server CPU per execution
+  double server_sys_us = 0;  // of which in the kernel
   double server_util = 0;    // server CPU / wall time (1.0 = one core)
   double bench_cpu_us = 0;   // this program's CPU per execution
   double other_load = 0;     // other processes (and steal), as a fraction of all CPUs
@@ -1189,13 +1204,15 @@ asio::awaitable<Measurement> measure(Ctx& ctx, pid_t server,
 
   co_await sleep_until(window_start);
   auto t0 = Clock::now();
-  auto server0 = process_cpu_ticks(server);
+  auto server_cpu0 = process_cpu(server);
+  auto server0 = server_cpu0.total();
   auto self0 = self_cpu_us();
   auto self_ticks0 = process_cpu_ticks(::getpid());
   auto busy0 = system_busy_ticks();
   co_await sleep_until(run.stop_at);
   auto t1 = Clock::now();
-  auto server1 = process_cpu_ticks(server);
+  auto server_cpu1 = process_cpu(server);
+  auto server1 = server_cpu1.total();
   auto self1 = self_cpu_us();
   auto self_ticks1 = process_cpu_ticks(::getpid());
   auto busy1 = system_busy_ticks();
@@ -1220,6 +1237,8 @@ asio::awaitable<Measurement> measure(Ctx& ctx, pid_t server,
   double server_us = static_cast<double>(server1 - server0) * tick_us;
   if (m.executions > 0) {
     m.server_cpu_us = server_us / static_cast<double>(m.executions);
+    m.server_sys_us = static_cast<double>(server_cpu1.system - server_cpu0.system) * tick_us /
+                      static_cast<double>(m.executions);
     m.bench_cpu_us = static_cast<double>(self1 - self0) / static_cast<double>(m.executions);
   }
   m.server_util = server_us / 1e6 / m.window_s;
@@ -1429,32 +1448,32 @@ void print_report(const Options& opt, const Results& r) {
   if (!r.baseline.empty()) {
     std::cout << "### Baseline: bare Beast echo server (1 client, same run)\n\n"
               << "| transport | round trips/s | p50 µs | p99 µs | echo server CPU µs/round trip |"
-                 " errors |\n"
-              << "|---|---:|---:|---:|---:|---:|\n";
+                 " of which kernel µs | errors |\n"
+              << "|---|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& b : r.baseline)
       std::cout << "| " << b.transport << " | " << fmt_int(b.m.per_second) << " | "
                 << fmt(b.m.p50_us) << " | " << fmt(b.m.p99_us) << " | " << fmt(b.m.server_cpu_us)
-                << " | " << b.errors << " |\n";
+                << " | " << fmt(b.m.server_sys_us) << " | " << b.errors << " |\n";
     std::cout << "\n";
   }
   if (!r.latency.empty()) {
     std::cout << "### Executions: POST /client-tools/execute round trips\n\n"
               << "| transport | clients | executions | exec/s | p50 µs | p99 µs | max µs |"
-                 " server CPU µs/exec | server CPU % | bench CPU µs/exec | other load % |"
-                 " errors |\n"
-              << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+                 " server CPU µs/exec | of which kernel µs | server CPU % | bench CPU µs/exec |"
+                 " other load % | errors |\n"
+              << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& l : r.latency) {
       if (!l.completed) {
-        std::cout << "| " << l.transport << " | " << l.clients << " | failed | | | | | | | | | "
+        std::cout << "| " << l.transport << " | " << l.clients << " | failed | | | | | | | | | | "
                   << l.errors << " |\n";
         continue;
       }
       std::cout << "| " << l.transport << " | " << l.clients << " | " << fmt_int(l.m.executions)
                 << " | " << fmt_int(l.m.per_second) << " | " << fmt(l.m.p50_us) << " | "
                 << fmt(l.m.p99_us) << " | " << fmt_int(l.m.max_us) << " | "
-                << fmt(l.m.server_cpu_us) << " | " << fmt(l.m.server_util * 100, 0) << " | "
-                << fmt(l.m.bench_cpu_us) << " | " << fmt(l.m.other_load * 100, 0) << " | "
-                << l.errors << " |\n";
+                << fmt(l.m.server_cpu_us) << " | " << fmt(l.m.server_sys_us) << " | "
+                << fmt(l.m.server_util * 100, 0) << " | " << fmt(l.m.bench_cpu_us) << " | "
+                << fmt(l.m.other_load * 100, 0) << " | " << l.errors << " |\n";
     }
     std::cout << "\n";
   }

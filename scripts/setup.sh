@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build pkg-config ccache git
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
-  libvalijson-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev
+  libvalijson-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev libxml2-dev
   ripgrep procps
 )
 

@@ -8,14 +8,19 @@
 #include "session/service.hpp"
 #include "session/store.hpp"
 #include "tool/builtin/bash.hpp"
+#include "tool/builtin/batch.hpp"
 #include "tool/builtin/edit.hpp"
 #include "tool/builtin/glob.hpp"
 #include "tool/builtin/grep.hpp"
 #include "tool/builtin/invalid.hpp"
 #include "tool/builtin/list.hpp"
+#include "tool/builtin/question.hpp"
 #include "tool/builtin/read.hpp"
+#include "tool/builtin/task.hpp"
 #include "tool/builtin/todo.hpp"
+#include "tool/builtin/webfetch.hpp"
 #include "tool/builtin/write.hpp"
+#include "tool/custom.hpp"
 
 namespace sb::app {
 
@@ -69,11 +74,13 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   state->registry = clienttool::ClientToolRegistry::create(io.get_executor(), state->bus, options);
   state->permissions =
       permission::PermissionService::create(io.get_executor(), state->bus, permission_options);
+  state->questions = std::make_shared<question::QuestionService>(state->bus);
 
   // Built-in tools in seed 004's order.
   auto tools = std::make_shared<tool::ToolRegistry>(state->registry, tool::RegistryOptions{batch});
   auto todos = std::make_shared<tool::InMemoryTodoStore>();
   tools->add_builtin(tool::make_invalid_tool());
+  tools->add_builtin(tool::make_question_tool(state->questions));
   tools->add_builtin(tool::make_bash_tool());
   tools->add_builtin(tool::make_read_tool());
   tools->add_builtin(tool::make_glob_tool());
@@ -81,8 +88,31 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   tools->add_builtin(tool::make_list_tool());
   tools->add_builtin(tool::make_edit_tool(state->bus));
   tools->add_builtin(tool::make_write_tool(state->bus));
+  // The task tool runs sub-sessions through the session service, which is created below and
+  // owns the tool registry: the runner holds it weakly.
+  auto service_slot = std::make_shared<std::weak_ptr<session::SessionService>>();
+  std::map<std::string, std::string> agent_list;
+  for (const auto& [name, agent] : *agents)
+    agent_list[name] = agent.description;
+  tools->add_builtin(tool::make_task_tool(
+      [service_slot](tool::TaskRequest req) -> boost::asio::awaitable<Result<tool::TaskOutcome>> {
+        auto service = service_slot->lock();
+        if (!service) co_return make_error(ErrorCode::Unavailable, "the server is shutting down");
+        co_return co_await service->run_subtask(std::move(req));
+      },
+      agent_list));
+  tools->add_builtin(tool::make_webfetch_tool());
   tools->add_builtin(tool::make_todowrite_tool(todos, state->bus));
   tools->add_builtin(tool::make_todoread_tool(todos));
+  tools->add_builtin(tool::make_batch_tool(tools));  // offered only with experimental.batch_tool
+  // Custom tools last (seed 004). Describing them blocks start-up for at most a few seconds.
+  std::string home = env("HOME");
+  std::filesystem::path user_config;
+  if (!home.empty()) user_config = std::filesystem::path(home) / ".config" / "switchboard";
+  auto custom =
+      tool::load_custom_tools_sync(tool::custom_tool_directories(user_config, paths.directory));
+  for (auto& t : custom.tools)
+    tools->register_tool(std::move(t));
   state->tools = tools;
 
   session::ServiceDeps deps;
@@ -92,6 +122,7 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   deps.providers = std::move(*providers);
   deps.tools = tools;
   deps.permissions = state->permissions;
+  deps.questions = state->questions;
   deps.config_rules = std::move(config_rules);
   deps.agents = std::move(*agents);
   session::ServiceOptions service_options;
@@ -115,7 +146,10 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   out.notes.push_back("default model: " + deps.providers.default_model);
   out.notes.push_back("data directory: " + paths.data_dir.string());
   out.notes.push_back("project directory: " + paths.directory.string());
+  for (const auto& w : custom.warnings)
+    out.notes.push_back("custom tools: " + w);
   state->sessions = session::SessionService::create(std::move(deps), std::move(service_options));
+  *service_slot = state->sessions;
   auto recovered = state->sessions->recover();
   if (!recovered) return recovered.error();
   if (*recovered)

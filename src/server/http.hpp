@@ -66,6 +66,7 @@ struct ServerState {
   std::shared_ptr<bus::EventBus> bus;
   std::shared_ptr<clienttool::ClientToolRegistry> registry;
   std::shared_ptr<permission::PermissionService> permissions;
+  std::shared_ptr<question::QuestionService> questions;
   std::shared_ptr<tool::ToolRegistry> tools;
   std::shared_ptr<session::SessionService> sessions;
   ConnectionSet connections;

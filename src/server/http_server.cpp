@@ -186,6 +186,7 @@ void HttpServer::shutdown() {
   // Pending calls end first, so that their waiting callers and clients hear why.
   if (state_->sessions) state_->sessions->shutdown();
   if (state_->permissions) state_->permissions->shutdown();
+  if (state_->questions) state_->questions->shutdown();
   state_->registry->shutdown();
   state_->connections.stop_all();
 }

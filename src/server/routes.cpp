@@ -477,6 +477,47 @@ asio::awaitable<Reply> list_providers(Call& c) {
                                {"agents", std::move(agents)}});
 }
 
+asio::awaitable<Reply> list_questions(Call& c) {
+  json::array out;
+  for (const auto& q : c.state.questions->list())
+    out.push_back(question::to_json(q));
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> reply_question(Call& c) {
+  auto body = body_object(c.req);
+  if (!body) co_return fail(c, body.error());
+  auto answers = get_array(*body, "answers");
+  if (!answers) co_return fail(c, answers.error());
+  if (!*answers)
+    co_return fail(c, make_error(ErrorCode::InvalidRequest,
+                                 "answers is required: one array of chosen labels per question"));
+  std::vector<std::vector<std::string>> parsed;
+  for (std::size_t i = 0; i < (*answers)->size(); ++i) {
+    const auto& a = (**answers)[i];
+    std::string at = "answers[" + std::to_string(i) + "]";
+    if (!a.is_array())
+      co_return fail(c, make_error(ErrorCode::InvalidRequest, at + " must be an array of strings"));
+    std::vector<std::string> chosen;
+    for (const auto& v : a.get_array()) {
+      if (!v.is_string())
+        co_return fail(c,
+                       make_error(ErrorCode::InvalidRequest, at + " must be an array of strings"));
+      chosen.emplace_back(v.get_string());
+    }
+    parsed.push_back(std::move(chosen));
+  }
+  auto r = c.state.questions->reply(c.params[0], std::move(parsed));
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, true);
+}
+
+asio::awaitable<Reply> reject_question(Call& c) {
+  auto r = c.state.questions->reject(c.params[0]);
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, true);
+}
+
 // ---- the route table ------------------------------------------------------------------------
 
 struct Route {
@@ -510,6 +551,9 @@ const std::vector<Route>& routes() {
       {http::verb::get, {"permission"}, &list_permissions},
       {http::verb::post, {"permission", "{}", "reply"}, &reply_permission},
       {http::verb::get, {"tool"}, &list_tools},
+      {http::verb::get, {"question"}, &list_questions},
+      {http::verb::post, {"question", "{}", "reply"}, &reply_question},
+      {http::verb::post, {"question", "{}", "reject"}, &reject_question},
       {http::verb::get, {"provider"}, &list_providers},
   };
   return table;

@@ -175,6 +175,10 @@ Result<SessionInfo> SessionService::get_session(const std::string& id) {
 Result<void> SessionService::delete_session(const std::string& id) {
   auto s = get_session(id);
   if (!s) return s.error();
+  {
+    std::lock_guard lock(mutex_);
+    deleted_.insert(id);
+  }
   abort(id, "the session was deleted");
   deps_.permissions->forget_session(id);
   auto r = deps_.store->delete_session(id);
@@ -186,6 +190,11 @@ Result<void> SessionService::delete_session(const std::string& id) {
 Result<std::vector<MessageWithParts>> SessionService::messages(const std::string& session_id) {
   if (auto s = get_session(session_id); !s) return s.error();
   return deps_.store->list_messages(session_id);
+}
+
+bool SessionService::is_deleted(const std::string& session_id) const {
+  std::lock_guard lock(mutex_);
+  return deleted_.count(session_id) > 0;
 }
 
 // ---- status ---------------------------------------------------------------------------------
@@ -213,12 +222,14 @@ json::object SessionService::status() const {
 }
 
 void SessionService::publish_part(const Part& part, bool store) {
+  if (is_deleted(part.session_id)) return;  // an aborted turn of a deleted session winding down
   if (store)
     if (auto r = deps_.store->put_part(part); !r) log::error("storing a part: ", r.error().message);
   deps_.bus->publish("message.part.updated", json::object{{"part", to_json(part)}});
 }
 
 void SessionService::publish_message(const MessageInfo& info) {
+  if (is_deleted(info.session_id)) return;
   if (auto r = deps_.store->put_message(info); !r)
     log::error("storing a message: ", r.error().message);
   deps_.bus->publish("message.updated", json::object{{"info", to_json(info)}});
@@ -262,6 +273,7 @@ bool SessionService::abort(const std::string& session_id, const std::string& rea
   }
   turn->abort->abort(reason);
   deps_.permissions->cancel_session(session_id, reason);
+  if (deps_.questions) deps_.questions->cancel_session(session_id, reason);
   return true;
 }
 
@@ -287,7 +299,33 @@ asio::awaitable<Result<MessageWithParts>> SessionService::prompt(std::string ses
   co_return result;
 }
 
+namespace {
+
+// What run_turn refuses before it starts (unknown agent or model provider), checked up front by
+// prompt_async: once it has answered 204, a failure would reach nobody but the log.
+Result<void> check_prompt(const std::map<std::string, Agent>& agents,
+                          const provider::ProviderSet& providers, const PromptInput& input) {
+  std::string agent_name = input.agent.value_or("build");
+  auto agent = agents.find(agent_name);
+  if (agent == agents.end())
+    return make_error(ErrorCode::InvalidRequest, "Unknown agent: " + agent_name);
+  std::string model = input.model.value_or(agent->second.model.value_or(providers.default_model));
+  auto slash = model.find('/');
+  if (slash == std::string::npos)
+    return make_error(ErrorCode::InvalidRequest,
+                      "model must be \"PROVIDER/MODEL\", got \"" + model + "\"");
+  if (!providers.providers.count(model.substr(0, slash)))
+    return make_error(ErrorCode::InvalidRequest,
+                      "Unknown model provider: " + model.substr(0, slash));
+  return {};
+}
+
+}  // namespace
+
 Result<void> SessionService::prompt_async(std::string session_id, PromptInput input) {
+  if (auto s = get_session(session_id); !s) return s.error();
+  if (auto checked = check_prompt(deps_.agents, deps_.providers, input); !checked)
+    return checked.error();
   auto turn = begin_turn(session_id);
   if (!turn) return turn.error();
   asio::co_spawn(
@@ -307,6 +345,30 @@ Result<void> SessionService::prompt_async(std::string session_id, PromptInput in
         }
       });
   return {};
+}
+
+asio::awaitable<Result<tool::TaskOutcome>> SessionService::run_subtask(tool::TaskRequest request) {
+  CreateInput input;
+  input.title = request.description + " (@" + request.agent + " subagent)";
+  input.parent_id = request.parent_session_id;
+  auto child = create_session(std::move(input));
+  if (!child) co_return child.error();
+  AbortSignal::Registration on_abort(request.abort, [weak = weak_from_this(), id = child->id] {
+    if (auto self = weak.lock()) self->abort(id, "the parent turn was aborted");
+  });
+  PromptInput prompt_input;
+  prompt_input.text = std::move(request.prompt);
+  prompt_input.agent = request.agent;
+  prompt_input.tools["task"] = false;  // sub-agents do not start sub-agents of their own
+  auto last = co_await prompt(child->id, std::move(prompt_input));
+  if (!last) co_return last.error();
+  if (last->info.error)
+    co_return make_error(ErrorCode::Unavailable, "The sub-agent failed: " + last->info.error->name +
+                                                     ": " + last->info.error->message);
+  std::string text;
+  for (const auto& p : last->parts)
+    if (p.type == Part::Type::Text) text += (text.empty() ? "" : "\n") + p.text;
+  co_return tool::TaskOutcome{child->id, text};
 }
 
 Result<std::vector<tool::ToolPtr>> SessionService::offered_tools(
@@ -760,12 +822,17 @@ asio::awaitable<void> SessionService::run_tool(std::shared_ptr<Step> step,
       p.state.metadata[k] = v;
     self->publish_part(p, false);
   };
+  ctx.awaiting_person = [self, step](bool waiting) {
+    Turn& t = *step->turn;
+    if (waiting && ++t.awaiting == 1)
+      self->set_status(t.session.id, json::object{{"type", "awaiting-input"}});
+    if (!waiting && --t.awaiting == 0 && !t.abort->aborted())
+      self->set_status(t.session.id, json::object{{"type", "busy"}});
+  };
   bool interactive = client_tool && client_def->second.interactive;
-  if (interactive && ++turn.awaiting == 1)
-    set_status(session_id, json::object{{"type", "awaiting-input"}});
+  if (interactive) ctx.set_awaiting_person(true);
   auto result = co_await tool->execute(std::move(args), ctx);
-  if (interactive && --turn.awaiting == 0 && !turn.abort->aborted())
-    set_status(session_id, json::object{{"type", "busy"}});
+  if (interactive) ctx.set_awaiting_person(false);
   finish(std::move(result));
 }
 

@@ -14,13 +14,16 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "bus/event_bus.hpp"
 #include "permission/service.hpp"
 #include "provider/provider.hpp"
+#include "question/service.hpp"
 #include "session/agent.hpp"
 #include "session/store.hpp"
+#include "tool/builtin/task.hpp"
 #include "tool/registry.hpp"
 
 namespace sb::session {
@@ -40,6 +43,7 @@ struct ServiceDeps {
   provider::ProviderSet providers;
   std::shared_ptr<tool::ToolRegistry> tools;
   std::shared_ptr<permission::PermissionService> permissions;
+  std::shared_ptr<question::QuestionService> questions;
   permission::Ruleset config_rules;  // "permission" of the config file
   std::map<std::string, Agent> agents;
 };
@@ -81,6 +85,9 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   bool abort(const std::string& session_id, const std::string& reason = "aborted by the user");
   // {sessionID: {type: "busy" | "retry" | "awaiting-input", ...}} for sessions that are not idle.
   json::object status() const;
+  // The task tool: runs `request.prompt` in a new sub-session with the named agent and returns
+  // its final text. Aborting the parent turn aborts the sub-session's.
+  boost::asio::awaitable<Result<tool::TaskOutcome>> run_subtask(tool::TaskRequest request);
   // Aborts every turn (server shutdown).
   void shutdown();
 
@@ -107,12 +114,14 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   void set_status(const std::string& session_id, json::object status);
   void publish_part(const Part& part, bool store = true);
   void publish_message(const MessageInfo& info);
+  bool is_deleted(const std::string& session_id) const;
 
   ServiceDeps deps_;
   ServiceOptions options_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Turn>> turns_;
   std::map<std::string, json::object> status_;
+  std::set<std::string> deleted_;  // so that an aborted turn winding down stores nothing
   bool shutting_down_ = false;
 };
 

@@ -50,6 +50,9 @@ struct ToolContext {
   std::function<boost::asio::awaitable<Result<void>>(PermissionRequest)> ask;
   // Progress while running: a new title and/or metadata for the tool part.
   std::function<void(std::optional<std::string> title, json::object metadata)> metadata;
+  // The call now waits for a person (true) or no longer does (false): the session's status
+  // shows awaiting-input meanwhile.
+  std::function<void(bool)> awaiting_person;
 
   boost::asio::awaitable<Result<void>> request_permission(PermissionRequest request) {
     if (!ask) co_return Result<void>{};
@@ -57,6 +60,9 @@ struct ToolContext {
   }
   void report(std::optional<std::string> title, json::object meta) {
     if (metadata) metadata(std::move(title), std::move(meta));
+  }
+  void set_awaiting_person(bool waiting) {
+    if (awaiting_person) awaiting_person(waiting);
   }
 };
 

@@ -172,6 +172,14 @@ void ServerProcess::start() {
   std::vector<std::string> args = {
       SWITCHBOARD_BINARY, "serve", "--hostname", "127.0.0.1",
       "--port",           "0",     "--config",   config_path_.string()};
+  if (options_.data_dir) {
+    args.push_back("--data-dir");
+    args.push_back(options_.data_dir->string());
+  }
+  if (options_.directory) {
+    args.push_back("--directory");
+    args.push_back(options_.directory->string());
+  }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
 
   int fds[2];

@@ -58,6 +58,11 @@ class ServerProcess {
     boost::json::object config;  // written to <tmp>/config.json and passed with --config
     std::vector<std::string> extra_args;
     std::chrono::milliseconds startup_timeout{10000};
+    // --data-dir; default: the server's own (~/.local/share/switchboard under the temporary HOME).
+    // A test that restarts a server passes the same directory to both.
+    std::optional<std::filesystem::path> data_dir;
+    // --directory, the project directory tools work in; default: the server's working directory.
+    std::optional<std::filesystem::path> directory;
   };
 
   // Starts the server and waits until it listens. Throws std::runtime_error (with the captured
@@ -72,6 +77,8 @@ class ServerProcess {
   pid_t pid() const { return pid_; }
   unsigned short port() const { return port_; }
   const std::filesystem::path& config_path() const { return config_path_; }
+  const std::filesystem::path& home() const { return home_.path(); }
+  const std::filesystem::path& working_directory() const { return work_.path(); }
 
   void send_signal(int signal);
   // Waits for the process to end and reaps it; nullopt if it is still running at the deadline.

@@ -1,0 +1,1927 @@
+// agent_turns: benchmark of whole agent turns through Switchboard (issue 3).
+//
+// Starts the real `switchboard serve` binary with a temporary HOME, working directory, project
+// directory (--directory), data directory and config whose only model provider is a fake
+// OpenAI-compatible model that lives in this program on its own thread and answers at once:
+// to a request whose last message is the user's prompt it streams one tool call, to the request
+// that carries the tool result it streams the final text. The prompt is a small JSON document
+// that tells the fake model which tool to call with which input, what the tool's result must
+// contain and what to answer then, so that the fake model keeps no state and sixteen sessions can
+// share it.
+//
+// Turn kinds:
+//  * read     the model calls the built-in `read` on a small file of the project directory;
+//  * client   the model calls `client_{clientID}_echo`, a tool that a WebSocket client of this
+//             program registered for the session (the `register` message with its sessionID) and
+//             answers at once.
+//
+// Scenarios (all client work on one io_context thread, C++20 coroutines, Boost.Beast):
+//  * latency     one driver, turns one after another: turn round trip (POST
+//                /session/{id}/message) median / p95 and the server's CPU time per turn;
+//  * throughput  on a fresh server: RSS when idle, then 16 drivers, each looping turns on its own
+//                session, until 1,000 turns in all: turns/s, CPU per turn, RSS after;
+//  * history     one session that is never changed, many turns: how the cost of a turn grows with
+//                the length of the session's history;
+//  * startup     time from fork() to the first 200 from GET /health, on an empty data directory
+//                and on the data directory that the throughput run left behind.
+//
+// Every turn is verified: 200, an assistant message with finish "stop" and no error, whose text
+// is exactly what the fake model sent; the fake model in turn checks that the tool result it was
+// sent contains what the tool must have returned. Every network operation has a timeout
+// (--op-timeout); --max-runtime kills the run if anything else hangs. Any error is counted.
+// Prints markdown on stdout, progress on stderr; exit status 0 only when there was no error.
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/json.hpp>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+namespace json = boost::json;
+namespace fs = std::filesystem;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+constexpr std::string_view kUsage = R"(usage: agent_turns [options]
+
+  --server PATH           switchboard binary (default: the one beside this program,
+                          else build/release/switchboard)
+  --scenarios LIST        latency,throughput,history,startup (default: all four)
+  --kinds LIST            read,client: the tool of each turn (default: both)
+  --warmup-turns N        latency: turns before the measured ones (default 50)
+  --turns N               latency: measured turns (default 500)
+  --sessions N            throughput: concurrent sessions, one driver each (default 16)
+  --total-turns N         throughput: turns in all, warm-up included (default 1000)
+  --throughput-warmup N   throughput: the first N turns are not in the window (default 80)
+  --session-turns N       latency and throughput: a driver moves to a new session after N
+                          turns, so that history stays short (default 20; 0: never)
+  --history-turns N       history: turns in one session (default 400)
+  --history-bucket N      history: turns per row (default 100)
+  --starts N              startup: starts per data directory (default 10)
+  --op-timeout MS         limit for every network operation (default 10000)
+  --max-runtime SECONDS   the whole run is killed after this (default 1200)
+  --keep-temp             keep the temporary directory (server logs, configs, databases)
+  --server-prefix "CMD ARGS"  run the server under a tool, e.g.
+                          "valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p"
+                          (figures then describe the tool, not the server alone)
+)";
+
+// ---- errors ---------------------------------------------------------------------------------
+
+// A failure that ends the run: the server did not start, a scenario could not be set up.
+struct Fatal : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Every error of the run; the first few are printed as they happen. Main thread only: the fake
+// model keeps its own list, merged in after each scenario.
+struct Problems {
+  std::size_t count = 0;
+  std::vector<std::string> first;
+  void add(const std::string& message) {
+    ++count;
+    if (first.size() < 20) {
+      first.push_back(message);
+      std::cerr << "error: " << message << std::endl;
+    } else if (first.size() == 20) {
+      first.push_back("(further errors not shown)");
+      std::cerr << "error: further errors are counted but not shown" << std::endl;
+    }
+  }
+};
+Problems g_problems;
+
+// The server process that the watchdog kills.
+volatile sig_atomic_t g_child_pid = 0;
+
+void on_alarm(int) {
+  static const char msg[] = "agent_turns: --max-runtime exceeded; killing the server\n";
+  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+  (void)ignored;
+  if (g_child_pid > 0) ::kill(g_child_pid, SIGKILL);
+  ::_exit(3);
+}
+
+std::string describe(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+// ---- options --------------------------------------------------------------------------------
+
+enum class Kind { Read, Client };
+
+std::string kind_name(Kind k) {
+  return k == Kind::Read ? "read" : "client";
+}
+
+struct Options {
+  std::string server_path;
+  std::vector<std::string> server_prefix;
+  bool latency = true, throughput = true, history = true, startup = true;
+  std::vector<Kind> kinds = {Kind::Read, Kind::Client};
+  int warmup_turns = 50;
+  int turns = 500;
+  int sessions = 16;
+  int total_turns = 1000;
+  int throughput_warmup = 80;
+  int session_turns = 20;
+  int history_turns = 400;
+  int history_bucket = 100;
+  int starts = 10;
+  std::chrono::milliseconds op_timeout{10000};
+  int max_runtime_s = 1200;
+  bool keep_temp = false;
+};
+
+std::vector<std::string> split_list(std::string_view s, char separator = ',') {
+  std::vector<std::string> out;
+  while (!s.empty()) {
+    auto comma = s.find(separator);
+    auto item = s.substr(0, comma);
+    if (!item.empty()) out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+int parse_count(std::string_view flag, std::string_view text, int min, int max) {
+  int value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || ptr != text.data() + text.size() || value < min || value > max)
+    throw std::invalid_argument(std::string(flag) + " needs a number from " + std::to_string(min) +
+                                " to " + std::to_string(max) + ", got \"" + std::string(text) +
+                                "\"");
+  return value;
+}
+
+fs::path default_server_path() {
+  std::error_code ec;
+  auto self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto beside = self.parent_path() / "switchboard";
+    if (fs::exists(beside, ec)) return beside;
+  }
+  return fs::path("build/release/switchboard");
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  o.server_path = default_server_path().string();
+  for (int i = 1; i < argc; ++i) {
+    std::string_view flag = argv[i];
+    auto value = [&]() -> std::string_view {
+      if (i + 1 >= argc) throw std::invalid_argument(std::string(flag) + " needs a value");
+      return argv[++i];
+    };
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (flag == "--server") {
+      o.server_path = std::string(value());
+    } else if (flag == "--scenarios") {
+      o.latency = o.throughput = o.history = o.startup = false;
+      for (const auto& s : split_list(value())) {
+        if (s == "latency")
+          o.latency = true;
+        else if (s == "throughput")
+          o.throughput = true;
+        else if (s == "history")
+          o.history = true;
+        else if (s == "startup")
+          o.startup = true;
+        else
+          throw std::invalid_argument("unknown scenario \"" + s + "\"");
+      }
+    } else if (flag == "--kinds") {
+      o.kinds.clear();
+      for (const auto& s : split_list(value())) {
+        if (s == "read")
+          o.kinds.push_back(Kind::Read);
+        else if (s == "client")
+          o.kinds.push_back(Kind::Client);
+        else
+          throw std::invalid_argument("unknown kind \"" + s + "\" (read or client)");
+      }
+    } else if (flag == "--warmup-turns") {
+      o.warmup_turns = parse_count(flag, value(), 0, 1000000);
+    } else if (flag == "--turns") {
+      o.turns = parse_count(flag, value(), 1, 1000000);
+    } else if (flag == "--sessions") {
+      o.sessions = parse_count(flag, value(), 1, 1000);
+    } else if (flag == "--total-turns") {
+      o.total_turns = parse_count(flag, value(), 1, 10000000);
+    } else if (flag == "--throughput-warmup") {
+      o.throughput_warmup = parse_count(flag, value(), 0, 10000000);
+    } else if (flag == "--session-turns") {
+      o.session_turns = parse_count(flag, value(), 0, 10000000);
+    } else if (flag == "--history-turns") {
+      o.history_turns = parse_count(flag, value(), 1, 100000);
+    } else if (flag == "--history-bucket") {
+      o.history_bucket = parse_count(flag, value(), 1, 100000);
+    } else if (flag == "--starts") {
+      o.starts = parse_count(flag, value(), 1, 1000);
+    } else if (flag == "--op-timeout") {
+      o.op_timeout = std::chrono::milliseconds(parse_count(flag, value(), 1, 3600000));
+    } else if (flag == "--max-runtime") {
+      o.max_runtime_s = parse_count(flag, value(), 1, 86400);
+    } else if (flag == "--server-prefix") {
+      std::istringstream words{std::string(value())};
+      for (std::string w; words >> w;)
+        o.server_prefix.push_back(w);
+    } else if (flag == "--keep-temp") {
+      o.keep_temp = true;
+    } else {
+      throw std::invalid_argument("unknown option " + std::string(flag));
+    }
+  }
+  if (o.throughput_warmup >= o.total_turns)
+    throw std::invalid_argument("--throughput-warmup must be below --total-turns");
+  if (o.kinds.empty()) throw std::invalid_argument("--kinds: name at least one kind");
+  return o;
+}
+
+// ---- /proc ----------------------------------------------------------------------------------
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+const long kTicksPerSecond = ::sysconf(_SC_CLK_TCK);
+
+// utime + stime of a process (every thread, those that ended included), in clock ticks.
+std::uint64_t process_cpu_ticks(pid_t pid) {
+  std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
+  auto paren = stat.rfind(')');
+  if (paren == std::string::npos) throw Fatal("cannot read /proc/" + std::to_string(pid) + "/stat");
+  std::istringstream fields(stat.substr(paren + 2));
+  // Fields 3.. of proc(5): state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+  // cmajflt utime stime.
+  std::string skip;
+  for (int i = 0; i < 11; ++i)
+    fields >> skip;
+  std::uint64_t utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return utime + stime;
+}
+
+// Time on CPU of the live threads of a process in nanoseconds (the first field of each
+// /proc/PID/task/TID/schedstat). Finer than the 10 ms ticks of /proc/PID/stat, which matters for
+// the short buckets of the history scenario; threads that ended are not counted.
+std::uint64_t process_cpu_ns(pid_t pid) {
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  std::uint64_t total = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::istringstream in(read_text(dir + "/" + e->d_name + "/schedstat"));
+    std::uint64_t ns = 0;
+    in >> ns;
+    total += ns;
+  }
+  ::closedir(d);
+  return total;
+}
+
+// Busy ticks (everything but idle and iowait, steal included) over all CPUs, from /proc/stat.
+std::uint64_t system_busy_ticks() {
+  std::istringstream in(read_text("/proc/stat"));
+  std::string label;
+  in >> label;
+  std::uint64_t v[10] = {};
+  for (auto& x : v)
+    in >> x;
+  // user nice system idle iowait irq softirq steal guest guest_nice (guest is inside user)
+  return v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+}
+
+std::int64_t self_cpu_us() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000LL + ru.ru_utime.tv_usec +
+         ru.ru_stime.tv_usec;
+}
+
+// A field of /proc/PID/status ("VmRSS" -> its number, kB for sizes).
+std::uint64_t status_field(pid_t pid, std::string_view name) {
+  std::istringstream in(read_text("/proc/" + std::to_string(pid) + "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() > name.size() && line.compare(0, name.size(), name) == 0 &&
+        line[name.size()] == ':') {
+      std::istringstream rest(line.substr(name.size() + 1));
+      std::uint64_t v = 0;
+      rest >> v;
+      return v;
+    }
+  }
+  throw Fatal("no " + std::string(name) + " in /proc/" + std::to_string(pid) + "/status");
+}
+
+double mib(std::uint64_t kib) {
+  return static_cast<double>(kib) / 1024.0;
+}
+
+std::string cpu_model() {
+  std::istringstream in(read_text("/proc/cpuinfo"));
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(colon + 2);
+    }
+  return "unknown";
+}
+
+std::string load_average() {
+  std::istringstream in(read_text("/proc/loadavg"));
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+// ---- the server process ---------------------------------------------------------------------
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+constexpr std::string_view kListening = "listening on http://127.0.0.1:";
+
+// The server under test; stdout and stderr go to a log file; it is killed if this program dies
+// (PR_SET_PDEATHSIG). The constructor returns right after fork(), so that the start-up scenario
+// can time the start from there; wait_listening() reads the port from the log.
+class Child {
+ public:
+  Child(const std::vector<std::string>& args, const fs::path& home, const fs::path& cwd,
+        const fs::path& log)
+      : log_(log) {
+    std::vector<std::string> env;
+    for (char** e = environ; e && *e; ++e) {
+      std::string_view kv(*e);
+      auto name = kv.substr(0, kv.find('='));
+      // The server must see only our temporary HOME and config, and no real model's keys.
+      if (name == "HOME" || name.starts_with("XDG_") || name.starts_with("SWITCHBOARD_") ||
+          name.starts_with("OPENAI_") || name.starts_with("ANTHROPIC_"))
+        continue;
+      env.emplace_back(kv);
+    }
+    env.push_back("HOME=" + home.string());
+    std::vector<char*> argv, envp;
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& e : env)
+      envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    const std::string dir = cwd.string();
+    int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0) throw Fatal("cannot create " + log.string() + ": " + std::strerror(errno));
+    const pid_t parent = ::getpid();
+
+    started_ = Clock::now();
+    pid_ = ::fork();
+    if (pid_ < 0) throw Fatal(std::string("fork: ") + std::strerror(errno));
+    if (pid_ == 0) {
+      // Only async-signal-safe calls from here to exec.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      int null_fd = ::open("/dev/null", O_RDONLY);
+      if (null_fd >= 0) ::dup2(null_fd, 0);
+      ::dup2(log_fd, 1);
+      ::dup2(log_fd, 2);
+      if (::chdir(dir.c_str()) != 0) ::_exit(126);
+      ::syscall(SYS_close_range, 3u, ~0u, 0u);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      ::sigaction(SIGPIPE, &dfl, nullptr);
+      ::sigaction(SIGTERM, &dfl, nullptr);
+      ::sigaction(SIGINT, &dfl, nullptr);
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+    ::close(log_fd);
+    g_child_pid = pid_;
+  }
+
+  ~Child() { kill_now(); }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  pid_t pid() const { return pid_; }
+  Clock::time_point started() const { return started_; }
+
+  // The port from the server's "listening on" line; throws when the server exits or is silent.
+  unsigned short wait_listening(std::chrono::milliseconds timeout) {
+    auto deadline = Clock::now() + timeout;
+    for (;;) {
+      std::string text = read_text(log_);
+      if (auto at = text.find(kListening); at != std::string::npos) {
+        auto digits = at + kListening.size();
+        auto end = text.find_first_not_of("0123456789", digits);
+        if (end != std::string::npos && end > digits)
+          return static_cast<unsigned short>(std::stoi(text.substr(digits, end - digits)));
+      }
+      if (auto st = poll_exit())
+        throw Fatal("the server exited during start-up (" + describe_status(*st) + "):\n" +
+                    log_tail());
+      if (Clock::now() > deadline) {
+        kill_now();
+        throw Fatal("the server did not log \"" + std::string(kListening) + "PORT\" within " +
+                    std::to_string(timeout.count()) + " ms:\n" + log_tail());
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+  }
+
+  // The raw wait status once the child has exited.
+  std::optional<int> poll_exit() {
+    if (status_) return status_;
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      status_ = st;
+      g_child_pid = 0;
+    }
+    return status_;
+  }
+
+  // SIGTERM, then SIGKILL after `grace`. Returns what went wrong ("" for a clean exit 0).
+  std::string stop(std::chrono::milliseconds grace) {
+    if (auto st = poll_exit()) return "exited before it was stopped (" + describe_status(*st) + ")";
+    ::kill(pid_, SIGTERM);
+    auto deadline = Clock::now() + grace;
+    while (!poll_exit()) {
+      if (Clock::now() > deadline) {
+        kill_now();
+        return "did not exit within " + std::to_string(grace.count()) + " ms of SIGTERM";
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+    if (WIFEXITED(*status_) && WEXITSTATUS(*status_) == 0) return "";
+    return "ended with " + describe_status(*status_) + " after SIGTERM";
+  }
+
+  std::string log_tail(std::size_t bytes = 4000) const {
+    std::string text = read_text(log_);
+    if (text.size() > bytes) text = "..." + text.substr(text.size() - bytes);
+    return text;
+  }
+
+ private:
+  void kill_now() {
+    if (pid_ <= 0 || status_) return;
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    status_ = st;
+    g_child_pid = 0;
+  }
+
+  fs::path log_;
+  pid_t pid_ = -1;
+  Clock::time_point started_;
+  std::optional<int> status_;
+};
+
+// The temporary directory of the run.
+class TempRoot {
+ public:
+  explicit TempRoot(bool keep) : keep_(keep) {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base && *base ? base : "/tmp") + "/agent-turns-XXXXXX";
+    if (!::mkdtemp(pattern.data())) throw Fatal(std::string("mkdtemp: ") + std::strerror(errno));
+    path_ = pattern;
+  }
+  ~TempRoot() {
+    if (keep_) {
+      std::cerr << "temporary files kept in " << path_ << std::endl;
+      return;
+    }
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  void keep() { keep_ = true; }
+  fs::path fresh(const std::string& name) {
+    fs::path dir = path_ / (name + "-" + std::to_string(++counter_));
+    fs::create_directories(dir);
+    return dir;
+  }
+
+ private:
+  fs::path path_;
+  bool keep_;
+  int counter_ = 0;
+};
+
+// An executable named without a slash is looked up in PATH (execve does not).
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  for (const auto& dir : split_list(path ? path : "/usr/bin:/bin", ':')) {
+    fs::path candidate = fs::path(dir) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  throw Fatal("--server-prefix: " + name + " not found in PATH");
+}
+
+// ---- the fake model -------------------------------------------------------------------------
+
+// An HTTP response in OpenAI's Chat Completions streaming format, built in one string: each SSE
+// event is one chunk of the chunked body.
+class SseResponse {
+ public:
+  explicit SseResponse(bool keep_alive) {
+    out_ =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        "Transfer-Encoding: chunked\r\nConnection: ";
+    out_ += keep_alive ? "keep-alive" : "close";
+    out_ += "\r\n\r\n";
+    chunk(json::object{{"role", "assistant"}, {"content", ""}});
+  }
+
+  void chunk(json::object delta, json::value finish = nullptr) {
+    json::object c{{"id", "chatcmpl-bench"},
+                   {"object", "chat.completion.chunk"},
+                   {"created", 1700000000},
+                   {"model", "m"},
+                   {"choices", json::array{json::object{{"index", 0},
+                                                        {"delta", std::move(delta)},
+                                                        {"finish_reason", std::move(finish)}}}}};
+    event("data: " + json::serialize(c) + "\n\n");
+  }
+
+  // The finish reason, the usage chunk and [DONE]; returns the whole response.
+  std::string finish(std::string_view reason) && {
+    chunk(json::object{}, json::value(reason));
+    event(R"(data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,)"
+          R"("model":"m","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":7,)"
+          R"("total_tokens":18}})"
+          "\n\n");
+    event("data: [DONE]\n\n");
+    out_ += "0\r\n\r\n";
+    return std::move(out_);
+  }
+
+ private:
+  void event(std::string_view text) {
+    char size[16];
+    auto [end, ec] = std::to_chars(size, size + sizeof size, text.size(), 16);
+    (void)ec;
+    out_.append(size, end).append("\r\n").append(text).append("\r\n");
+  }
+
+  std::string out_;
+};
+
+// The final text, streamed in two pieces as a real model would.
+std::string text_response(std::string_view text, bool keep_alive) {
+  SseResponse r(keep_alive);
+  auto half = text.size() / 2;
+  r.chunk(json::object{{"content", text.substr(0, half)}});
+  r.chunk(json::object{{"content", text.substr(half)}});
+  return std::move(r).finish("stop");
+}
+
+// One tool call: its id and name first, then its arguments in two pieces.
+std::string tool_call_response(const std::string& id, std::string_view name,
+                               std::string_view arguments, bool keep_alive) {
+  SseResponse r(keep_alive);
+  r.chunk(json::object{
+      {"tool_calls",
+       json::array{json::object{{"index", 0},
+                                {"id", id},
+                                {"type", "function"},
+                                {"function", json::object{{"name", name}, {"arguments", ""}}}}}}});
+  auto half = arguments.size() / 2;
+  for (auto piece : {arguments.substr(0, half), arguments.substr(half)})
+    r.chunk(json::object{
+        {"tool_calls", json::array{json::object{
+                           {"index", 0}, {"function", json::object{{"arguments", piece}}}}}}});
+  return std::move(r).finish("tool_calls");
+}
+
+// A fake OpenAI-compatible model on 127.0.0.1:0, on its own thread and io_context. Stateless:
+// everything it needs is in the request (see respond()). Each response is built whole and
+// written at once, so the model costs the server no waiting at all. Its own CPU time is read
+// from the thread's CPU clock so that the report can show what it took from the shared vCPUs.
+class FakeModel {
+ public:
+  FakeModel() : acceptor_(io_) {
+    tcp::endpoint endpoint{asio::ip::address_v4::loopback(), 0};
+    acceptor_.open(endpoint.protocol());
+    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    acceptor_.bind(endpoint);
+    acceptor_.listen(asio::socket_base::max_listen_connections);
+    port_ = acceptor_.local_endpoint().port();
+    asio::co_spawn(io_, accept_loop(), [this](std::exception_ptr e) {
+      if (e) problem("accept loop: " + describe(e));
+    });
+    thread_ = std::thread([this] { io_.run(); });
+    if (::pthread_getcpuclockid(thread_.native_handle(), &cpu_clock_) != 0)
+      throw Fatal("pthread_getcpuclockid failed");
+  }
+  ~FakeModel() {
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  FakeModel(const FakeModel&) = delete;
+  FakeModel& operator=(const FakeModel&) = delete;
+
+  unsigned short port() const { return port_; }
+  std::uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+  std::int64_t cpu_us() const {
+    timespec ts{};
+    ::clock_gettime(cpu_clock_, &ts);
+    return static_cast<std::int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+  }
+  // Moves the fake model's errors into the run's list (main thread).
+  void collect_problems() {
+    std::lock_guard lock(mutex_);
+    for (const auto& p : problems_)
+      g_problems.add("fake model: " + p);
+    problems_.clear();
+  }
+
+ private:
+  void problem(const std::string& what) {
+    std::lock_guard lock(mutex_);
+    if (problems_.size() < 50) problems_.push_back(what);
+  }
+
+  asio::awaitable<void> accept_loop() {
+    for (;;) {
+      auto [ec, socket] = co_await acceptor_.async_accept(tuple_awaitable);
+      if (ec) {
+        problem("accept: " + ec.message());
+        co_return;
+      }
+      socket.set_option(tcp::no_delay(true), ec);
+      asio::co_spawn(io_, serve(std::move(socket)), [this](std::exception_ptr e) {
+        if (e) problem("connection: " + describe(e));
+      });
+    }
+  }
+
+  // Requests on one connection until the server closes it (Switchboard opens one per request
+  // today; keep-alive works too).
+  asio::awaitable<void> serve(tcp::socket socket) {
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer;
+    for (;;) {
+      http::request_parser<http::string_body> parser;
+      parser.body_limit(256 * 1024 * 1024);
+      // Idle keep-alive connections are closed after a while; the server reconnects.
+      stream.expires_after(60s);
+      auto [ec, n] = co_await http::async_read(stream, buffer, parser, tuple_awaitable);
+      if (ec) {
+        if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
+            ec != asio::error::connection_reset && ec != asio::error::operation_aborted)
+          problem("reading a request: " + ec.message());
+        co_return;
+      }
+      bool keep_alive = parser.get().keep_alive();
+      // Built whole, then written at once; owned by this connection while it is written.
+      std::string out = respond(parser.get(), keep_alive);
+      stream.expires_after(60s);
+      auto [wec, wn] = co_await asio::async_write(stream, asio::buffer(out), tuple_awaitable);
+      if (wec) {
+        problem("writing a response: " + wec.message());
+        co_return;
+      }
+      if (!keep_alive) {
+        stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+        co_return;
+      }
+    }
+  }
+
+  // The prompt of the turn (the last user message) is a JSON object {tool, input, expect,
+  // final}. If the request ends with that prompt, the answer is a call of `tool` with `input`;
+  // if it ends with a tool result, the answer is `final` when the result contains `expect`, and
+  // a text that names the mismatch otherwise (which the driver then reports).
+  std::string respond(const http::request<http::string_body>& req, bool keep_alive) {
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    std::string_view target = req.target();
+    if (req.method() != http::verb::post || !target.ends_with("/chat/completions"))
+      return error_response(
+          404, "unexpected " + std::string(req.method_string()) + " " + std::string(target),
+          keep_alive);
+    boost::system::error_code ec;
+    json::value body = json::parse(req.body(), ec);
+    const json::array* messages = nullptr;
+    if (!ec && body.is_object())
+      if (auto* m = body.get_object().if_contains("messages")) messages = m->if_array();
+    if (!messages || messages->empty())
+      return error_response(400, "a request without messages", keep_alive);
+
+    const json::object* prompt = nullptr;
+    json::value prompt_doc;
+    for (auto it = messages->rbegin(); it != messages->rend(); ++it) {
+      const auto* o = it->if_object();
+      const auto* role = o ? o->if_contains("role") : nullptr;
+      if (!role || !role->is_string() || role->get_string() != "user") continue;
+      const auto* content = o->if_contains("content");
+      if (content && content->is_string()) prompt_doc = json::parse(content->get_string(), ec);
+      if (!ec && prompt_doc.is_object()) prompt = &prompt_doc.get_object();
+      break;
+    }
+    auto field = [&](std::string_view key) -> std::string_view {
+      const auto* v = prompt ? prompt->if_contains(key) : nullptr;
+      return v && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
+    };
+    const json::value* input = prompt ? prompt->if_contains("input") : nullptr;
+    if (!prompt || field("tool").empty() || field("final").empty() || !input)
+      return error_response(400, "the last user message is not a bench prompt", keep_alive);
+
+    const auto* last = messages->back().if_object();
+    const auto* role = last ? last->if_contains("role") : nullptr;
+    if (role && role->is_string() && role->get_string() == "user")
+      return tool_call_response("call_" + std::to_string(++calls_), field("tool"),
+                                json::serialize(*input), keep_alive);
+    if (role && role->is_string() && role->get_string() == "tool") {
+      const auto* content = last->if_contains("content");
+      std::string_view result =
+          content && content->is_string() ? std::string_view(content->get_string()) : "";
+      if (result.find(field("expect")) == std::string_view::npos) {
+        problem("the tool result does not contain \"" + std::string(field("expect")) +
+                "\": " + std::string(result.substr(0, 300)));
+        return text_response("fake model: unexpected tool result", keep_alive);
+      }
+      return text_response(field("final"), keep_alive);
+    }
+    return error_response(400, "the request ends with neither the prompt nor a tool result",
+                          keep_alive);
+  }
+
+  // An error in the API's format; the server then fails the turn, which the driver reports.
+  std::string error_response(unsigned status, const std::string& message, bool keep_alive) {
+    problem(message);
+    std::string body = json::serialize(
+        json::object{{"error", json::object{{"message", message}, {"type", "bench_error"}}}});
+    return "HTTP/1.1 " + std::to_string(status) +
+           " Error\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) +
+           "\r\nConnection: " + (keep_alive ? "keep-alive" : "close") + "\r\n\r\n" + body;
+  }
+
+  asio::io_context io_{1};
+  tcp::acceptor acceptor_;
+  unsigned short port_ = 0;
+  std::thread thread_;
+  clockid_t cpu_clock_{};
+  std::atomic<std::uint64_t> requests_{0};
+  std::uint64_t calls_ = 0;  // tool call ids (the fake model's thread only)
+  std::mutex mutex_;
+  std::vector<std::string> problems_;
+};
+
+// ---- small async helpers --------------------------------------------------------------------
+
+asio::awaitable<void> sleep_for(Clock::duration d) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, d);
+  co_await timer.async_wait(tuple_awaitable);
+}
+
+// Counts down to zero; wait() returns false when its timeout passes first. One thread.
+class Latch {
+ public:
+  Latch(asio::any_io_executor ex, std::size_t count) : remaining_(count), timer_(ex) {}
+  void add() { ++remaining_; }
+  void count_down() {
+    if (remaining_ > 0 && --remaining_ == 0) timer_.cancel();
+  }
+  std::size_t remaining() const { return remaining_; }
+  asio::awaitable<bool> wait(std::chrono::milliseconds timeout) {
+    if (remaining_ == 0) co_return true;
+    timer_.expires_after(timeout);
+    co_await timer_.async_wait(tuple_awaitable);
+    co_return remaining_ == 0;
+  }
+
+ private:
+  std::size_t remaining_;
+  asio::steady_timer timer_;
+};
+
+const json::string* string_field(const json::value& v, std::string_view key) {
+  const auto* o = v.if_object();
+  if (!o) return nullptr;
+  const auto* f = o->if_contains(key);
+  return f ? f->if_string() : nullptr;
+}
+
+std::optional<json::value> parse_json(std::string_view text) {
+  boost::system::error_code ec;
+  json::value v = json::parse(text, ec);
+  if (ec) return std::nullopt;
+  return v;
+}
+
+std::string clip(std::string_view s, std::size_t n = 300) {
+  return s.size() <= n ? std::string(s) : std::string(s.substr(0, n)) + "...";
+}
+
+http::request<http::string_body> make_request(http::verb verb, std::string_view target,
+                                              const std::string& host, std::string body) {
+  http::request<http::string_body> req{verb, target, 11};
+  req.set(http::field::host, host);
+  req.set(http::field::user_agent, "agent_turns");
+  if (!body.empty()) req.set(http::field::content_type, "application/json");
+  req.keep_alive(true);
+  req.body() = std::move(body);
+  req.prepare_payload();
+  return req;
+}
+
+struct HttpResult {
+  std::string error;  // "" on success (any status)
+  http::response<http::string_body> res;
+};
+
+// One request/response on a keep-alive connection, bounded by `timeout`.
+asio::awaitable<HttpResult> http_call(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                      http::request<http::string_body>& req,
+                                      std::chrono::milliseconds timeout) {
+  HttpResult out;
+  stream.expires_after(timeout);
+  auto [wec, wn] = co_await http::async_write(stream, req, tuple_awaitable);
+  if (wec) {
+    out.error = "writing " + std::string(req.target()) + ": " + wec.message();
+    co_return out;
+  }
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(256 * 1024 * 1024);  // a long session's message list is large
+  auto [rec, rn] = co_await http::async_read(stream, buffer, parser, tuple_awaitable);
+  if (rec) out.error = "reading the answer to " + std::string(req.target()) + ": " + rec.message();
+  out.res = parser.release();
+  stream.expires_never();
+  co_return out;
+}
+
+asio::awaitable<std::string> connect_stream(beast::tcp_stream& stream, const tcp::endpoint& ep,
+                                            std::chrono::milliseconds timeout) {
+  stream.expires_after(timeout);
+  auto [ec] = co_await stream.async_connect(ep, tuple_awaitable);
+  stream.expires_never();
+  if (ec) co_return "connect: " + ec.message();
+  boost::system::error_code ignored;
+  stream.socket().set_option(tcp::no_delay(true), ignored);
+  co_return "";
+}
+
+// ---- the run's context and the server's set-up ----------------------------------------------
+
+struct Ctx {
+  asio::io_context& io;
+  const Options& opt;
+  FakeModel& model;
+  tcp::endpoint endpoint;
+  std::string host;       // Host header
+  fs::path read_file;     // the file that `read` turns read
+  bool stopping = false;  // set at teardown: connection errors are expected from then on
+};
+
+// The file of the project directory that `read` turns read; the fake model checks that the tool
+// result contains kReadMarker.
+constexpr std::string_view kReadMarker = "agent_turns marker: the file was read";
+
+// A server's directories: HOME, cwd, the project directory with the file to read, the data
+// directory, the config and the log.
+struct ServerDirs {
+  fs::path root, home, cwd, project, data, config, log;
+};
+
+ServerDirs make_server_dirs(TempRoot& temp, const std::string& name, unsigned short model_port,
+                            const fs::path& data_dir = {}) {
+  ServerDirs d;
+  d.root = temp.fresh(name);
+  d.home = d.root / "home";
+  d.cwd = d.root / "cwd";
+  d.project = d.root / "project";
+  d.data = data_dir.empty() ? d.root / "data" : data_dir;
+  d.config = d.root / "config.json";
+  d.log = d.root / "server.log";
+  for (const auto& p : {d.home, d.cwd, d.project, d.data})
+    fs::create_directories(p);
+  {
+    std::ofstream file(d.project / "notes.txt");
+    file << "Notes of the agent_turns benchmark project.\n" << kReadMarker << "\n";
+    for (int i = 1; i <= 20; ++i)
+      file << "line " << i << ": a short line of text that the read tool returns\n";
+  }
+  // The fake model is the only provider; the client-tool rate limit is off (16 sessions make
+  // hundreds of client calls a second); queues that a burst cannot overflow.
+  json::object config{
+      {"provider",
+       json::object{{"fake", json::object{{"type", "openai-compatible"},
+                                          {"baseURL", "http://127.0.0.1:" +
+                                                          std::to_string(model_port) + "/v1"},
+                                          {"models", json::array{"m"}}}}}},
+      {"model", "fake/m"},
+      {"clientTools",
+       json::object{{"rateLimit", 0}, {"keepaliveInterval", 30000}, {"defaultTimeout", 30000}}},
+      {"server", json::object{{"subscriberQueueLimit", 65536}}}};
+  std::ofstream(d.config) << json::serialize(config) << "\n";
+  return d;
+}
+
+std::vector<std::string> server_args(const Options& opt, const ServerDirs& d, unsigned short port) {
+  std::vector<std::string> args = opt.server_prefix;
+  if (!args.empty()) args[0] = find_program(args[0]);
+  std::vector<std::string> own = {opt.server_path,    "serve",           "--hostname",
+                                  "127.0.0.1",        "--port",          std::to_string(port),
+                                  "--config",         d.config.string(), "--directory",
+                                  d.project.string(), "--data-dir",      d.data.string()};
+  args.insert(args.end(), own.begin(), own.end());
+  return args;
+}
+
+bool g_slow_child = false;  // under --server-prefix: start-up and shutdown take longer
+
+struct Server {
+  ServerDirs dirs;
+  std::unique_ptr<Child> child;
+  unsigned short port = 0;
+};
+
+Server start_server(const Options& opt, TempRoot& temp, FakeModel& model, const std::string& name) {
+  Server s;
+  s.dirs = make_server_dirs(temp, name, model.port());
+  s.child =
+      std::make_unique<Child>(server_args(opt, s.dirs, 0), s.dirs.home, s.dirs.cwd, s.dirs.log);
+  s.port = s.child->wait_listening(g_slow_child ? 120s : 10s);
+  std::cerr << "started " << opt.server_path << " (pid " << s.child->pid() << ", port " << s.port
+            << ", log " << s.dirs.log.string() << ")" << std::endl;
+  return s;
+}
+
+Ctx make_ctx(asio::io_context& io, const Options& opt, FakeModel& model, const Server& s) {
+  return Ctx{io,
+             opt,
+             model,
+             tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), s.port),
+             "127.0.0.1:" + std::to_string(s.port),
+             s.dirs.project / "notes.txt"};
+}
+
+void stop_server(Server& s) {
+  if (auto st = s.child->poll_exit()) {
+    g_problems.add("the server exited during the scenario (" + describe_status(*st) + "); log:\n" +
+                   s.child->log_tail());
+    return;
+  }
+  auto err = s.child->stop(g_slow_child ? 120s : 10s);
+  if (!err.empty()) g_problems.add("the server " + err + "; log:\n" + s.child->log_tail());
+}
+
+// GET /health on a fresh connection; "" when the server answered 200 {healthy: true}.
+asio::awaitable<std::string> check_health(const Ctx& ctx) {
+  beast::tcp_stream stream(ctx.io.get_executor());
+  if (auto err = co_await connect_stream(stream, ctx.endpoint, ctx.opt.op_timeout); !err.empty())
+    co_return "GET /health: " + err;
+  beast::flat_buffer buffer;
+  auto req = make_request(http::verb::get, "/health", ctx.host, "");
+  auto r = co_await http_call(stream, buffer, req, ctx.opt.op_timeout);
+  if (!r.error.empty()) co_return r.error;
+  auto body = parse_json(r.res.body());
+  const json::value* healthy =
+      body && body->is_object() ? body->get_object().if_contains("healthy") : nullptr;
+  if (r.res.result() != http::status::ok || !healthy || !healthy->is_bool() || !healthy->get_bool())
+    co_return "GET /health: expected 200 {healthy: true}, got " +
+        std::to_string(r.res.result_int()) + " " + clip(r.res.body());
+  co_return "";
+}
+
+// ---- the WebSocket client of `client` turns -------------------------------------------------
+
+// Registers the tool `echo` for one session at a time over its WebSocket and answers each
+// request at once with the input's text. One reader (serve) and at most one write at a time:
+// register_for() writes only between turns, when no request of this client is outstanding.
+class WsClient {
+ public:
+  WsClient(Ctx& ctx, std::string id)
+      : ctx_(ctx),
+        id_(std::move(id)),
+        ws_(ctx.io.get_executor()),
+        registered_(ctx.io.get_executor()) {}
+
+  const std::string& id() const { return id_; }
+  std::string tool_id() const { return "client_" + id_ + "_echo"; }
+  std::size_t answered() const { return answered_; }
+
+  asio::awaitable<std::string> connect() {
+    auto& lowest = beast::get_lowest_layer(ws_);
+    if (auto err = co_await connect_stream(lowest, ctx_.endpoint, ctx_.opt.op_timeout);
+        !err.empty())
+      co_return err;
+    lowest.expires_after(ctx_.opt.op_timeout);
+    auto [hec] =
+        co_await ws_.async_handshake(ctx_.host, "/client-tools/ws/" + id_, tuple_awaitable);
+    lowest.expires_never();
+    if (hec) co_return "WebSocket handshake: " + hec.message();
+    ws_.text(true);
+    co_return "";
+  }
+
+  // Registers `echo` for `session_id` (replacing the registration for the previous session) and
+  // waits for the server's `registered`, which serve() reads.
+  asio::awaitable<std::string> register_for(const std::string& session_id) {
+    got_registered_ = false;
+    registered_error_.clear();
+    outgoing_ = json::serialize(json::object{
+        {"type", "register"},
+        {"sessionID", session_id},
+        {"tools",
+         json::array{json::object{
+             {"id", "echo"},
+             {"description", "Answers at once with input.text."},
+             {"parameters",
+              json::object{{"type", "object"},
+                           {"properties", json::object{{"text", json::object{{"type", "string"}}}}},
+                           {"required", json::array{"text"}}}}}}}});
+    registered_.expires_after(ctx_.opt.op_timeout);
+    if (auto err = co_await write(outgoing_); !err.empty()) co_return "sending register: " + err;
+    // The answer may have been read already, while the write completed.
+    if (!got_registered_ && registered_error_.empty())
+      co_await registered_.async_wait(tuple_awaitable);
+    if (!registered_error_.empty()) co_return registered_error_;
+    if (!got_registered_) co_return "no `registered` answer within the operation timeout";
+    co_return registered_error_;
+  }
+
+  // Answers requests until the connection ends.
+  asio::awaitable<void> serve() {
+    for (;;) {
+      auto [ec, n] = co_await ws_.async_read(buffer_, tuple_awaitable);
+      if (ec) {
+        problem("WebSocket read: " + ec.message());
+        co_return;
+      }
+      std::string_view text(static_cast<const char*>(buffer_.cdata().data()), buffer_.size());
+      auto msg = parse_json(text);
+      auto* type = msg ? string_field(*msg, "type") : nullptr;
+      if (type && *type == "request") {
+        const json::value* req = msg->get_object().if_contains("request");
+        auto* request_id = req ? string_field(*req, "requestID") : nullptr;
+        const json::value* input =
+            req && req->is_object() ? req->get_object().if_contains("input") : nullptr;
+        auto* echo = input ? string_field(*input, "text") : nullptr;
+        if (!request_id || !echo) {
+          problem("malformed request " + clip(text));
+        } else {
+          reply_ = json::serialize(json::object{
+              {"type", "result"},
+              {"requestID", *request_id},
+              {"result",
+               json::object{{"status", "success"}, {"title", "echo"}, {"output", *echo}}}});
+          buffer_.consume(buffer_.size());
+          if (auto err = co_await write(reply_); !err.empty()) {
+            problem("WebSocket write: " + err);
+            co_return;
+          }
+          ++answered_;
+          continue;
+        }
+      } else if (type && *type == "registered") {
+        const json::array* ids = nullptr;
+        if (auto* f = msg->get_object().if_contains("toolIDs")) ids = f->if_array();
+        if (!ids || ids->size() != 1 || !(*ids)[0].is_string() ||
+            (*ids)[0].get_string() != tool_id())
+          registered_error_ =
+              "expected {type: registered, toolIDs: [" + tool_id() + "]}, got " + clip(text);
+        got_registered_ = true;
+        registered_.cancel();
+      } else {
+        // An error (a refused result or registration), a cancel, or garbage.
+        problem("unexpected message " + clip(text));
+        if (type && *type == "error") {
+          registered_error_ = "error: " + clip(text);
+          registered_.cancel();
+        }
+      }
+      buffer_.consume(buffer_.size());
+    }
+  }
+
+  void close() {
+    boost::system::error_code ignored;
+    beast::get_lowest_layer(ws_).socket().close(ignored);
+  }
+
+ private:
+  asio::awaitable<std::string> write(const std::string& text) {
+    beast::get_lowest_layer(ws_).expires_after(ctx_.opt.op_timeout);
+    auto [ec, n] = co_await ws_.async_write(asio::buffer(text), tuple_awaitable);
+    beast::get_lowest_layer(ws_).expires_never();
+    co_return ec ? ec.message() : "";
+  }
+
+  void problem(const std::string& what) {
+    if (!ctx_.stopping) g_problems.add("client " + id_ + ": " + what);
+  }
+
+  Ctx& ctx_;
+  std::string id_;
+  websocket::stream<beast::tcp_stream> ws_;
+  beast::flat_buffer buffer_;
+  std::string reply_, outgoing_;
+  std::size_t answered_ = 0;
+  asio::steady_timer registered_;  // cancelled when `registered` (or an error) arrives
+  bool got_registered_ = false;
+  std::string registered_error_;
+};
+
+// ---- measuring ------------------------------------------------------------------------------
+
+// Counters at one instant.
+struct Snapshot {
+  Clock::time_point at;
+  std::uint64_t server_ticks = 0;
+  std::uint64_t server_ns = 0;  // schedstat, live threads
+  std::int64_t bench_us = 0;    // this process, fake model included
+  std::int64_t model_us = 0;    // the fake model's thread
+  std::uint64_t bench_ticks = 0;
+  std::uint64_t busy_ticks = 0;
+  std::uint64_t model_requests = 0;
+  std::size_t turns_done = 0;
+};
+
+Snapshot snapshot(pid_t server, const FakeModel& model, std::size_t turns_done,
+                  bool precise = false) {
+  Snapshot s;
+  s.at = Clock::now();
+  s.server_ticks = process_cpu_ticks(server);
+  if (precise) s.server_ns = process_cpu_ns(server);
+  s.bench_us = self_cpu_us();
+  s.model_us = model.cpu_us();
+  s.bench_ticks = process_cpu_ticks(::getpid());
+  s.busy_ticks = system_busy_ticks();
+  s.model_requests = model.requests();
+  s.turns_done = turns_done;
+  return s;
+}
+
+struct Window {
+  double seconds = 0;
+  std::size_t turns = 0;
+  double turns_per_s = 0;
+  double server_cpu_ms = 0;   // server CPU per turn
+  double server_util = 0;     // server CPU / wall time (1.0 = one vCPU)
+  double model_cpu_us = 0;    // fake model CPU per turn
+  double bench_cpu_us = 0;    // this program's CPU per turn, fake model excluded
+  double other_load = 0;      // everything else, as a fraction of all vCPUs
+  double model_requests = 0;  // per turn (2 expected)
+};
+
+Window window_between(const Snapshot& a, const Snapshot& b) {
+  Window w;
+  w.seconds = std::chrono::duration<double>(b.at - a.at).count();
+  w.turns = b.turns_done - a.turns_done;
+  if (w.seconds > 0) w.turns_per_s = static_cast<double>(w.turns) / w.seconds;
+  double tick_us = 1e6 / static_cast<double>(kTicksPerSecond);
+  double server_us = static_cast<double>(b.server_ticks - a.server_ticks) * tick_us;
+  double turns = static_cast<double>(std::max<std::size_t>(w.turns, 1));
+  w.server_cpu_ms = server_us / 1000.0 / turns;
+  w.server_util = w.seconds > 0 ? server_us / 1e6 / w.seconds : 0;
+  w.model_cpu_us = static_cast<double>(b.model_us - a.model_us) / turns;
+  w.bench_cpu_us =
+      static_cast<double>((b.bench_us - a.bench_us) - (b.model_us - a.model_us)) / turns;
+  w.model_requests = static_cast<double>(b.model_requests - a.model_requests) / turns;
+  double other = static_cast<double>(b.busy_ticks - a.busy_ticks) -
+                 static_cast<double>(b.server_ticks - a.server_ticks) -
+                 static_cast<double>(b.bench_ticks - a.bench_ticks);
+  if (w.seconds > 0)
+    w.other_load = std::max(0.0, other * tick_us / 1e6 / w.seconds /
+                                     static_cast<double>(std::thread::hardware_concurrency()));
+  return w;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
+  rank = std::clamp<std::size_t>(rank, 1, v.size());
+  return v[rank - 1];
+}
+
+// The turns of one scenario: claimed one by one by its drivers; the window opens when `warmup`
+// turns have ended and closes when all `total` have.
+struct TurnRun {
+  pid_t server = 0;
+  std::size_t total = 0;
+  std::size_t warmup = 0;
+  std::size_t bucket = 0;  // > 0: a precise snapshot every `bucket` turns (history scenario)
+  int session_turns = 0;   // > 0: each driver moves to a new session after this many turns
+  std::size_t claimed = 0;
+  std::size_t ended = 0;
+  std::size_t failed = 0;
+  std::optional<Snapshot> open, close;
+  std::vector<Snapshot> buckets;
+  std::vector<double> latency_ms;           // ok turns issued inside the window
+  std::vector<double> bucket_latency_sums;  // history: per bucket, the sum of latencies
+};
+
+// ---- drivers: one session at a time, turns one after another ------------------------------
+
+class Driver {
+ public:
+  Driver(Ctx& ctx, TurnRun& run, Kind kind, int index)
+      : ctx_(ctx),
+        run_(run),
+        kind_(kind),
+        name_("d" + std::to_string(index)),
+        stream_(ctx.io.get_executor()) {
+    if (kind_ == Kind::Client)
+      client_ = std::make_unique<WsClient>(ctx, "bench-" + std::to_string(index));
+  }
+
+  // Connections and the first session, before the run starts.
+  asio::awaitable<std::string> setup(Latch& clients_ended) {
+    if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.opt.op_timeout);
+        !err.empty())
+      co_return err;
+    if (client_) {
+      if (auto err = co_await client_->connect(); !err.empty()) co_return err;
+      clients_ended.add();
+      asio::co_spawn(ctx_.io, client_->serve(), [this, &clients_ended](std::exception_ptr e) {
+        if (e) g_problems.add("client " + client_->id() + ": " + describe(e));
+        clients_ended.count_down();
+      });
+    }
+    co_return co_await new_session();
+  }
+
+  asio::awaitable<void> run() {
+    for (;;) {
+      if (run_.claimed >= run_.total) break;
+      ++run_.claimed;
+      bool in_window = run_.open.has_value();
+      if (run_.session_turns > 0 && session_turns_ >= run_.session_turns) {
+        if (auto err = co_await new_session(); !err.empty()) {
+          fail("a new session: " + err);
+          finish_turn(false, 0);
+          break;
+        }
+      }
+      auto [ok, ms, broken] = co_await turn();
+      finish_turn(ok, in_window ? ms : -1);
+      if (broken) break;
+    }
+    stream_.close();
+  }
+
+  void close_client() {
+    if (client_) client_->close();
+  }
+
+ private:
+  struct TurnOutcome {
+    bool ok;
+    double ms;
+    bool broken;  // the connection is unusable: the driver stops
+  };
+
+  asio::awaitable<std::string> new_session() {
+    auto req = make_request(http::verb::post, "/session", ctx_.host,
+                            json::serialize(json::object{{"title", "agent_turns " + name_}}));
+    auto r = co_await http_call(stream_, buffer_, req, ctx_.opt.op_timeout);
+    if (!r.error.empty()) co_return r.error;
+    auto body = parse_json(r.res.body());
+    auto* id = body ? string_field(*body, "id") : nullptr;
+    if (r.res.result() != http::status::ok || !id)
+      co_return "POST /session: expected 200 {id}, got " + std::to_string(r.res.result_int()) +
+          " " + clip(r.res.body());
+    session_ = std::string(*id);
+    session_turns_ = 0;
+    if (client_)
+      if (auto err = co_await client_->register_for(session_); !err.empty())
+        co_return "register for " + session_ + ": " + err;
+    co_return "";
+  }
+
+  asio::awaitable<TurnOutcome> turn() {
+    ++session_turns_;
+    std::string token = name_ + "-" + std::to_string(++turns_);
+    std::string final_text = "final answer of turn " + token;
+    json::object prompt;
+    if (kind_ == Kind::Read) {
+      prompt = json::object{{"tool", "read"},
+                            {"input", json::object{{"filePath", ctx_.read_file.string()}}},
+                            {"expect", kReadMarker},
+                            {"final", final_text}};
+    } else {
+      std::string echo = "echo of turn " + token;
+      prompt = json::object{{"tool", client_->tool_id()},
+                            {"input", json::object{{"text", echo}}},
+                            {"expect", echo},
+                            {"final", final_text}};
+    }
+    auto req = make_request(
+        http::verb::post, "/session/" + session_ + "/message", ctx_.host,
+        json::serialize(json::object{
+            {"parts",
+             json::array{json::object{{"type", "text"}, {"text", json::serialize(prompt)}}}}}));
+    auto t0 = Clock::now();
+    auto r = co_await http_call(stream_, buffer_, req, ctx_.opt.op_timeout);
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (!r.error.empty()) {
+      fail("turn " + token + ": " + r.error);
+      co_return TurnOutcome{false, ms, true};
+    }
+    if (auto err = check_turn(r.res, final_text); !err.empty()) {
+      fail("turn " + token + ": " + err);
+      co_return TurnOutcome{false, ms, false};
+    }
+    co_return TurnOutcome{true, ms, false};
+  }
+
+  // 200 {info, parts}: an assistant message that finished with "stop", no error, and whose text
+  // parts say exactly what the fake model sent.
+  static std::string check_turn(const http::response<http::string_body>& res,
+                                const std::string& expected) {
+    if (res.result() != http::status::ok)
+      return "expected 200, got " + std::to_string(res.result_int()) + " " + clip(res.body());
+    auto body = parse_json(res.body());
+    const json::object* o = body ? body->if_object() : nullptr;
+    const json::value* info = o ? o->if_contains("info") : nullptr;
+    const json::value* parts = o ? o->if_contains("parts") : nullptr;
+    if (!info || !info->is_object() || !parts || !parts->is_array())
+      return "expected {info, parts}, got " + clip(res.body());
+    auto* role = string_field(*info, "role");
+    auto* finish = string_field(*info, "finish");
+    if (!role || *role != "assistant" || !finish || *finish != "stop" ||
+        info->get_object().contains("error"))
+      return "expected an assistant message with finish \"stop\" and no error, got " +
+             clip(json::serialize(*info));
+    std::string text;
+    for (const auto& p : parts->get_array()) {
+      auto* type = string_field(p, "type");
+      auto* t = string_field(p, "text");
+      if (type && *type == "text" && t) text += std::string_view(*t);
+    }
+    if (text != expected)
+      return "expected the text \"" + expected + "\", got \"" + clip(text) + "\"";
+    return "";
+  }
+
+  void finish_turn(bool ok, double ms) {
+    ++run_.ended;
+    if (!ok) ++run_.failed;
+    if (ok && ms >= 0) run_.latency_ms.push_back(ms);
+    if (!run_.open && run_.ended >= run_.warmup)
+      run_.open = snapshot(run_.server, ctx_.model, run_.ended, run_.bucket > 0);
+    if (run_.bucket > 0) {
+      if (run_.bucket_latency_sums.size() <= (run_.ended - 1) / run_.bucket)
+        run_.bucket_latency_sums.push_back(0);
+      run_.bucket_latency_sums.back() += ok ? ms : 0;
+      if (run_.ended % run_.bucket == 0)
+        run_.buckets.push_back(snapshot(run_.server, ctx_.model, run_.ended, true));
+    }
+    if (run_.ended == run_.total) run_.close = snapshot(run_.server, ctx_.model, run_.ended);
+  }
+
+  void fail(const std::string& what) { g_problems.add("driver " + name_ + ": " + what); }
+
+  Ctx& ctx_;
+  TurnRun& run_;
+  Kind kind_;
+  std::string name_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::unique_ptr<WsClient> client_;
+  std::string session_;
+  int session_turns_ = 0;
+  int turns_ = 0;
+};
+
+// Sets up `n` drivers (sessions, connections, clients), runs `run.total` turns and tears down.
+// Returns false when the set-up failed.
+asio::awaitable<bool> drive(Ctx& ctx, TurnRun& run, Kind kind, int n) {
+  std::vector<std::unique_ptr<Driver>> drivers;
+  for (int i = 0; i < n; ++i)
+    drivers.push_back(std::make_unique<Driver>(ctx, run, kind, i));
+  Latch clients_ended(ctx.io.get_executor(), 0);  // serve() loops of the WebSocket clients
+  bool ready = true;
+  for (auto& d : drivers) {
+    auto err = co_await d->setup(clients_ended);
+    if (!err.empty()) {
+      g_problems.add("set-up: " + err);
+      ready = false;
+      break;
+    }
+  }
+  if (ready) {
+    if (run.warmup == 0) run.open = snapshot(run.server, ctx.model, 0, run.bucket > 0);
+    Latch done(ctx.io.get_executor(), drivers.size());
+    for (auto& d : drivers)
+      asio::co_spawn(ctx.io, d->run(), [&done](std::exception_ptr e) {
+        if (e) g_problems.add("driver: " + describe(e));
+        done.count_down();
+      });
+    // Each operation has its own timeout; this bound is a second line of defence.
+    auto bound = ctx.opt.op_timeout * 2 + std::chrono::milliseconds(run.total) * 1000;
+    if (!co_await done.wait(std::chrono::duration_cast<std::chrono::milliseconds>(bound)))
+      throw Fatal(std::to_string(done.remaining()) + " drivers did not stop");
+    if (!run.close) run.close = snapshot(run.server, ctx.model, run.ended);
+  }
+  ctx.stopping = true;
+  for (auto& d : drivers)
+    d->close_client();
+  if (!co_await clients_ended.wait(10s)) throw Fatal("WebSocket clients did not end within 10 s");
+  ctx.stopping = false;
+  co_return ready;
+}
+
+// ---- scenarios ------------------------------------------------------------------------------
+
+std::string fmt(double v, int decimals = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string fmt_int(double v) {
+  long long n = std::llround(v);
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out = n < 0 ? "-" : "";
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+struct LatencyRow {
+  Kind kind;
+  bool completed = false;
+  Window w;
+  double p50 = 0, p95 = 0, p99 = 0, max = 0;
+  std::size_t errors = 0;
+};
+
+struct ThroughputRow {
+  Kind kind;
+  int sessions = 0;
+  bool completed = false;
+  Window w;
+  double p50 = 0, p95 = 0;
+  std::size_t turns_run = 0;
+  std::uint64_t rss_idle_kib = 0, rss_after_kib = 0, hwm_kib = 0;
+  std::size_t errors = 0;
+};
+
+struct HistoryRow {
+  std::size_t first = 0, last = 0;  // turn numbers in the session
+  double server_cpu_ms = 0;
+  double mean_ms = 0;
+};
+
+struct StartupRow {
+  std::string data;
+  std::vector<double> ms;
+  std::size_t errors = 0;
+};
+
+struct Results {
+  std::vector<LatencyRow> latency;
+  std::vector<ThroughputRow> throughput;
+  std::vector<HistoryRow> history;
+  bool history_completed = false;
+  std::vector<StartupRow> startup;
+  fs::path populated_data;  // the data directory of the throughput run (read turns)
+  std::size_t populated_turns = 0;
+};
+
+asio::awaitable<void> run_latency(asio::io_context& io, const Options& opt, TempRoot& temp,
+                                  FakeModel& model, Kind kind, Results& results) {
+  std::cerr << "latency: " << kind_name(kind) << " turns, 1 driver" << std::endl;
+  auto errors_before = g_problems.count;
+  LatencyRow row{kind};
+  Server server = start_server(opt, temp, model, "latency-" + kind_name(kind));
+  Ctx ctx = make_ctx(io, opt, model, server);
+  TurnRun run;
+  run.server = server.child->pid();
+  run.warmup = static_cast<std::size_t>(opt.warmup_turns);
+  run.total = run.warmup + static_cast<std::size_t>(opt.turns);
+  run.session_turns = opt.session_turns;
+  if (co_await drive(ctx, run, kind, 1) && run.open && run.close) {
+    row.w = window_between(*run.open, *run.close);
+    row.p50 = percentile(run.latency_ms, 0.50);
+    row.p95 = percentile(run.latency_ms, 0.95);
+    row.p99 = percentile(run.latency_ms, 0.99);
+    row.max = percentile(run.latency_ms, 1.0);
+    row.completed = true;
+    std::cerr << "  " << row.w.turns << " turns in " << row.w.seconds << " s; "
+              << row.w.model_requests << " model requests per turn" << std::endl;
+    // Turns one after another: exactly two model requests each (the tool call, the final text).
+    if (std::abs(row.w.model_requests - 2.0) > 1e-9)
+      g_problems.add("expected 2 model requests per turn, got " + fmt(row.w.model_requests, 4));
+  }
+  stop_server(server);
+  model.collect_problems();
+  row.errors = g_problems.count - errors_before;
+  results.latency.push_back(row);
+}
+
+asio::awaitable<void> run_throughput(asio::io_context& io, const Options& opt, TempRoot& temp,
+                                     FakeModel& model, Kind kind, Results& results) {
+  std::cerr << "throughput: " << kind_name(kind) << " turns, " << opt.sessions << " sessions"
+            << std::endl;
+  auto errors_before = g_problems.count;
+  ThroughputRow row{kind, opt.sessions};
+  Server server = start_server(opt, temp, model, "throughput-" + kind_name(kind));
+  Ctx ctx = make_ctx(io, opt, model, server);
+  pid_t pid = server.child->pid();
+  // Idle: after one answered request, so that what is built on the first one is included.
+  if (auto err = co_await check_health(ctx); !err.empty()) throw Fatal(err);
+  co_await sleep_for(500ms);
+  row.rss_idle_kib = status_field(pid, "VmRSS");
+  TurnRun run;
+  run.server = pid;
+  run.warmup = static_cast<std::size_t>(opt.throughput_warmup);
+  run.total = static_cast<std::size_t>(opt.total_turns);
+  run.session_turns = opt.session_turns;
+  if (co_await drive(ctx, run, kind, opt.sessions) && run.open && run.close) {
+    row.w = window_between(*run.open, *run.close);
+    row.p50 = percentile(run.latency_ms, 0.50);
+    row.p95 = percentile(run.latency_ms, 0.95);
+    row.turns_run = run.ended;
+    // The clients have closed; the sessions and their history stay.
+    co_await sleep_for(500ms);
+    row.rss_after_kib = status_field(pid, "VmRSS");
+    row.hwm_kib = status_field(pid, "VmHWM");
+    row.completed = true;
+    std::cerr << "  " << run.ended << " turns; window " << row.w.turns << " turns in "
+              << row.w.seconds << " s; RSS " << row.rss_idle_kib << " -> " << row.rss_after_kib
+              << " KiB" << std::endl;
+    // The server is still healthy and answers at once.
+    if (auto err = co_await check_health(ctx); !err.empty()) g_problems.add(err);
+  }
+  stop_server(server);
+  model.collect_problems();
+  row.errors = g_problems.count - errors_before;
+  if (kind == Kind::Read && row.completed && row.errors == 0) {
+    results.populated_data = server.dirs.data;
+    results.populated_turns = run.ended;
+  }
+  results.throughput.push_back(row);
+}
+
+asio::awaitable<void> run_history(asio::io_context& io, const Options& opt, TempRoot& temp,
+                                  FakeModel& model, Results& results) {
+  std::cerr << "history: " << opt.history_turns << " read turns in one session" << std::endl;
+  Server server = start_server(opt, temp, model, "history");
+  Ctx ctx = make_ctx(io, opt, model, server);
+  TurnRun run;
+  run.server = server.child->pid();
+  run.warmup = 0;
+  run.total = static_cast<std::size_t>(opt.history_turns);
+  run.bucket = static_cast<std::size_t>(opt.history_bucket);
+  if (co_await drive(ctx, run, Kind::Read, 1) && run.open) {
+    Snapshot prev = *run.open;
+    for (std::size_t i = 0; i < run.buckets.size(); ++i) {
+      const Snapshot& s = run.buckets[i];
+      HistoryRow row;
+      row.first = prev.turns_done + 1;
+      row.last = s.turns_done;
+      double turns = static_cast<double>(s.turns_done - prev.turns_done);
+      row.server_cpu_ms = static_cast<double>(s.server_ns - prev.server_ns) / 1e6 / turns;
+      row.mean_ms = run.bucket_latency_sums[i] / turns;
+      results.history.push_back(row);
+      prev = s;
+    }
+    results.history_completed = true;
+  }
+  stop_server(server);
+  model.collect_problems();
+}
+
+// Starts the server `opt.starts` times; each time, from fork() to the first 200 of GET /health,
+// polled on a fresh connection every 250 µs (the port is chosen here, so that nothing waits for
+// the log).
+asio::awaitable<void> run_startup(asio::io_context& io, const Options& opt, TempRoot& temp,
+                                  FakeModel& model, const std::string& label,
+                                  const fs::path& data_dir, Results& results) {
+  std::cerr << "startup: " << label << ", " << opt.starts << " starts" << std::endl;
+  auto errors_before = g_problems.count;
+  StartupRow row{label};
+  auto deadline_after = g_slow_child ? 120s : 10s;
+  for (int i = 0; i < opt.starts; ++i) {
+    ServerDirs dirs = make_server_dirs(temp, "startup", model.port(), data_dir);
+    std::optional<double> ms;
+    for (int attempt = 0; attempt < 3 && !ms; ++attempt) {
+      unsigned short port = 0;
+      {
+        tcp::acceptor probe(io, tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), 0));
+        port = probe.local_endpoint().port();
+      }
+      tcp::endpoint ep(asio::ip::make_address_v4("127.0.0.1"), port);
+      std::string host = "127.0.0.1:" + std::to_string(port);
+      Child child(server_args(opt, dirs, port), dirs.home, dirs.cwd, dirs.log);
+      auto deadline = child.started() + deadline_after;
+      bool gave_up = false;
+      for (;;) {
+        beast::tcp_stream stream(io.get_executor());
+        stream.expires_after(opt.op_timeout);
+        auto [ec] = co_await stream.async_connect(ep, tuple_awaitable);
+        if (!ec) {
+          stream.expires_never();
+          beast::flat_buffer buffer;
+          auto req = make_request(http::verb::get, "/health", host, "");
+          auto r = co_await http_call(stream, buffer, req, opt.op_timeout);
+          if (r.error.empty() && r.res.result() == http::status::ok) {
+            ms = std::chrono::duration<double, std::milli>(Clock::now() - child.started()).count();
+            break;
+          }
+        }
+        if (child.poll_exit()) {
+          // Most likely someone else took the port between our probe and the server's bind.
+          std::cerr << "  the server exited at start (attempt " << attempt + 1
+                    << "); log: " << clip(child.log_tail(), 500) << std::endl;
+          break;
+        }
+        if (Clock::now() > deadline) {
+          gave_up = true;
+          break;
+        }
+        co_await sleep_for(250us);
+      }
+      if (gave_up) {
+        g_problems.add("start-up: no healthy answer within " +
+                       std::to_string(deadline_after.count()) + " s; log:\n" + child.log_tail());
+        break;
+      }
+      if (ms) {
+        auto err = child.stop(g_slow_child ? 120s : 10s);
+        if (!err.empty()) g_problems.add("the server " + err + "; log:\n" + child.log_tail());
+      }
+    }
+    if (ms)
+      row.ms.push_back(*ms);
+    else if (g_problems.count == errors_before)
+      g_problems.add("start-up: the server did not start in 3 attempts");
+  }
+  row.errors = g_problems.count - errors_before;
+  results.startup.push_back(row);
+}
+
+// ---- report ---------------------------------------------------------------------------------
+
+std::string kind_label(Kind k) {
+  return k == Kind::Read ? "server tool (`read`)" : "client tool over WebSocket";
+}
+
+void print_report(const Options& opt, const Results& r, const std::string& load_before) {
+  utsname u{};
+  ::uname(&u);
+  std::cout << "### agent_turns results\n\n"
+            << "- machine: " << std::thread::hardware_concurrency() << " vCPUs, " << cpu_model()
+            << ", Linux " << u.release << "\n"
+            << "- load average before / after the run: " << load_before << " / " << load_average()
+            << "\n"
+            << "- server: `" << opt.server_path << "`"
+            << (opt.server_prefix.empty() ? "" : " under a --server-prefix tool") << "\n"
+            << "- sessions change every " << opt.session_turns
+            << " turns in the latency and throughput scenarios (0: never)\n\n";
+
+  if (!r.latency.empty()) {
+    std::cout << "#### One driver, turns one after another\n\n"
+              << "| turn | turns | server CPU ms/turn | p50 ms | p95 ms | p99 ms | max ms |"
+                 " turns/s | server CPU % | fake model µs/turn | bench µs/turn | other load % |"
+                 " errors |\n"
+              << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (const auto& l : r.latency) {
+      if (!l.completed) {
+        std::cout << "| " << kind_label(l.kind) << " | failed | | | | | | | | | | | " << l.errors
+                  << " |\n";
+        continue;
+      }
+      std::cout << "| " << kind_label(l.kind) << " | " << fmt_int(l.w.turns) << " | "
+                << fmt(l.w.server_cpu_ms, 3) << " | " << fmt(l.p50, 2) << " | " << fmt(l.p95, 2)
+                << " | " << fmt(l.p99, 2) << " | " << fmt(l.max, 1) << " | "
+                << fmt_int(l.w.turns_per_s) << " | " << fmt(l.w.server_util * 100, 0) << " | "
+                << fmt_int(l.w.model_cpu_us) << " | " << fmt_int(l.w.bench_cpu_us) << " | "
+                << fmt(l.w.other_load * 100, 0) << " | " << l.errors << " |\n";
+    }
+    std::cout << "\n";
+  }
+  if (!r.throughput.empty()) {
+    std::cout << "#### Concurrent sessions (one driver per session), fresh server\n\n"
+              << "| turn | sessions | turns run | turns in window | turns/s | server CPU ms/turn |"
+                 " server CPU % | p50 ms | p95 ms | RSS idle MiB | RSS after MiB | peak RSS MiB |"
+                 " fake model µs/turn | other load % | errors |\n"
+              << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (const auto& t : r.throughput) {
+      if (!t.completed) {
+        std::cout << "| " << kind_label(t.kind) << " | " << t.sessions
+                  << " | failed | | | | | | | | | | | | " << t.errors << " |\n";
+        continue;
+      }
+      std::cout << "| " << kind_label(t.kind) << " | " << t.sessions << " | "
+                << fmt_int(t.turns_run) << " | " << fmt_int(t.w.turns) << " | "
+                << fmt_int(t.w.turns_per_s) << " | " << fmt(t.w.server_cpu_ms, 3) << " | "
+                << fmt(t.w.server_util * 100, 0) << " | " << fmt(t.p50, 2) << " | " << fmt(t.p95, 2)
+                << " | " << fmt(mib(t.rss_idle_kib)) << " | " << fmt(mib(t.rss_after_kib)) << " | "
+                << fmt(mib(t.hwm_kib)) << " | " << fmt_int(t.w.model_cpu_us) << " | "
+                << fmt(t.w.other_load * 100, 0) << " | " << t.errors << " |\n";
+    }
+    std::cout << "\n";
+  }
+  if (r.history_completed) {
+    std::cout << "#### History: `read` turns in one session that is never changed\n\n"
+              << "| turns of the session | server CPU ms/turn | mean turn ms |\n"
+              << "|---|---:|---:|\n";
+    for (const auto& h : r.history)
+      std::cout << "| " << h.first << "-" << h.last << " | " << fmt(h.server_cpu_ms, 3) << " | "
+                << fmt(h.mean_ms, 2) << " |\n";
+    std::cout << "\n";
+  }
+  if (!r.startup.empty()) {
+    std::cout << "#### Start to first healthy answer (fork() to 200 from GET /health)\n\n"
+              << "| data directory | starts | median ms | min ms | max ms | errors |\n"
+              << "|---|---:|---:|---:|---:|---:|\n";
+    for (const auto& s : r.startup) {
+      if (s.ms.empty()) {
+        std::cout << "| " << s.data << " | failed | | | | " << s.errors << " |\n";
+        continue;
+      }
+      std::cout << "| " << s.data << " | " << s.ms.size() << " | " << fmt(percentile(s.ms, 0.5), 1)
+                << " | " << fmt(percentile(s.ms, 0.0), 1) << " | " << fmt(percentile(s.ms, 1.0), 1)
+                << " | " << s.errors << " |\n";
+    }
+    std::cout << "\n";
+  }
+
+  // The targets of issue 3.
+  struct Check {
+    std::string what;
+    double value;
+    double limit;
+    bool below;
+    std::string unit;
+  };
+  std::vector<Check> checks;
+  for (const auto& l : r.latency)
+    if (l.completed)
+      checks.push_back({"server CPU per turn, " + kind_label(l.kind) + ", one driver",
+                        l.w.server_cpu_ms, 0.5, true, "ms"});
+  for (const auto& t : r.throughput)
+    if (t.completed) {
+      std::string at = kind_label(t.kind) + ", " + std::to_string(t.sessions) + " sessions";
+      checks.push_back({"server CPU per turn, " + at, t.w.server_cpu_ms, 0.5, true, "ms"});
+      checks.push_back({"turns/s, " + at, t.w.turns_per_s, 400, false, "/s"});
+      checks.push_back({"RSS after " + fmt_int(static_cast<double>(t.turns_run)) + " turns, " +
+                            kind_label(t.kind),
+                        mib(t.rss_after_kib), 40, true, "MiB"});
+    }
+  for (const auto& s : r.startup)
+    if (!s.ms.empty())
+      checks.push_back({"start to first healthy answer (median), " + s.data, percentile(s.ms, 0.5),
+                        50, true, "ms"});
+  if (!checks.empty()) {
+    std::cout << "#### Targets (issue 3)\n\n"
+              << "| target | measured | limit | result |\n"
+              << "|---|---:|---:|---|\n";
+    for (const auto& c : checks) {
+      bool pass = c.below ? c.value < c.limit : c.value > c.limit;
+      std::cout << "| " << c.what << " | " << fmt(c.value, c.unit == "ms" ? 2 : 1) << " " << c.unit
+                << " | " << (c.below ? "< " : "> ") << fmt(c.limit, c.limit < 1 ? 1 : 0) << " "
+                << c.unit << " | " << (pass ? "met" : "**missed**") << " |\n";
+    }
+    std::cout << "\n";
+  }
+  std::cout << "Errors: " << g_problems.count << "\n";
+  for (const auto& p : g_problems.first)
+    std::cout << "- " << clip(p, 500) << "\n";
+  std::cout << std::flush;
+}
+
+// ---- the run --------------------------------------------------------------------------------
+
+asio::awaitable<void> run_all(asio::io_context& io, const Options& opt, TempRoot& temp,
+                              FakeModel& model, Results& results) {
+  if (opt.latency)
+    for (Kind k : opt.kinds)
+      co_await run_latency(io, opt, temp, model, k, results);
+  if (opt.throughput)
+    for (Kind k : opt.kinds)
+      co_await run_throughput(io, opt, temp, model, k, results);
+  if (opt.history) co_await run_history(io, opt, temp, model, results);
+  if (opt.startup) {
+    co_await run_startup(io, opt, temp, model, "empty", {}, results);
+    if (!results.populated_data.empty())
+      co_await run_startup(
+          io, opt, temp, model,
+          "after " + fmt_int(static_cast<double>(results.populated_turns)) + " turns (16 sessions)",
+          results.populated_data, results);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  try {
+    opt = parse_options(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "agent_turns: " << e.what() << "\n\n" << kUsage;
+    return 2;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGALRM, on_alarm);
+  ::alarm(static_cast<unsigned>(opt.max_runtime_s));
+  std::string load_before = load_average();
+
+  try {
+    if (!fs::exists(opt.server_path))
+      throw Fatal("no server binary at " + opt.server_path + " (build it, or pass --server PATH)");
+    g_slow_child = !opt.server_prefix.empty();
+    TempRoot temp(opt.keep_temp);
+    FakeModel model;
+    std::cerr << "fake model on http://127.0.0.1:" << model.port() << "/v1" << std::endl;
+    Results results;
+    asio::io_context io(1);
+    std::exception_ptr failure;
+    asio::co_spawn(io, run_all(io, opt, temp, model, results), [&](std::exception_ptr e) {
+      failure = e;
+      io.stop();  // clients may still be waiting on their connections
+    });
+    io.run();
+    model.collect_problems();
+    if (failure) {
+      temp.keep();
+      print_report(opt, results, load_before);
+      std::cerr << "agent_turns: " << describe(failure) << std::endl;
+      std::cout << std::flush;
+      std::cerr << std::flush;
+      // Coroutines may still reference scenario state: leave without unwinding them. The server
+      // dies with us (PR_SET_PDEATHSIG), and is killed here as well.
+      if (g_child_pid > 0) ::kill(g_child_pid, SIGKILL);
+      std::_Exit(1);
+    }
+    if (g_problems.count > 0) temp.keep();
+    print_report(opt, results, load_before);
+    return g_problems.count == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "agent_turns: " << e.what() << std::endl;
+    return 1;
+  }
+}

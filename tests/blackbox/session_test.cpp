@@ -1,0 +1,1608 @@
+// Black-box tests of the session API and the agent loop (issue 3): the real `switchboard serve`
+// against a fake OpenAI-compatible / Anthropic model server that the tests script. A turn with
+// each built-in tool, client tools over WebSocket (plain, parallel with a server tool,
+// interactive), permissions (ask, once, reject, always), the doom loop, abort, busy sessions,
+// failing providers and cut streams, the `invalid` tool, restarts (a crash mid-turn and a clean
+// stop), deletion, tool discovery, and the routes' validation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "blackbox_util.hpp"
+#include "fake_model_server.hpp"
+
+namespace sb::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+long long elapsed_ms(Clock::time_point since) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
+}
+
+bool contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// Polls `done` every 10 ms until it holds or the timeout passes; for state that has no event.
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (!done()) {
+    if (Clock::now() >= deadline) return done();
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+// A process that has exited (a zombie counts: it runs nothing any more).
+bool process_gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!stat || !std::getline(stat, line)) return true;
+  auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+json::object text_prompt(std::string_view text) {
+  return json::object{{"parts", json::array{json::object{{"type", "text"}, {"text", text}}}}};
+}
+
+// The value at a JSON Pointer, or null.
+json::value value_at(const json::value& v, std::string_view pointer) {
+  const json::value* p = find(v, pointer);
+  return p ? *p : json::value(nullptr);
+}
+
+const json::object& as_object(const json::value& v) {
+  static const json::object empty;
+  return v.is_object() ? v.get_object() : empty;
+}
+
+// ---- what the model was sent ------------------------------------------------------------------
+
+const json::array& array_at(const json::value& v, std::string_view pointer) {
+  static const json::array empty;
+  const json::value* p = find(v, pointer);
+  return p && p->is_array() ? p->get_array() : empty;
+}
+
+// The names of the tools offered in an OpenAI request.
+std::vector<std::string> openai_tool_names(const RecordedRequest& r) {
+  std::vector<std::string> out;
+  for (const auto& t : array_at(r.json, "/tools"))
+    out.push_back(string_at(t, "/function/name"));
+  return out;
+}
+
+// The function object of the tool named `name` in an OpenAI request, or null.
+json::value openai_tool(const RecordedRequest& r, std::string_view name) {
+  for (const auto& t : array_at(r.json, "/tools"))
+    if (string_at(t, "/function/name") == name) return value_at(t, "/function");
+  return nullptr;
+}
+
+// The {role: "tool"} message answering `call_id` in an OpenAI request, or null.
+json::value openai_tool_message(const RecordedRequest& r, std::string_view call_id) {
+  for (const auto& m : array_at(r.json, "/messages"))
+    if (string_at(m, "/role") == "tool" && string_at(m, "/tool_call_id") == call_id) return m;
+  return nullptr;
+}
+
+// The assistant message of an OpenAI request whose tool_calls include `call_id`, or null.
+json::value openai_call_message(const RecordedRequest& r, std::string_view call_id) {
+  for (const auto& m : array_at(r.json, "/messages"))
+    for (const auto& c : array_at(m, "/tool_calls"))
+      if (string_at(c, "/id") == call_id) return m;
+  return nullptr;
+}
+
+// ---- what the session shows -------------------------------------------------------------------
+
+std::vector<json::object> parts_of(const json::array& messages) {
+  std::vector<json::object> out;
+  for (const auto& m : messages)
+    for (const auto& p : array_at(m, "/parts"))
+      out.push_back(as_object(p));
+  return out;
+}
+
+std::optional<json::object> tool_part(const json::array& messages, std::string_view call_id) {
+  for (auto& p : parts_of(messages))
+    if (string_at(json::value(p), "/type") == "tool" &&
+        string_at(json::value(p), "/callID") == call_id)
+      return p;
+  return std::nullopt;
+}
+
+// The text of the text parts of a {info, parts} message.
+std::string text_of(const json::value& message) {
+  std::string out;
+  for (const auto& p : array_at(message, "/parts"))
+    if (string_at(p, "/type") == "text") out += string_at(p, "/text");
+  return out;
+}
+
+class SessionTest : public ServerTest {
+ protected:
+  // A config with the fake model as the OpenAI-compatible provider "fake" (the default model),
+  // fast retries and the test's own entries on top.
+  json::object openai_config(const json::object& extra = {}) {
+    json::object cfg = test_config();
+    cfg["provider"] = json::object{{"fake", json::object{{"type", "openai-compatible"},
+                                                         {"baseURL", model_.base_url()},
+                                                         {"apiKey", "sk-test"},
+                                                         {"models", json::array{"fake-model"}}}}};
+    cfg["model"] = "fake/fake-model";
+    cfg["retry"] = json::object{{"attempts", 2}, {"initialDelay", 20}, {"maxDelay", 40}};
+    for (const auto& kv : extra)
+      cfg[kv.key()] = kv.value();
+    return cfg;
+  }
+
+  // Starts the server with the test's project and data directories.
+  void start_server(json::object config) {
+    ServerProcess::Options options;
+    options.config = std::move(config);
+    options.data_dir = data_.path();
+    options.directory = project_.path();
+    server_.emplace(std::move(options));
+  }
+
+  std::string create_session(const json::object& body = {}) {
+    auto res = http_post(port(), "/session", body);
+    if (res.status != 200) throw std::runtime_error("setup: POST /session: " + res.describe());
+    std::string id = string_at(res.json(), "/id");
+    if (id.empty()) throw std::runtime_error("setup: POST /session without id: " + res.describe());
+    return id;
+  }
+
+  HttpResponse prompt(const std::string& sid, std::string_view text,
+                      std::chrono::milliseconds timeout = 15s) {
+    return http_post(port(), "/session/" + sid + "/message", text_prompt(text), timeout);
+  }
+
+  void prompt_async(const std::string& sid, json::object body) {
+    auto res = http_post(port(), "/session/" + sid + "/prompt_async", body);
+    if (res.status != 204)
+      throw std::runtime_error("setup: prompt_async did not answer 204: " + res.describe());
+  }
+  void prompt_async(const std::string& sid, std::string_view text) {
+    prompt_async(sid, text_prompt(text));
+  }
+
+  json::array messages(const std::string& sid) {
+    auto res = http_get(port(), "/session/" + sid + "/message");
+    if (res.status != 200)
+      throw std::runtime_error("GET /session/" + sid + "/message: " + res.describe());
+    return res.json().as_array();
+  }
+
+  json::object status() { return http_get(port(), "/session/status").json().as_object(); }
+
+  // Reads /event until `sid` is idle; the events on the way, in order. Throws on timeout.
+  std::vector<json::object> events_until_idle(BusEvents& bus, const std::string& sid,
+                                              std::chrono::milliseconds timeout = 10s) {
+    std::vector<json::object> out;
+    auto deadline = Clock::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      auto e = left.count() > 0 ? bus.sse().next_event(left) : std::nullopt;
+      if (!e)
+        throw std::runtime_error("session " + sid + " did not become idle within " +
+                                 std::to_string(timeout.count()) + " ms");
+      json::value v = e->json();
+      if (!v.is_object()) continue;
+      out.push_back(v.get_object());
+      if (string_at(v, "/type") == "session.idle" && string_at(v, "/properties/sessionID") == sid)
+        return out;
+    }
+  }
+
+  void wait_idle(BusEvents& bus, const std::string& sid, std::chrono::milliseconds timeout = 10s) {
+    if (!bus.next_where("session.idle", "/properties/sessionID", json::value(sid), timeout))
+      throw std::runtime_error("session " + sid + " did not become idle within " +
+                               std::to_string(timeout.count()) + " ms");
+  }
+
+  // Waits for a part update of `call_id` with the given status; the part.
+  std::optional<json::object> wait_part_status(BusEvents& bus, std::string_view call_id,
+                                               std::string_view status,
+                                               std::chrono::milliseconds timeout = 5s) {
+    auto deadline = Clock::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      auto e = bus.next("message.part.updated", left);
+      if (!e) return std::nullopt;
+      json::value v(std::move(*e));
+      if (string_at(v, "/properties/part/callID") == call_id &&
+          string_at(v, "/properties/part/state/status") == status)
+        return as_object(value_at(v, "/properties/part"));
+    }
+  }
+
+  // A turn in which the model calls `tool` with `input` once and then answers "All done.".
+  struct ToolTurn {
+    std::string session;
+    std::string call_id;
+    HttpResponse reply;      // POST /session/{id}/message
+    json::object part;       // the tool part, from GET /session/{id}/message
+    RecordedRequest first;   // the model request that led to the call
+    RecordedRequest second;  // the one after it, with the result
+  };
+  ToolTurn tool_turn(const std::string& tool, const json::value& input) {
+    ToolTurn t;
+    t.call_id = "call_" + tool + "_1";
+    model_.push(FakeResponse::with_tool_call(t.call_id, tool, input));
+    model_.push(FakeResponse::with_text("All done."));
+    t.session = create_session();
+    t.reply = prompt(t.session, "please use " + tool);
+    auto first = model_.wait_for_request(0, 1s);
+    auto second = model_.wait_for_request(1, 1s);
+    if (!first || !second)
+      throw std::runtime_error("the model got " + std::to_string(model_.request_count()) +
+                               " requests, not 2; the reply was " + t.reply.describe());
+    t.first = std::move(*first);
+    t.second = std::move(*second);
+    auto part = tool_part(messages(t.session), t.call_id);
+    if (!part) throw std::runtime_error("no tool part with callID " + t.call_id);
+    t.part = std::move(*part);
+    return t;
+  }
+
+  // What every successful tool turn shows: the tool was offered with its schema, its part
+  // completed, the model got exactly the part's output back for that call id, and the turn
+  // ended with the model's text.
+  void expect_tool_turn_completed(const ToolTurn& t, std::string_view tool) {
+    json::value part(t.part);
+    EXPECT_EQ(string_at(part, "/tool"), tool) << str(part);
+    EXPECT_EQ(string_at(part, "/state/status"), "completed") << str(part);
+    std::string output = string_at(part, "/state/output");
+    EXPECT_FALSE(output.empty()) << str(part);
+
+    json::value offered = openai_tool(t.first, tool);
+    EXPECT_TRUE(offered.is_object()) << tool << " was not offered to the model: " << t.first.body;
+    EXPECT_EQ(string_at(offered, "/parameters/type"), "object") << str(offered);
+    EXPECT_FALSE(string_at(offered, "/description").empty()) << str(offered);
+    const json::array& sent = array_at(t.first.json, "/messages");
+    ASSERT_FALSE(sent.empty()) << t.first.body;
+    EXPECT_EQ(string_at(sent.back(), "/role"), "user") << t.first.body;
+    EXPECT_EQ(string_at(sent.back(), "/content"), "please use " + std::string(tool));
+
+    json::value call = openai_call_message(t.second, t.call_id);
+    EXPECT_TRUE(call.is_object()) << "the second request does not repeat the call: "
+                                  << t.second.body;
+    json::value result = openai_tool_message(t.second, t.call_id);
+    ASSERT_TRUE(result.is_object())
+        << "the tool result was not sent back to the model: " << t.second.body;
+    EXPECT_EQ(string_at(result, "/content"), output);
+
+    ASSERT_TRUE(IsOk(t.reply));
+    json::value reply = t.reply.json();
+    EXPECT_EQ(text_of(reply), "All done.") << t.reply.describe();
+    EXPECT_EQ(string_at(reply, "/info/role"), "assistant");
+    EXPECT_EQ(string_at(reply, "/info/finish"), "stop") << t.reply.describe();
+    EXPECT_EQ(find(reply, "/info/error"), nullptr) << t.reply.describe();
+  }
+
+  FakeModelServer model_;
+  TempDir project_{"switchboard-project"};
+  TempDir data_{"switchboard-data"};
+};
+
+// ---- a turn with each built-in tool (OpenAI-compatible wire format) ---------------------------
+
+class SessionTools : public SessionTest {};
+
+TEST_F(SessionTools, Bash) {
+  start_server(openai_config());
+  auto t = tool_turn("bash", json::object{{"command", "echo hello-$((6*7)) && pwd"},
+                                          {"description", "Print a greeting"}});
+  expect_tool_turn_completed(t, "bash");
+  std::string output = string_at(json::value(t.part), "/state/output");
+  EXPECT_TRUE(contains(output, "hello-42")) << output;
+  EXPECT_TRUE(contains(output, project_.path().string()))
+      << "bash does not run in the project directory: " << output;
+  EXPECT_EQ(value_at(json::value(t.part), "/state/metadata/exit"), 0) << str(t.part);
+  EXPECT_EQ(string_at(json::value(t.part), "/state/title"), "Print a greeting");
+}
+
+TEST_F(SessionTools, Read) {
+  write_file(project_.path() / "notes.txt", "alpha\nbeta\ngamma\n");
+  start_server(openai_config());
+  auto t = tool_turn("read", json::object{{"filePath", (project_.path() / "notes.txt").string()}});
+  expect_tool_turn_completed(t, "read");
+  std::string output = string_at(json::value(t.part), "/state/output");
+  EXPECT_TRUE(contains(output, "00001| alpha")) << output;
+  EXPECT_TRUE(contains(output, "00003| gamma")) << output;
+}
+
+TEST_F(SessionTools, ReadWithARelativePathResolvesFromTheProjectDirectory) {
+  write_file(project_.path() / "sub" / "rel.txt", "relative content\n");
+  start_server(openai_config());
+  auto t = tool_turn("read", json::object{{"filePath", "sub/rel.txt"}});
+  expect_tool_turn_completed(t, "read");
+  EXPECT_TRUE(contains(string_at(json::value(t.part), "/state/output"), "relative content"))
+      << str(t.part);
+}
+
+TEST_F(SessionTools, List) {
+  write_file(project_.path() / "src" / "main.cpp", "int main() {}\n");
+  write_file(project_.path() / "README.md", "# readme\n");
+  start_server(openai_config());
+  auto t = tool_turn("list", json::object{});
+  expect_tool_turn_completed(t, "list");
+  std::string output = string_at(json::value(t.part), "/state/output");
+  EXPECT_TRUE(contains(output, "README.md")) << output;
+  EXPECT_TRUE(contains(output, "src/")) << output;
+  EXPECT_TRUE(contains(output, "main.cpp")) << output;
+}
+
+TEST_F(SessionTools, Glob) {
+  write_file(project_.path() / "a" / "one.txt", "1");
+  write_file(project_.path() / "b" / "two.txt", "2");
+  write_file(project_.path() / "b" / "three.md", "3");
+  start_server(openai_config());
+  auto t = tool_turn("glob", json::object{{"pattern", "**/*.txt"}});
+  expect_tool_turn_completed(t, "glob");
+  std::string output = string_at(json::value(t.part), "/state/output");
+  EXPECT_TRUE(contains(output, "one.txt")) << output;
+  EXPECT_TRUE(contains(output, "two.txt")) << output;
+  EXPECT_FALSE(contains(output, "three.md")) << output;
+}
+
+TEST_F(SessionTools, Grep) {
+  write_file(project_.path() / "hay.txt", "straw\nthe needle is here\nstraw\n");
+  write_file(project_.path() / "other.txt", "nothing\n");
+  start_server(openai_config());
+  auto t = tool_turn("grep", json::object{{"pattern", "needle"}});
+  expect_tool_turn_completed(t, "grep");
+  std::string output = string_at(json::value(t.part), "/state/output");
+  EXPECT_TRUE(contains(output, "hay.txt")) << output;
+  EXPECT_TRUE(contains(output, "Line 2: the needle is here")) << output;
+  EXPECT_FALSE(contains(output, "other.txt")) << output;
+}
+
+TEST_F(SessionTools, Edit) {
+  fs::path file = project_.path() / "config.ini";
+  write_file(file, "mode = slow\nlevel = 1\n");
+  start_server(openai_config());
+  auto t = tool_turn("edit", json::object{{"filePath", file.string()},
+                                          {"oldString", "mode = slow"},
+                                          {"newString", "mode = fast"}});
+  expect_tool_turn_completed(t, "edit");
+  EXPECT_EQ(read_text(file), "mode = fast\nlevel = 1\n");
+  EXPECT_TRUE(contains(string_at(json::value(t.part), "/state/metadata/diff"), "+mode = fast"))
+      << str(t.part);
+}
+
+TEST_F(SessionTools, Write) {
+  fs::path file = project_.path() / "out" / "new.txt";
+  start_server(openai_config());
+  auto t = tool_turn("write",
+                     json::object{{"filePath", file.string()}, {"content", "written by a tool\n"}});
+  expect_tool_turn_completed(t, "write");
+  EXPECT_EQ(read_text(file), "written by a tool\n");
+}
+
+TEST_F(SessionTools, TodoWriteThenTodoRead) {
+  start_server(openai_config());
+  json::array todos{
+      json::object{{"id", "t1"},
+                   {"content", "write the tests"},
+                   {"status", "in_progress"},
+                   {"priority", "high"}},
+      json::object{
+          {"id", "t2"}, {"content", "ship it"}, {"status", "pending"}, {"priority", "low"}}};
+  model_.push(FakeResponse::with_tool_call("call_w", "todowrite", json::object{{"todos", todos}}));
+  model_.push(FakeResponse::with_tool_call("call_r", "todoread", json::object{}));
+  model_.push(FakeResponse::with_text("Two todos."));
+  std::string sid = create_session();
+  auto reply = prompt(sid, "plan the work");
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(text_of(reply.json()), "Two todos.");
+  ASSERT_EQ(model_.request_count(), 3u);
+
+  auto list = messages(sid);
+  auto written = tool_part(list, "call_w");
+  auto read = tool_part(list, "call_r");
+  ASSERT_TRUE(written && read) << str(list);
+  EXPECT_EQ(string_at(json::value(*written), "/state/status"), "completed") << str(*written);
+  EXPECT_EQ(string_at(json::value(*read), "/state/status"), "completed") << str(*read);
+  std::string output = string_at(json::value(*read), "/state/output");
+  EXPECT_TRUE(contains(output, "write the tests")) << output;
+  EXPECT_TRUE(contains(output, "ship it")) << output;
+
+  auto requests = model_.requests();
+  EXPECT_EQ(string_at(openai_tool_message(requests[1], "call_w"), "/content"),
+            string_at(json::value(*written), "/state/output"));
+  EXPECT_EQ(string_at(openai_tool_message(requests[2], "call_r"), "/content"), output);
+  // The whole conversation is sent each step: the first result is still there.
+  EXPECT_TRUE(openai_tool_message(requests[2], "call_w").is_object()) << requests[2].body;
+}
+
+TEST_F(SessionTools, AFailingToolEndsInErrorAndTheModelIsTold) {
+  start_server(openai_config());
+  model_.push(FakeResponse::with_tool_call(
+      "call_r", "read", json::object{{"filePath", (project_.path() / "missing.txt").string()}}));
+  model_.push(FakeResponse::with_text("It is missing."));
+  std::string sid = create_session();
+  auto reply = prompt(sid, "read the missing file");
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(text_of(reply.json()), "It is missing.");
+  auto part = tool_part(messages(sid), "call_r");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  std::string error = string_at(json::value(*part), "/state/error");
+  EXPECT_TRUE(contains(error, "missing.txt")) << error;
+  auto second = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(contains(string_at(openai_tool_message(*second, "call_r"), "/content"), error))
+      << second->body;
+}
+
+// ---- the Anthropic wire format ------------------------------------------------------------------
+
+TEST_F(SessionTools, ToolTurnOverAnthropic) {
+  write_file(project_.path() / "notes.txt", "from anthropic\n");
+  json::object cfg = test_config();
+  cfg["provider"] = json::object{{"claude", json::object{{"type", "anthropic"},
+                                                         {"baseURL", model_.base_url()},
+                                                         {"apiKey", "ak-test"},
+                                                         {"models", json::array{"claude-fake"}}}}};
+  cfg["model"] = "claude/claude-fake";
+  start_server(cfg);
+
+  FakeResponse call = FakeResponse::with_tool_call(
+      "toolu_1", "read", json::object{{"filePath", (project_.path() / "notes.txt").string()}});
+  call.text = "Let me look.";
+  model_.push(call);
+  model_.push(FakeResponse::with_text("It says: from anthropic"));
+  std::string sid = create_session();
+  auto reply = prompt(sid, "what is in notes.txt?");
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(text_of(reply.json()), "It says: from anthropic");
+  EXPECT_EQ(string_at(reply.json(), "/info/providerID"), "claude");
+  EXPECT_EQ(string_at(reply.json(), "/info/modelID"), "claude-fake");
+  EXPECT_EQ(value_at(reply.json(), "/info/tokens/output"), 7) << reply.describe();
+
+  auto list = messages(sid);
+  auto part = tool_part(list, "toolu_1");
+  ASSERT_TRUE(part) << str(list);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
+  std::string output = string_at(json::value(*part), "/state/output");
+  EXPECT_TRUE(contains(output, "from anthropic")) << output;
+
+  auto requests = model_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].target, "/messages");
+  EXPECT_EQ(requests[0].header("x-api-key").value_or(""), "ak-test");
+  EXPECT_TRUE(requests[0].header("anthropic-version").has_value());
+  EXPECT_EQ(string_at(requests[0].json, "/model"), "claude-fake");
+  bool offered = false;
+  for (const auto& t : array_at(requests[0].json, "/tools"))
+    if (string_at(t, "/name") == "read") {
+      offered = true;
+      EXPECT_EQ(string_at(t, "/input_schema/type"), "object") << str(t);
+    }
+  EXPECT_TRUE(offered) << requests[0].body;
+
+  // The call and its result, as Anthropic wants them: tool_use in the assistant turn,
+  // tool_result (same id) first in the next user turn.
+  const json::array& sent = array_at(requests[1].json, "/messages");
+  ASSERT_GE(sent.size(), 3u) << requests[1].body;
+  const json::value& assistant = sent[sent.size() - 2];
+  const json::value& user = sent.back();
+  EXPECT_EQ(string_at(assistant, "/role"), "assistant");
+  bool used = false;
+  for (const auto& block : array_at(assistant, "/content"))
+    if (string_at(block, "/type") == "tool_use" && string_at(block, "/id") == "toolu_1") {
+      used = true;
+      EXPECT_EQ(string_at(block, "/name"), "read");
+    }
+  EXPECT_TRUE(used) << requests[1].body;
+  EXPECT_EQ(string_at(user, "/role"), "user");
+  EXPECT_EQ(string_at(user, "/content/0/type"), "tool_result") << requests[1].body;
+  EXPECT_EQ(string_at(user, "/content/0/tool_use_id"), "toolu_1") << requests[1].body;
+  EXPECT_EQ(string_at(user, "/content/0/content"), output);
+}
+
+// ---- client tools -------------------------------------------------------------------------------
+
+class SessionClientTools : public SessionTest {
+ protected:
+  // A WebSocket client c1 with `tools` registered for `sid`.
+  std::unique_ptr<WsClient> connect_client(const std::string& sid, json::array tools) {
+    auto ws = std::make_unique<WsClient>(port(), "/client-tools/ws/c1");
+    ws->send_json(json::object{{"type", "register"}, {"sessionID", sid}, {"tools", tools}});
+    auto registered = ws->next_message_of_type("registered", 5s);
+    if (!registered) throw std::runtime_error("setup: no registered message");
+    return ws;
+  }
+};
+
+TEST_F(SessionClientTools, ClientToolAnsweredOverWebSocket) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  auto ws = connect_client(sid, {tool_def("lookup", "Looks a word up")});
+  BusEvents bus(port());
+
+  model_.push(FakeResponse::with_tool_call("call_c", "client_c1_lookup",
+                                           json::object{{"text", "switchboard"}}));
+  model_.push(FakeResponse::with_text("Found it."));
+  prompt_async(sid, "look it up");
+
+  json::object req = next_ws_request(*ws);
+  json::value r(req);
+  EXPECT_EQ(string_at(r, "/tool"), "client_c1_lookup") << str(r);
+  EXPECT_EQ(string_at(r, "/sessionID"), sid) << str(r);
+  EXPECT_EQ(string_at(r, "/callID"), "call_c") << str(r);
+  EXPECT_EQ(req.at("input"), (json::object{{"text", "switchboard"}})) << str(r);
+  ws->send_json(json::object{{"type", "result"},
+                             {"requestID", req.at("requestID")},
+                             {"result", json::object{{"status", "success"},
+                                                     {"title", "Looked up"},
+                                                     {"output", "a telephone exchange"}}}});
+  wait_idle(bus, sid);
+
+  auto first = model_.wait_for_request(0, 1s);
+  ASSERT_TRUE(first);
+  json::value offered = openai_tool(*first, "client_c1_lookup");
+  ASSERT_TRUE(offered.is_object()) << first->body;
+  EXPECT_EQ(string_at(offered, "/description"), "Looks a word up");
+  auto second = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(string_at(openai_tool_message(*second, "call_c"), "/content"), "a telephone exchange")
+      << second->body;
+
+  auto part = tool_part(messages(sid), "call_c");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/title"), "Looked up");
+  EXPECT_EQ(text_of(messages(sid).back()), "Found it.");
+}
+
+TEST_F(SessionClientTools, ClientToolOfAnotherSessionIsNotOffered) {
+  start_server(openai_config());
+  std::string mine = create_session();
+  std::string other = create_session();
+  auto ws = connect_client(other, {tool_def("lookup")});
+  auto reply = prompt(mine, "hello");
+  ASSERT_TRUE(IsOk(reply));
+  auto first = model_.wait_for_request(0, 1s);
+  ASSERT_TRUE(first);
+  auto names = openai_tool_names(*first);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "client_c1_lookup"), 0) << first->body;
+}
+
+TEST_F(SessionClientTools, ServerAndClientCallsInOneStep) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  auto ws = connect_client(sid, {tool_def("confirm")});
+  BusEvents bus(port());
+
+  model_.push(FakeResponse::with_tool_calls(
+      {FakeToolCall{"call_s", "bash",
+                    R"({"command": "echo from-server", "description": "server side"})"},
+       FakeToolCall{"call_c", "client_c1_confirm", R"({"text": "ok?"})"}}));
+  model_.push(FakeResponse::with_text("Both done."));
+  prompt_async(sid, "do both");
+
+  json::object req = next_ws_request(*ws);
+  EXPECT_EQ(string_at(json::value(req), "/callID"), "call_c");
+  // The server tool does not wait for the client's answer.
+  auto bash = wait_part_status(bus, "call_s", "completed");
+  ASSERT_TRUE(bash) << "the bash call did not complete while the client call was pending";
+  EXPECT_TRUE(contains(string_at(json::value(*bash), "/state/output"), "from-server"));
+  EXPECT_EQ(model_.request_count(), 1u) << "the step went on before the client answered";
+
+  ws->send_json(json::object{{"type", "result"},
+                             {"requestID", req.at("requestID")},
+                             {"status", "success"},
+                             {"output", "confirmed"}});
+  wait_idle(bus, sid);
+  auto second = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(
+      contains(string_at(openai_tool_message(*second, "call_s"), "/content"), "from-server"))
+      << second->body;
+  EXPECT_EQ(string_at(openai_tool_message(*second, "call_c"), "/content"), "confirmed")
+      << second->body;
+  // Both calls belong to one assistant message, as the model made them.
+  json::value call = openai_call_message(*second, "call_s");
+  EXPECT_EQ(array_at(call, "/tool_calls").size(), 2u) << second->body;
+  EXPECT_EQ(model_.request_count(), 2u);
+}
+
+TEST_F(SessionClientTools, AbortCancelsTheClientCall) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  auto ws = connect_client(sid, {tool_def("slow")});
+  BusEvents bus(port());
+  model_.push(FakeResponse::with_tool_call("call_c", "client_c1_slow", json::object{}));
+  model_.push(FakeResponse::with_text("must not be asked"));
+  prompt_async(sid, "be slow");
+  json::object req = next_ws_request(*ws);
+
+  auto t0 = Clock::now();
+  ASSERT_TRUE(IsOk(http_post(port(), "/session/" + sid + "/abort", json::object{})));
+  auto cancel = ws->next_message_of_type("cancel", 3s);
+  ASSERT_TRUE(cancel) << "the client was not told that its call was cancelled";
+  EXPECT_EQ(value_at(*cancel, "/requestID"), req.at("requestID")) << str(*cancel);
+  wait_idle(bus, sid, 5s);
+  EXPECT_LT(elapsed_ms(t0), 3000);
+  auto part = tool_part(messages(sid), "call_c");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  EXPECT_EQ(model_.request_count(), 1u);
+  // A result that comes after the cancel changes nothing.
+  ws->send_json(json::object{{"type", "result"},
+                             {"requestID", req.at("requestID")},
+                             {"status", "success"},
+                             {"output", "too late"}});
+  auto late = ws->next_message_of_type("error", 3s);
+  EXPECT_TRUE(late) << "a result for a cancelled call was accepted silently";
+  part = tool_part(messages(sid), "call_c");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+}
+
+TEST_F(SessionClientTools, ClientThatDisconnectsMidCallGivesTheModelAnError) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  auto ws = connect_client(sid, {tool_def("fragile")});
+  BusEvents bus(port());
+  model_.push(FakeResponse::with_tool_call("call_c", "client_c1_fragile", json::object{}));
+  model_.push(FakeResponse::with_text("The client went away."));
+  prompt_async(sid, "use the client");
+  next_ws_request(*ws);
+  auto t0 = Clock::now();
+  ws->drop();
+  wait_idle(bus, sid, 5s);
+  EXPECT_LT(elapsed_ms(t0), 3000) << "a vanished client must not leave the turn waiting";
+  auto part = tool_part(messages(sid), "call_c");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  auto second = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(second) << "the model was not told about the failed call";
+  json::value sent = openai_tool_message(*second, "call_c");
+  EXPECT_EQ(string_at(sent, "/content"), "Error: " + string_at(json::value(*part), "/state/error"))
+      << second->body;
+  EXPECT_EQ(text_of(messages(sid).back()), "The client went away.");
+}
+
+TEST_F(SessionClientTools, InteractiveClientToolMakesTheSessionAwaitInput) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  json::object def = tool_def("ask_user", "Asks the person");
+  def["interactive"] = true;
+  auto ws = connect_client(sid, {def});
+  BusEvents bus(port());
+
+  model_.push(FakeResponse::with_tool_call("call_i", "client_c1_ask_user",
+                                           json::object{{"text", "Proceed?"}}));
+  model_.push(FakeResponse::with_text("Proceeding."));
+  prompt_async(sid, "ask me");
+  json::object req = next_ws_request(*ws);
+
+  json::object st = status();
+  EXPECT_EQ(string_at(json::value(st), "/" + sid + "/type"), "awaiting-input") << str(st);
+  ASSERT_TRUE(
+      bus.next_where("session.status", "/properties/status/type", json::value("awaiting-input")));
+
+  ws->send_json(json::object{{"type", "result"},
+                             {"requestID", req.at("requestID")},
+                             {"status", "success"},
+                             {"output", "yes"}});
+  wait_idle(bus, sid);
+  st = status();
+  EXPECT_FALSE(st.contains(sid)) << str(st);
+  auto second = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(string_at(openai_tool_message(*second, "call_i"), "/content"), "yes");
+}
+
+// ---- permissions --------------------------------------------------------------------------------
+
+class SessionPermission : public SessionTest {
+ protected:
+  json::object ask_bash_config() {
+    return openai_config(json::object{{"permission", json::object{{"bash", "ask"}}}});
+  }
+};
+
+TEST_F(SessionPermission, AskThenReplyOnceRunsTheTool) {
+  start_server(ask_bash_config());
+  std::string sid = create_session();
+  BusEvents bus(port());
+  model_.push(FakeResponse::with_tool_call(
+      "call_b", "bash", json::object{{"command", "echo approved"}, {"description", "echo"}}));
+  model_.push(FakeResponse::with_text("Ran it."));
+  prompt_async(sid, "run it");
+
+  auto asked = bus.next("permission.asked");
+  ASSERT_TRUE(asked) << "no permission.asked event";
+  json::value a(*asked);
+  std::string id = string_at(a, "/properties/id");
+  EXPECT_EQ(id.rfind("per_", 0), 0u) << str(a);
+  EXPECT_EQ(string_at(a, "/properties/sessionID"), sid);
+  EXPECT_EQ(string_at(a, "/properties/permission"), "bash");
+  EXPECT_EQ(string_at(a, "/properties/patterns/0"), "echo approved") << str(a);
+  EXPECT_EQ(string_at(a, "/properties/tool/callID"), "call_b") << str(a);
+
+  auto listed = http_get(port(), "/permission");
+  ASSERT_TRUE(IsOk(listed));
+  ASSERT_EQ(listed.json().as_array().size(), 1u) << listed.describe();
+  EXPECT_EQ(string_at(listed.json(), "/0/id"), id);
+  EXPECT_EQ(string_at(json::value(status()), "/" + sid + "/type"), "awaiting-input");
+  auto part = tool_part(messages(sid), "call_b");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "running")
+      << "a call waiting for permission is running (not completed): " << str(*part);
+
+  auto replied = http_post(port(), "/permission/" + id + "/reply", json::object{{"reply", "once"}});
+  ASSERT_TRUE(IsOk(replied));
+  EXPECT_EQ(replied.json(), json::value(true));
+  auto event = bus.next("permission.replied");
+  ASSERT_TRUE(event);
+  EXPECT_EQ(string_at(json::value(*event), "/properties/reply"), "once") << str(*event);
+  wait_idle(bus, sid);
+
+  part = tool_part(messages(sid), "call_b");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
+  auto second = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(contains(string_at(openai_tool_message(*second, "call_b"), "/content"), "approved"));
+  EXPECT_EQ(http_get(port(), "/permission").json(), json::array{});
+  // A second answer to the same ask finds nothing waiting.
+  EXPECT_TRUE(
+      IsError(http_post(port(), "/permission/" + id + "/reply", json::object{{"reply", "once"}}),
+              404, "NOT_FOUND"));
+}
+
+TEST_F(SessionPermission, RejectEndsThePartInErrorAndStopsTheTurn) {
+  start_server(ask_bash_config());
+  std::string sid = create_session();
+  BusEvents bus(port());
+  fs::path marker = project_.path() / "ran.marker";
+  model_.push(FakeResponse::with_tool_call(
+      "call_b", "bash",
+      json::object{{"command", "touch " + marker.string()}, {"description", "touch"}}));
+  model_.push(FakeResponse::with_text("should not be asked"));
+  prompt_async(sid, "run it");
+  auto asked = bus.next("permission.asked");
+  ASSERT_TRUE(asked);
+  std::string id = string_at(json::value(*asked), "/properties/id");
+  ASSERT_TRUE(
+      IsOk(http_post(port(), "/permission/" + id + "/reply", json::object{{"reply", "reject"}})));
+  wait_idle(bus, sid);
+
+  auto part = tool_part(messages(sid), "call_b");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  EXPECT_TRUE(contains(string_at(json::value(*part), "/state/error"), "rejected")) << str(*part);
+  EXPECT_FALSE(fs::exists(marker)) << "the rejected command ran";
+  EXPECT_EQ(model_.request_count(), 1u) << "a bare reject stops the turn";
+}
+
+TEST_F(SessionPermission, RejectWithAMessageGuidesTheModel) {
+  start_server(ask_bash_config());
+  std::string sid = create_session();
+  BusEvents bus(port());
+  model_.push(FakeResponse::with_tool_call(
+      "call_b", "bash", json::object{{"command", "rm -rf build"}, {"description", "clean"}}));
+  model_.push(FakeResponse::with_text("Understood, I will not delete it."));
+  prompt_async(sid, "clean up");
+  auto asked = bus.next("permission.asked");
+  ASSERT_TRUE(asked);
+  std::string id = string_at(json::value(*asked), "/properties/id");
+  ASSERT_TRUE(IsOk(http_post(
+      port(), "/permission/" + id + "/reply",
+      json::object{{"reply", "reject"}, {"message", "keep the build directory, use make clean"}})));
+  wait_idle(bus, sid);
+
+  auto part = tool_part(messages(sid), "call_b");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  auto second = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(second) << "the model was not told about the rejection";
+  std::string sent = string_at(openai_tool_message(*second, "call_b"), "/content");
+  EXPECT_TRUE(contains(sent, "keep the build directory, use make clean")) << second->body;
+  EXPECT_EQ(text_of(messages(sid).back()), "Understood, I will not delete it.");
+}
+
+TEST_F(SessionPermission, AlwaysAllowsTheSameKindOfCallForTheRestOfTheSession) {
+  start_server(ask_bash_config());
+  std::string sid = create_session();
+  BusEvents bus(port());
+  model_.push(FakeResponse::with_tool_call(
+      "call_1", "bash", json::object{{"command", "echo one"}, {"description", "first"}}));
+  model_.push(FakeResponse::with_tool_call(
+      "call_2", "bash", json::object{{"command", "echo two"}, {"description", "second"}}));
+  model_.push(FakeResponse::with_text("Both ran."));
+  prompt_async(sid, "echo twice");
+  auto asked = bus.next("permission.asked");
+  ASSERT_TRUE(asked);
+  std::string id = string_at(json::value(*asked), "/properties/id");
+  ASSERT_TRUE(
+      IsOk(http_post(port(), "/permission/" + id + "/reply", json::object{{"reply", "always"}})));
+  auto events = events_until_idle(bus, sid);
+  for (const auto& e : events)
+    EXPECT_NE(string_at(json::value(e), "/type"), "permission.asked")
+        << "asked again after \"always\": " << str(e);
+  auto list = messages(sid);
+  for (auto call : {"call_1", "call_2"}) {
+    auto part = tool_part(list, call);
+    ASSERT_TRUE(part) << call;
+    EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
+  }
+  EXPECT_EQ(model_.request_count(), 3u);
+}
+
+TEST_F(SessionPermission, DoomLoopAsksOnTheThirdIdenticalCall) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  BusEvents bus(port());
+  json::object input{{"command", "echo again"}, {"description", "repeat"}};
+  for (auto id : {"call_1", "call_2", "call_3"})
+    model_.push(FakeResponse::with_tool_call(id, "bash", input));
+  model_.push(FakeResponse::with_text("I will stop repeating myself."));
+  prompt_async(sid, "loop");
+
+  auto asked = bus.next("permission.asked");
+  ASSERT_TRUE(asked) << "no doom_loop ask";
+  json::value a(*asked);
+  EXPECT_EQ(string_at(a, "/properties/permission"), "doom_loop") << str(a);
+  EXPECT_EQ(string_at(a, "/properties/patterns/0"), "bash") << str(a);
+  EXPECT_EQ(string_at(a, "/properties/tool/callID"), "call_3") << str(a);
+  EXPECT_EQ(model_.request_count(), 3u);
+  auto list = messages(sid);
+  for (auto call : {"call_1", "call_2"})
+    EXPECT_EQ(
+        string_at(json::value(tool_part(list, call).value_or(json::object{})), "/state/status"),
+        "completed")
+        << call;
+
+  ASSERT_TRUE(IsOk(http_post(port(), "/permission/" + string_at(a, "/properties/id") + "/reply",
+                             json::object{{"reply", "once"}})));
+  wait_idle(bus, sid);
+  auto part = tool_part(messages(sid), "call_3");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
+  EXPECT_EQ(model_.request_count(), 4u);
+}
+
+TEST_F(SessionPermission, UnansweredAskTimesOut) {
+  json::object cfg = openai_config();
+  cfg["permission"] = json::object{{"bash", "ask"}, {"timeout", 300}};
+  start_server(cfg);
+  std::string sid = create_session();
+  BusEvents bus(port());
+  model_.push(FakeResponse::with_tool_call(
+      "call_b", "bash", json::object{{"command", "echo late"}, {"description", "echo"}}));
+  auto t0 = Clock::now();
+  prompt_async(sid, "run it");
+  wait_idle(bus, sid, 5s);
+  EXPECT_LT(elapsed_ms(t0), 4000);
+  auto part = tool_part(messages(sid), "call_b");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  EXPECT_EQ(http_get(port(), "/permission").json(), json::array{});
+}
+
+// ---- abort and busy sessions --------------------------------------------------------------------
+
+class SessionTurn : public SessionTest {};
+
+TEST_F(SessionTurn, AbortMidToolKillsTheProcessAndEndsThePart) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  BusEvents bus(port());
+  fs::path pid_file = project_.path() / "sleep.pid";
+  model_.push(FakeResponse::with_tool_call(
+      "call_s", "bash",
+      json::object{{"command", "sleep 30 & echo $! > " + pid_file.string() + "; wait"},
+                   {"description", "sleep"}}));
+  model_.push(FakeResponse::with_text("should not be asked"));
+  prompt_async(sid, "sleep");
+
+  ASSERT_TRUE(wait_part_status(bus, "call_s", "running"));
+  pid_t pid = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::ifstream in(pid_file);
+        return static_cast<bool>(in >> pid) && pid > 0;
+      },
+      5s))
+      << "the sleep did not start";
+  ASSERT_FALSE(process_gone(pid));
+
+  auto t0 = Clock::now();
+  auto aborted = http_post(port(), "/session/" + sid + "/abort", json::object{});
+  ASSERT_TRUE(IsOk(aborted));
+  EXPECT_EQ(aborted.json(), json::value(true));
+  wait_idle(bus, sid, 5s);
+  EXPECT_LT(elapsed_ms(t0), 3000) << "abort took too long";
+  EXPECT_TRUE(wait_until([&] { return process_gone(pid); }, 3s))
+      << "the sleep (pid " << pid << ") survived the abort";
+
+  auto list = messages(sid);
+  auto part = tool_part(list, "call_s");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  EXPECT_EQ(string_at(list.back(), "/info/error/name"), "MessageAbortedError") << str(list.back());
+  EXPECT_EQ(model_.request_count(), 1u);
+  EXPECT_FALSE(status().contains(sid));
+  // Nothing left to abort.
+  auto again = http_post(port(), "/session/" + sid + "/abort", json::object{});
+  ASSERT_TRUE(IsOk(again));
+  EXPECT_EQ(again.json(), json::value(false));
+}
+
+TEST_F(SessionTurn, BusySessionAnswers409AndAbortWhileWaitingForTheModel) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  BusEvents bus(port());
+  FakeResponse slow = FakeResponse::with_text("too late");
+  slow.delay = 20s;
+  model_.push(slow);
+  prompt_async(sid, "first");
+  ASSERT_TRUE(model_.wait_for_request(0, 5s));
+  EXPECT_EQ(string_at(json::value(status()), "/" + sid + "/type"), "busy");
+
+  EXPECT_TRUE(IsError(http_post(port(), "/session/" + sid + "/prompt_async", text_prompt("second")),
+                      409, "CONFLICT"));
+  EXPECT_TRUE(IsError(prompt(sid, "third"), 409, "CONFLICT"));
+  // Another session is not affected.
+  std::string other = create_session();
+  model_.push(FakeResponse::with_text("other answer"));
+  auto reply = prompt(other, "hello");
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(text_of(reply.json()), "other answer");
+
+  auto t0 = Clock::now();
+  ASSERT_TRUE(IsOk(http_post(port(), "/session/" + sid + "/abort", json::object{})));
+  wait_idle(bus, sid, 5s);
+  EXPECT_LT(elapsed_ms(t0), 3000);
+  auto list = messages(sid);
+  ASSERT_EQ(list.size(), 2u) << str(list);
+  EXPECT_EQ(string_at(list.back(), "/info/error/name"), "MessageAbortedError") << str(list.back());
+  EXPECT_NE(find(list.back(), "/info/time/completed"), nullptr) << str(list.back());
+}
+
+TEST_F(SessionTurn, SyncPromptAnswersWithTheAssistantMessage) {
+  start_server(openai_config());
+  std::string sid = create_session(json::object{{"title", "greeting"}});
+  BusEvents bus(port());
+  FakeResponse r = FakeResponse::with_text("Hello there, human.");
+  r.reasoning = "They said hi.";
+  model_.push(r);
+  auto reply = prompt(sid, "hi");
+  ASSERT_TRUE(IsOk(reply));
+  json::value v = reply.json();
+  EXPECT_EQ(string_at(v, "/info/role"), "assistant");
+  EXPECT_EQ(string_at(v, "/info/sessionID"), sid);
+  EXPECT_EQ(string_at(v, "/info/providerID"), "fake");
+  EXPECT_EQ(string_at(v, "/info/modelID"), "fake-model");
+  EXPECT_EQ(string_at(v, "/info/finish"), "stop");
+  EXPECT_EQ(value_at(v, "/info/tokens/input"), 11) << reply.describe();
+  EXPECT_EQ(value_at(v, "/info/tokens/output"), 7) << reply.describe();
+  EXPECT_EQ(text_of(v), "Hello there, human.");
+  std::set<std::string> types;
+  for (const auto& p : array_at(v, "/parts"))
+    types.insert(string_at(p, "/type"));
+  for (auto t : {"step-start", "reasoning", "text", "step-finish"})
+    EXPECT_TRUE(types.count(t)) << "no " << t << " part: " << reply.describe();
+
+  auto list = messages(sid);
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(string_at(list[0], "/info/role"), "user");
+  EXPECT_EQ(text_of(list[0]), "hi");
+  EXPECT_EQ(list[1], v) << "GET message differs from the prompt's answer";
+
+  // The text streamed as deltas on /event.
+  auto events = events_until_idle(bus, sid);
+  std::string streamed;
+  for (const auto& e : events)
+    if (string_at(json::value(e), "/type") == "message.part.delta" &&
+        string_at(json::value(e), "/properties/messageID") == string_at(v, "/info/id"))
+      streamed += string_at(json::value(e), "/properties/delta");
+  EXPECT_TRUE(contains(streamed, "Hello there, human.")) << streamed;
+}
+
+// ---- provider failures --------------------------------------------------------------------------
+
+class SessionProvider : public SessionTest {};
+
+TEST_F(SessionProvider, ServerErrorsAreRetriedThenNamedOnTheMessage) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  BusEvents bus(port());
+  for (int i = 0; i < 3; ++i)
+    model_.push(FakeResponse::http_error(500, "upstream exploded"));
+  auto reply = prompt(sid, "hello");
+  ASSERT_TRUE(IsOk(reply));
+  json::value v = reply.json();
+  EXPECT_EQ(string_at(v, "/info/error/name"), "APIError") << reply.describe();
+  EXPECT_TRUE(contains(string_at(v, "/info/error/data/message"), "upstream exploded"))
+      << reply.describe();
+  EXPECT_EQ(value_at(v, "/info/error/data/statusCode"), 500) << reply.describe();
+  EXPECT_EQ(model_.request_count(), 3u) << "retry.attempts is 2: three tries in all";
+
+  auto events = events_until_idle(bus, sid);
+  std::vector<std::int64_t> attempts;
+  bool session_error = false;
+  for (const auto& e : events) {
+    json::value ev(e);
+    if (string_at(ev, "/type") == "session.status" &&
+        string_at(ev, "/properties/status/type") == "retry") {
+      attempts.push_back(find(ev, "/properties/status/attempt")->to_number<std::int64_t>());
+      EXPECT_TRUE(contains(string_at(ev, "/properties/status/message"), "upstream exploded"));
+      EXPECT_NE(find(ev, "/properties/status/next"), nullptr) << str(ev);
+    }
+    if (string_at(ev, "/type") == "session.error") {
+      session_error = true;
+      EXPECT_EQ(string_at(ev, "/properties/error/name"), "APIError") << str(ev);
+    }
+  }
+  EXPECT_EQ(attempts, (std::vector<std::int64_t>{1, 2}));
+  EXPECT_TRUE(session_error) << "no session.error event";
+}
+
+TEST_F(SessionProvider, RateLimitIsRetriedAndTheTurnSucceeds) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  model_.push(FakeResponse::http_error(429, "slow down"));
+  model_.push(FakeResponse::with_text("made it"));
+  auto reply = prompt(sid, "hello");
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(text_of(reply.json()), "made it");
+  EXPECT_EQ(find(reply.json(), "/info/error"), nullptr) << reply.describe();
+  EXPECT_EQ(model_.request_count(), 2u);
+}
+
+TEST_F(SessionProvider, UnauthorizedIsAProviderAuthErrorWithoutRetries) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  BusEvents bus(port());
+  model_.push(FakeResponse::http_error(401, "invalid api key"));
+  model_.push(FakeResponse::with_text("must not be asked"));
+  auto reply = prompt(sid, "hello");
+  ASSERT_TRUE(IsOk(reply));
+  json::value v = reply.json();
+  EXPECT_EQ(string_at(v, "/info/error/name"), "ProviderAuthError") << reply.describe();
+  EXPECT_TRUE(contains(string_at(v, "/info/error/data/message"), "invalid api key"))
+      << reply.describe();
+  EXPECT_EQ(model_.request_count(), 1u);
+  auto first = model_.wait_for_request(0, 1s);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->header("authorization").value_or(""), "Bearer sk-test");
+  for (const auto& e : events_until_idle(bus, sid))
+    EXPECT_NE(string_at(json::value(e), "/properties/status/type"), "retry") << str(e);
+}
+
+TEST_F(SessionProvider, StreamCutAfterTextEndsTheTurnWithAnError) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  FakeResponse cut = FakeResponse::with_text("partial answer");
+  cut.cut = FakeResponse::Cut::BeforeFinish;
+  model_.push(cut);
+  model_.push(FakeResponse::with_text("must not be asked"));
+  auto reply = prompt(sid, "hello");
+  ASSERT_TRUE(IsOk(reply));
+  json::value v = reply.json();
+  EXPECT_EQ(string_at(v, "/info/error/name"), "APIError") << reply.describe();
+  EXPECT_FALSE(string_at(v, "/info/error/data/message").empty()) << reply.describe();
+  EXPECT_EQ(text_of(v), "partial answer") << "the text that came is kept";
+  EXPECT_EQ(model_.request_count(), 1u) << "a stream that already produced output is not retried";
+}
+
+TEST_F(SessionProvider, StreamCutBeforeAnythingIsRetried) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  FakeResponse cut;
+  cut.cut = FakeResponse::Cut::BeforeAnything;
+  model_.push(cut);
+  model_.push(FakeResponse::with_text("second try"));
+  auto reply = prompt(sid, "hello");
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(text_of(reply.json()), "second try") << reply.describe();
+  EXPECT_EQ(find(reply.json(), "/info/error"), nullptr) << reply.describe();
+  EXPECT_EQ(model_.request_count(), 2u);
+}
+
+TEST_F(SessionProvider, StreamCutMidToolCallFailsThePartWithoutRunningIt) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  fs::path marker = project_.path() / "ran.marker";
+  FakeResponse cut = FakeResponse::with_tool_call(
+      "call_t", "bash",
+      json::object{{"command", "touch " + marker.string()}, {"description", "touch"}});
+  cut.cut = FakeResponse::Cut::MidToolCall;
+  model_.push(cut);
+  auto reply = prompt(sid, "hello");
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(string_at(reply.json(), "/info/error/name"), "APIError") << reply.describe();
+  auto part = tool_part(messages(sid), "call_t");
+  ASSERT_TRUE(part) << "the started call has no part";
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  EXPECT_FALSE(fs::exists(marker)) << "a half-streamed call ran";
+  EXPECT_TRUE(status().empty());
+}
+
+TEST_F(SessionProvider, AnthropicErrorsAreNamedToo) {
+  json::object cfg = test_config();
+  cfg["provider"] = json::object{{"claude", json::object{{"type", "anthropic"},
+                                                         {"baseURL", model_.base_url()},
+                                                         {"apiKey", "ak-test"},
+                                                         {"models", json::array{"claude-fake"}}}}};
+  cfg["model"] = "claude/claude-fake";
+  cfg["retry"] = json::object{{"attempts", 1}, {"initialDelay", 10}, {"maxDelay", 20}};
+  start_server(cfg);
+  std::string sid = create_session();
+  model_.push(FakeResponse::http_error(529, "overloaded"));
+  model_.push(FakeResponse::http_error(529, "overloaded"));
+  auto reply = prompt(sid, "hello");
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(string_at(reply.json(), "/info/error/name"), "APIError") << reply.describe();
+  EXPECT_TRUE(contains(string_at(reply.json(), "/info/error/data/message"), "overloaded"))
+      << reply.describe();
+  EXPECT_EQ(model_.request_count(), 2u);
+}
+
+// ---- the invalid tool ---------------------------------------------------------------------------
+
+TEST_F(SessionTools, UnknownToolGetsTheInvalidToolsAnswer) {
+  start_server(openai_config());
+  model_.push(FakeResponse::with_tool_call("call_u", "teleport", json::object{{"to", "mars"}}));
+  model_.push(FakeResponse::with_text("I cannot teleport."));
+  std::string sid = create_session();
+  auto reply = prompt(sid, "go to mars");
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(text_of(reply.json()), "I cannot teleport.");
+  auto part = tool_part(messages(sid), "call_u");
+  ASSERT_TRUE(part);
+  json::value p(*part);
+  EXPECT_EQ(string_at(p, "/tool"), "invalid") << str(p);
+  EXPECT_EQ(string_at(p, "/state/status"), "completed") << str(p);
+  std::string output = string_at(p, "/state/output");
+  EXPECT_TRUE(contains(output, "teleport")) << output;
+  EXPECT_TRUE(contains(output, "bash")) << "the output should name the available tools: " << output;
+  auto second = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(string_at(openai_tool_message(*second, "call_u"), "/content"), output);
+}
+
+TEST_F(SessionTools, InvalidArgumentsGetTheInvalidToolsAnswer) {
+  start_server(openai_config());
+  model_.push(FakeResponse::with_tool_calls(
+      {FakeToolCall{"call_t", "read", R"({"offset": 2})"},
+       FakeToolCall{"call_j", "read", R"({"filePath": "unterminated)"}}));
+  model_.push(FakeResponse::with_text("Let me fix that."));
+  std::string sid = create_session();
+  auto reply = prompt(sid, "read something");
+  ASSERT_TRUE(IsOk(reply));
+  auto list = messages(sid);
+  for (auto call : {"call_t", "call_j"}) {
+    auto part = tool_part(list, call);
+    ASSERT_TRUE(part) << call;
+    json::value p(*part);
+    EXPECT_EQ(string_at(p, "/tool"), "invalid") << str(p);
+    EXPECT_EQ(string_at(p, "/state/status"), "completed") << str(p);
+    EXPECT_TRUE(contains(string_at(p, "/state/output"), "invalid")) << str(p);
+  }
+  EXPECT_TRUE(
+      contains(string_at(json::value(*tool_part(list, "call_t")), "/state/output"), "filePath"))
+      << str(list);
+  auto second = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(second);
+  for (auto call : {"call_t", "call_j"})
+    EXPECT_TRUE(openai_tool_message(*second, call).is_object()) << call << ": " << second->body;
+}
+
+// ---- restarts -----------------------------------------------------------------------------------
+
+class SessionRestart : public SessionTest {};
+
+TEST_F(SessionRestart, CrashMidTurnLeavesNothingRunning) {
+  json::object cfg = test_config();
+  cfg["provider"] = json::object{
+      {"slow", json::object{{"type", "scripted"},
+                            {"script",
+                             json::array{json::object{{"delayMs", 30000}, {"text", "too late"}}}}}},
+      {"tooly",
+       json::object{
+           {"type", "scripted"},
+           {"script", json::array{json::object{
+                          {"toolCalls", json::array{json::object{{"tool", "client_c1_wait"},
+                                                                 {"input", json::object{}}}}}}}}}}};
+  cfg["model"] = "slow/default";
+  start_server(cfg);
+  std::string waiting_for_model = create_session(json::object{{"title", "model"}});
+  std::string waiting_for_client = create_session(json::object{{"title", "client"}});
+  {
+    BusEvents bus(port());
+    WsClient ws(port(), "/client-tools/ws/c1");
+    ws.send_json(json::object{
+        {"type", "register"}, {"sessionID", waiting_for_client}, {"tools", {tool_def("wait")}}});
+    ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
+
+    prompt_async(waiting_for_model, "take your time");
+    ASSERT_TRUE(
+        bus.next_where("message.part.updated", "/properties/part/type", json::value("step-start")));
+    json::object body = text_prompt("call the client");
+    body["model"] = "tooly/default";
+    prompt_async(waiting_for_client, body);
+    next_ws_request(ws);
+    json::object st = status();
+    ASSERT_EQ(st.size(), 2u) << str(st);
+
+    server().send_signal(SIGKILL);
+    auto exited = server().wait_exit(5s);
+    ASSERT_TRUE(exited && exited->signaled) << "SIGKILL did not end the server";
+  }
+  server_.reset();
+
+  start_server(cfg);
+  EXPECT_TRUE(contains(server().log(), "interrupted")) << "the restart did not mention the turns";
+  auto sessions = http_get(port(), "/session");
+  ASSERT_TRUE(IsOk(sessions));
+  std::set<std::string> ids;
+  json::value session_list = sessions.json();
+  for (const auto& s : session_list.as_array())
+    ids.insert(string_at(s, "/id"));
+  EXPECT_TRUE(ids.count(waiting_for_model) && ids.count(waiting_for_client)) << sessions.describe();
+  EXPECT_TRUE(status().empty()) << str(status());
+
+  for (const auto& sid : {waiting_for_model, waiting_for_client}) {
+    auto list = messages(sid);
+    ASSERT_EQ(list.size(), 2u) << str(list);
+    EXPECT_EQ(string_at(list[0], "/info/role"), "user");
+    const json::value& assistant = list[1];
+    EXPECT_EQ(string_at(assistant, "/info/role"), "assistant");
+    EXPECT_FALSE(string_at(assistant, "/info/error/name").empty())
+        << "the interrupted message has no error: " << str(assistant);
+    EXPECT_NE(find(assistant, "/info/time/completed"), nullptr) << str(assistant);
+    for (const auto& p : parts_of(list)) {
+      std::string st = string_at(json::value(p), "/state/status");
+      EXPECT_TRUE(st != "running" && st != "pending") << "a part is left " << st << ": " << str(p);
+    }
+  }
+  int tool_parts = 0;
+  for (const auto& p : parts_of(messages(waiting_for_client))) {
+    if (string_at(json::value(p), "/type") != "tool") continue;
+    ++tool_parts;
+    EXPECT_EQ(string_at(json::value(p), "/state/status"), "error") << str(p);
+  }
+  EXPECT_EQ(tool_parts, 1) << "the client call's part is gone";
+
+  // The session takes a new prompt.
+  json::object again = text_prompt("are you there?");
+  again["model"] = "scripted/default";
+  auto reply = http_post(port(), "/session/" + waiting_for_model + "/message", again);
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(text_of(reply.json()), "Echo: are you there?");
+}
+
+TEST_F(SessionRestart, StopMidTurnCancelsTheClientAndLeavesNothingRunning) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  WsClient ws(port(), "/client-tools/ws/c1");
+  ws.send_json(
+      json::object{{"type", "register"}, {"sessionID", sid}, {"tools", {tool_def("wait")}}});
+  ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
+  model_.push(FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{}));
+  prompt_async(sid, "wait for the client");
+  json::object req = next_ws_request(ws);
+
+  server().send_signal(SIGTERM);
+  auto cancel = ws.next_message_of_type("cancel", 5s);
+  EXPECT_TRUE(cancel) << "the client was not told that the server gave up its call";
+  if (cancel) {
+    EXPECT_EQ(value_at(*cancel, "/requestID"), req.at("requestID")) << str(*cancel);
+  }
+  auto exited = server().wait_exit(10s);
+  ASSERT_TRUE(exited && exited->exited && exited->code == 0)
+      << (exited ? exited->describe() : "still running");
+  server_.reset();
+
+  start_server(openai_config());
+  auto list = messages(sid);
+  ASSERT_EQ(list.size(), 2u) << str(list);
+  EXPECT_FALSE(string_at(list[1], "/info/error/name").empty()) << str(list[1]);
+  auto part = tool_part(list, "call_w");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  EXPECT_TRUE(status().empty());
+}
+
+TEST_F(SessionRestart, SessionsPersistAcrossACleanRestart) {
+  start_server(openai_config());
+  std::string sid = create_session(json::object{{"title", "keep me"}});
+  model_.push(FakeResponse::with_tool_call(
+      "call_e", "bash", json::object{{"command", "echo kept"}, {"description", "echo"}}));
+  model_.push(FakeResponse::with_text("stored answer"));
+  ASSERT_TRUE(IsOk(prompt(sid, "remember this")));
+  auto before = messages(sid);
+  auto session_before = http_get(port(), "/session/" + sid).json();
+  ASSERT_EQ(before.size(), 3u) << str(before);
+
+  server().send_signal(SIGTERM);
+  auto exited = server().wait_exit(10s);
+  ASSERT_TRUE(exited && exited->exited && exited->code == 0);
+  server_.reset();
+  start_server(openai_config());
+
+  EXPECT_EQ(http_get(port(), "/session/" + sid).json(), session_before);
+  EXPECT_EQ(messages(sid), before);
+  EXPECT_EQ(string_at(http_get(port(), "/session").json(), "/0/title"), "keep me");
+  EXPECT_FALSE(contains(server().log(), "interrupted")) << server().log();
+}
+
+// ---- the session routes -------------------------------------------------------------------------
+
+class SessionApi : public SessionTest {};
+
+TEST_F(SessionApi, CreateListGetDelete) {
+  start_server(openai_config());
+  BusEvents bus(port());
+  auto created = http_post(port(), "/session", json::object{{"title", "first"}});
+  ASSERT_TRUE(IsOk(created));
+  json::value s = created.json();
+  std::string sid = string_at(s, "/id");
+  EXPECT_EQ(sid.rfind("ses_", 0), 0u) << created.describe();
+  EXPECT_EQ(string_at(s, "/title"), "first");
+  EXPECT_EQ(string_at(s, "/directory"), project_.path().string());
+  ASSERT_TRUE(bus.next_where("session.created", "/properties/info/id", json::value(sid)));
+
+  auto untitled = http_request(port(), "POST", "/session");
+  ASSERT_TRUE(IsOk(untitled)) << "a POST /session without a body creates a session";
+  EXPECT_FALSE(string_at(untitled.json(), "/title").empty());
+
+  auto list = http_get(port(), "/session");
+  ASSERT_TRUE(IsOk(list));
+  EXPECT_EQ(list.json().as_array().size(), 2u);
+  EXPECT_EQ(http_get(port(), "/session/" + sid).json(), s);
+
+  model_.push(FakeResponse::with_text("bye"));
+  ASSERT_TRUE(IsOk(prompt(sid, "hello")));
+  auto deleted = http_request(port(), "DELETE", "/session/" + sid);
+  ASSERT_TRUE(IsOk(deleted));
+  EXPECT_EQ(deleted.json(), json::value(true));
+  ASSERT_TRUE(bus.next_where("session.deleted", "/properties/info/id", json::value(sid)));
+  EXPECT_TRUE(IsError(http_get(port(), "/session/" + sid), 404, "NOT_FOUND", {sid}));
+  EXPECT_TRUE(IsError(http_get(port(), "/session/" + sid + "/message"), 404, "NOT_FOUND"));
+  EXPECT_TRUE(IsError(http_request(port(), "DELETE", "/session/" + sid), 404, "NOT_FOUND"));
+  EXPECT_EQ(http_get(port(), "/session").json().as_array().size(), 1u);
+}
+
+TEST_F(SessionApi, DeletingABusySessionAbortsItsTurn) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  BusEvents bus(port());
+  FakeResponse slow = FakeResponse::with_text("too late");
+  slow.delay = 20s;
+  model_.push(slow);
+  prompt_async(sid, "wait");
+  ASSERT_TRUE(model_.wait_for_request(0, 5s));
+  auto t0 = Clock::now();
+  ASSERT_TRUE(IsOk(http_request(port(), "DELETE", "/session/" + sid)));
+  wait_idle(bus, sid, 5s);
+  EXPECT_LT(elapsed_ms(t0), 3000);
+  EXPECT_TRUE(status().empty());
+  EXPECT_TRUE(IsError(http_get(port(), "/session/" + sid), 404, "NOT_FOUND"));
+}
+
+TEST_F(SessionApi, ToolListHasSchemasAndFollowsTheAgent) {
+  start_server(openai_config());
+  auto res = http_get(port(), "/tool");
+  ASSERT_TRUE(IsOk(res));
+  std::set<std::string> build;
+  json::value tools = res.json();
+  for (const auto& t : tools.as_array()) {
+    std::string id = string_at(t, "/id");
+    build.insert(id);
+    EXPECT_FALSE(string_at(t, "/description").empty()) << str(t);
+    EXPECT_EQ(string_at(t, "/parameters/type"), "object") << str(t);
+  }
+  for (auto id : {"bash", "read", "list", "glob", "grep", "edit", "write", "todowrite", "todoread"})
+    EXPECT_TRUE(build.count(id)) << id << " is missing from " << res.describe();
+
+  auto plan = http_get(port(), "/tool?agent=plan");
+  ASSERT_TRUE(IsOk(plan));
+  std::set<std::string> planned;
+  json::value plan_tools = plan.json();
+  for (const auto& t : plan_tools.as_array())
+    planned.insert(string_at(t, "/id"));
+  for (auto id : {"edit", "write", "bash"})
+    EXPECT_FALSE(planned.count(id)) << "the plan agent is offered " << id;
+  for (auto id : {"read", "grep", "glob", "list"})
+    EXPECT_TRUE(planned.count(id)) << "the plan agent lacks " << id;
+
+  EXPECT_TRUE(IsError(http_get(port(), "/tool?agent=nobody"), 404, "NOT_FOUND", {"nobody"}));
+  EXPECT_TRUE(IsError(http_get(port(), "/tool?sessionID=ses_nope"), 404, "NOT_FOUND"));
+}
+
+TEST_F(SessionApi, ToolListIsWhatTheModelIsOffered) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  WsClient ws(port(), "/client-tools/ws/c1");
+  ws.send_json(
+      json::object{{"type", "register"}, {"sessionID", sid}, {"tools", {tool_def("pick")}}});
+  ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
+
+  for (auto agent : {"build", "plan"}) {
+    auto listed = http_get(port(), "/tool?sessionID=" + sid + "&agent=" + agent);
+    ASSERT_TRUE(IsOk(listed));
+    std::vector<std::string> ids;
+    json::value listed_tools = listed.json();
+    for (const auto& t : listed_tools.as_array())
+      ids.push_back(string_at(t, "/id"));
+    EXPECT_TRUE(std::count(ids.begin(), ids.end(), "client_c1_pick")) << listed.describe();
+
+    std::size_t before = model_.request_count();
+    model_.push(FakeResponse::with_text("ok"));
+    json::object body = text_prompt("hello");
+    body["agent"] = agent;
+    ASSERT_TRUE(IsOk(http_post(port(), "/session/" + sid + "/message", body)));
+    auto req = model_.wait_for_request(before, 1s);
+    ASSERT_TRUE(req);
+    EXPECT_EQ(openai_tool_names(*req), ids) << agent;
+  }
+  // Without the session, its client tool is not listed.
+  auto global = http_get(port(), "/tool").body;
+  EXPECT_FALSE(contains(global, "client_c1_pick")) << global;
+}
+
+TEST_F(SessionApi, PerPromptToolSwitchesHideTools) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  model_.push(FakeResponse::with_text("ok"));
+  json::object body = text_prompt("hello");
+  body["tools"] = json::object{{"bash", false}, {"write", false}};
+  ASSERT_TRUE(IsOk(http_post(port(), "/session/" + sid + "/message", body)));
+  auto req = model_.wait_for_request(0, 1s);
+  ASSERT_TRUE(req);
+  auto names = openai_tool_names(*req);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "bash"), 0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "write"), 0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "read"), 1);
+}
+
+TEST_F(SessionApi, ProvidersAreListed) {
+  start_server(openai_config());
+  auto res = http_get(port(), "/provider");
+  ASSERT_TRUE(IsOk(res));
+  EXPECT_EQ(string_at(res.json(), "/default"), "fake/fake-model");
+  bool found = false;
+  json::value body = res.json();
+  for (const auto& p : array_at(body, "/providers"))
+    if (string_at(p, "/id") == "fake") {
+      found = true;
+      EXPECT_EQ(string_at(p, "/type"), "openai-compatible");
+      EXPECT_EQ(string_at(p, "/models/0"), "fake-model");
+    }
+  EXPECT_TRUE(found) << res.describe();
+}
+
+TEST_F(SessionApi, MalformedBodiesAre400NamingTheField) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  auto post_raw = [&](const std::string& target, std::string_view body) {
+    return http_request(port(), "POST", target, body);
+  };
+  EXPECT_TRUE(IsError(post_raw("/session", "{not json"), 400, "INVALID_REQUEST"));
+  EXPECT_TRUE(IsError(post_raw("/session", "[1, 2]"), 400, "INVALID_REQUEST", {"object"}));
+  EXPECT_TRUE(IsError(http_post(port(), "/session", json::object{{"title", 5}}), 400,
+                      "INVALID_REQUEST", {"title"}));
+  EXPECT_TRUE(IsError(http_post(port(), "/session", json::object{{"permission", "allow"}}), 400,
+                      "INVALID_REQUEST", {"permission"}));
+  EXPECT_TRUE(IsError(
+      http_post(port(), "/session",
+                json::object{{"permission", json::array{json::object{{"permission", "bash"},
+                                                                     {"action", "maybe"}}}}}),
+      400, "INVALID_REQUEST", {"permission[0]"}));
+
+  for (std::string route : {"/message", "/prompt_async"}) {
+    std::string target = "/session/" + sid + route;
+    SCOPED_TRACE(target);
+    EXPECT_TRUE(IsError(post_raw(target, "{\"parts\": ["), 400, "INVALID_REQUEST"));
+    EXPECT_TRUE(IsError(post_raw(target, ""), 400, "INVALID_REQUEST"));
+    EXPECT_TRUE(
+        IsError(http_post(port(), target, json::object{}), 400, "INVALID_REQUEST", {"parts"}));
+    EXPECT_TRUE(IsError(http_post(port(), target, json::object{{"parts", "hello"}}), 400,
+                        "INVALID_REQUEST", {"parts"}));
+    EXPECT_TRUE(IsError(http_post(port(), target, json::object{{"parts", json::array{}}}), 400,
+                        "INVALID_REQUEST", {"parts"}));
+    EXPECT_TRUE(IsError(http_post(port(), target, json::object{{"parts", json::array{"hi"}}}), 400,
+                        "INVALID_REQUEST", {"parts[0]"}));
+    EXPECT_TRUE(
+        IsError(http_post(port(), target,
+                          json::object{{"parts", json::array{json::object{{"type", "image"}}}}}),
+                400, "INVALID_REQUEST", {"parts[0].type"}));
+    EXPECT_TRUE(
+        IsError(http_post(port(), target,
+                          json::object{{"parts", json::array{json::object{{"type", "text"}}}}}),
+                400, "INVALID_REQUEST", {"parts[0].text"}));
+    EXPECT_TRUE(IsError(
+        http_post(
+            port(), target,
+            json::object{{"parts", json::array{json::object{{"type", "text"}, {"text", 5}}}}}),
+        400, "INVALID_REQUEST", {"parts[0].text"}));
+    json::object body = text_prompt("hi");
+    body["model"] = 5;
+    EXPECT_TRUE(IsError(http_post(port(), target, body), 400, "INVALID_REQUEST", {"model"}));
+    body = text_prompt("hi");
+    body["model"] = json::object{{"providerID", "fake"}};
+    EXPECT_TRUE(IsError(http_post(port(), target, body), 400, "INVALID_REQUEST", {"modelID"}));
+    body = text_prompt("hi");
+    body["agent"] = json::array{};
+    EXPECT_TRUE(IsError(http_post(port(), target, body), 400, "INVALID_REQUEST", {"agent"}));
+    body = text_prompt("hi");
+    body["tools"] = json::object{{"bash", "no"}};
+    EXPECT_TRUE(IsError(http_post(port(), target, body), 400, "INVALID_REQUEST", {"tools.bash"}));
+    body = text_prompt("hi");
+    body["tools"] = json::array{"bash"};
+    EXPECT_TRUE(IsError(http_post(port(), target, body), 400, "INVALID_REQUEST", {"tools"}));
+  }
+  // Nothing above started a turn.
+  EXPECT_EQ(model_.request_count(), 0u);
+  EXPECT_EQ(messages(sid), json::array{});
+
+  EXPECT_TRUE(IsError(http_post(port(), "/permission/per_x/reply", json::object{}), 400,
+                      "INVALID_REQUEST", {"reply"}));
+  EXPECT_TRUE(
+      IsError(http_post(port(), "/permission/per_x/reply", json::object{{"reply", "sometimes"}}),
+              400, "INVALID_REQUEST", {"reply"}));
+  EXPECT_TRUE(IsError(http_post(port(), "/permission/per_x/reply", json::object{{"reply", "once"}}),
+                      404, "NOT_FOUND"));
+}
+
+TEST_F(SessionApi, UnknownAgentOrModelIsRefusedBeforeTheTurnStarts) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  for (std::string route : {"/message", "/prompt_async"}) {
+    SCOPED_TRACE(route);
+    json::object body = text_prompt("hi");
+    body["agent"] = "nobody";
+    EXPECT_TRUE(IsError(http_post(port(), "/session/" + sid + route, body), 400, "INVALID_REQUEST",
+                        {"nobody"}));
+    body = text_prompt("hi");
+    body["model"] = "nowhere/model";
+    EXPECT_TRUE(IsError(http_post(port(), "/session/" + sid + route, body), 400, "INVALID_REQUEST",
+                        {"nowhere"}));
+  }
+  EXPECT_TRUE(wait_until([&] { return status().empty(); }, 2s));
+  EXPECT_EQ(model_.request_count(), 0u);
+}
+
+TEST_F(SessionApi, UnknownSessionIs404) {
+  start_server(openai_config());
+  const std::string s = "/session/ses_doesnotexist";
+  EXPECT_TRUE(IsError(http_get(port(), s), 404, "NOT_FOUND", {"ses_doesnotexist"}));
+  EXPECT_TRUE(IsError(http_request(port(), "DELETE", s), 404, "NOT_FOUND"));
+  EXPECT_TRUE(IsError(http_get(port(), s + "/message"), 404, "NOT_FOUND"));
+  EXPECT_TRUE(IsError(http_post(port(), s + "/message", text_prompt("hi")), 404, "NOT_FOUND"));
+  EXPECT_TRUE(IsError(http_post(port(), s + "/prompt_async", text_prompt("hi")), 404, "NOT_FOUND"));
+  EXPECT_TRUE(IsError(http_post(port(), s + "/abort", json::object{}), 404, "NOT_FOUND"));
+  EXPECT_EQ(model_.request_count(), 0u);
+}
+
+}  // namespace
+}  // namespace sb::test

@@ -1,0 +1,115 @@
+#pragma once
+// Test support: a fake language model over HTTP for black-box tests of the agent loop. It listens
+// on 127.0.0.1:0 and runs on its own thread; it answers
+//   POST …/chat/completions  in OpenAI's Chat Completions streaming format, and
+//   POST …/messages          in Anthropic's Messages streaming format,
+// replaying a queue of canned responses that the test sets (text, tool calls, an HTTP error, a
+// stream cut mid-way, a delay), and it records every request it received so that tests can check
+// what the server sent to the model (the tool schemas offered, the tool results sent back).
+//
+// Thread-safe: every public function may be called from any thread.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/json.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace sb::test {
+
+// One tool call of a canned response. `arguments` is sent as it is (it may be invalid JSON on
+// purpose), split over several chunks / input_json_delta events.
+struct FakeToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
+// One canned answer of the fake model.
+struct FakeResponse {
+  // Where a stream stops early: the connection is closed without the stream's proper end.
+  enum class Cut {
+    None,
+    BeforeAnything,  // right after the response head: no event at all
+    BeforeFinish,    // after all content, before the finish reason / message_delta
+    MidToolCall,     // in the first tool call, after its name and the first piece of arguments
+  };
+
+  std::string reasoning;  // OpenAI: delta.reasoning_content; Anthropic: a thinking block
+  std::string text;       // streamed in several pieces
+  std::vector<FakeToolCall> tool_calls;
+  std::optional<std::string> finish;  // finish_reason / stop_reason; default from the content
+  unsigned status = 200;              // anything else: an error answer in the API's error format
+  std::string error_message;
+  std::chrono::milliseconds delay{0};        // before the response head
+  std::chrono::milliseconds chunk_delay{0};  // between two events
+  Cut cut = Cut::None;
+
+  static FakeResponse with_text(std::string text);
+  static FakeResponse with_tool_call(std::string id, std::string name,
+                                     const boost::json::value& input);
+  static FakeResponse with_tool_calls(std::vector<FakeToolCall> calls);
+  static FakeResponse http_error(unsigned status, std::string message);
+};
+
+// A request the fake model received.
+struct RecordedRequest {
+  std::string method;
+  std::string target;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  boost::json::value json;  // the parsed body; null when it is not JSON
+
+  std::optional<std::string> header(std::string_view name) const;  // case-insensitive
+};
+
+class FakeModelServer {
+ public:
+  FakeModelServer();
+  ~FakeModelServer();
+  FakeModelServer(const FakeModelServer&) = delete;
+  FakeModelServer& operator=(const FakeModelServer&) = delete;
+
+  unsigned short port() const { return port_; }
+  std::string base_url() const;  // "http://127.0.0.1:PORT", the provider's baseURL
+
+  // Queues a response; requests take them in order. With the queue empty a request gets the
+  // text "(fake model: no response queued)".
+  void push(FakeResponse response);
+  std::size_t queued() const;
+
+  std::size_t request_count() const;
+  std::vector<RecordedRequest> requests() const;
+  // Request number `index` (0-based) once it has arrived; nullopt if it does not within the
+  // timeout.
+  std::optional<RecordedRequest> wait_for_request(std::size_t index,
+                                                  std::chrono::milliseconds timeout) const;
+
+ private:
+  struct Impl;
+  friend struct Impl;
+
+  // The response for the next request, and records the request.
+  FakeResponse take(RecordedRequest request);
+
+  boost::asio::io_context ioc_{1};
+  boost::asio::ip::tcp::acceptor acceptor_{ioc_};
+  unsigned short port_ = 0;
+  std::thread thread_;
+
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  std::deque<FakeResponse> queue_;
+  std::vector<RecordedRequest> requests_;
+};
+
+}  // namespace sb::test
