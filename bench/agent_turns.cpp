@@ -24,17 +24,22 @@
 //                the length of the session's history;
 //  * startup     time from fork() to the first 200 from GET /health, on an empty data directory
 //                and on the data directory that the throughput run left behind.
+// (Counts are the defaults.) The server sends the whole history to the model at every step, so a
+// turn costs more the longer its session is: the latency and throughput drivers move to a new
+// session every --session-turns turns (20), and the history scenario shows the growth.
 //
 // Every turn is verified: 200, an assistant message with finish "stop" and no error, whose text
 // is exactly what the fake model sent; the fake model in turn checks that the tool result it was
 // sent contains what the tool must have returned. Every network operation has a timeout
-// (--op-timeout); --max-runtime kills the run if anything else hangs. Any error is counted.
+// (--op-timeout), except a WebSocket client's wait for its next request, which lasts as long as
+// its scenario; --max-runtime kills the run if anything else hangs. Any error is counted.
 // Prints markdown on stdout, progress on stderr; exit status 0 only when there was no error.
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/json.hpp>
+#include <boost/json/basic_parser_impl.hpp>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -99,7 +104,7 @@ constexpr std::string_view kUsage = R"(usage: agent_turns [options]
   --session-turns N       latency and throughput: a driver moves to a new session after N
                           turns, so that history stays short (default 20; 0: never)
   --history-turns N       history: turns in one session (default 400)
-  --history-bucket N      history: turns per row (default 100)
+  --history-bucket N      history: turns per row (default 50)
   --starts N              startup: starts per data directory (default 10)
   --op-timeout MS         limit for every network operation (default 10000)
   --max-runtime SECONDS   the whole run is killed after this (default 1200)
@@ -175,7 +180,7 @@ struct Options {
   int throughput_warmup = 80;
   int session_turns = 20;
   int history_turns = 400;
-  int history_bucket = 100;
+  int history_bucket = 50;
   int starts = 10;
   std::chrono::milliseconds op_timeout{10000};
   int max_runtime_s = 1200;
@@ -301,8 +306,13 @@ std::string read_text(const fs::path& path) {
 
 const long kTicksPerSecond = ::sysconf(_SC_CLK_TCK);
 
-// utime + stime of a process (every thread, those that ended included), in clock ticks.
-std::uint64_t process_cpu_ticks(pid_t pid) {
+struct CpuTicks {
+  std::uint64_t user = 0, system = 0;
+  std::uint64_t total() const { return user + system; }
+};
+
+// utime and stime of a process (every thread, those that ended included), in clock ticks.
+CpuTicks process_cpu_ticks(pid_t pid) {
   std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
   auto paren = stat.rfind(')');
   if (paren == std::string::npos) throw Fatal("cannot read /proc/" + std::to_string(pid) + "/stat");
@@ -312,9 +322,9 @@ std::uint64_t process_cpu_ticks(pid_t pid) {
   std::string skip;
   for (int i = 0; i < 11; ++i)
     fields >> skip;
-  std::uint64_t utime = 0, stime = 0;
-  fields >> utime >> stime;
-  return utime + stime;
+  CpuTicks t;
+  fields >> t.user >> t.system;
+  return t;
 }
 
 // Time on CPU of the live threads of a process in nanoseconds (the first field of each
@@ -658,6 +668,114 @@ std::string tool_call_response(const std::string& id, std::string_view name,
   return std::move(r).finish("tool_calls");
 }
 
+// What the fake model needs of a Chat Completions request: the role and content of the last
+// message and the content of the last user message.
+struct RequestSummary {
+  bool has_messages = false;
+  std::string last_role, last_content, last_user_content;
+};
+
+// A handler for json::basic_parser that fills a RequestSummary. A request carries the tool
+// schemas (about 16 KB) and the whole history; building a DOM of it cost the fake model more CPU
+// per turn than the target allows the server, on the same two vCPUs. This reads it in one pass
+// and keeps only the strings of the top-level "messages" array's objects.
+class SummaryHandler {
+ public:
+  static constexpr std::size_t max_object_size = std::size_t(-1);
+  static constexpr std::size_t max_array_size = std::size_t(-1);
+  static constexpr std::size_t max_key_size = std::size_t(-1);
+  static constexpr std::size_t max_string_size = std::size_t(-1);
+  using error_code = boost::system::error_code;
+  using string_view = json::string_view;
+
+  RequestSummary summary;
+
+  bool on_document_begin(error_code&) { return true; }
+  bool on_document_end(error_code&) { return true; }
+  bool on_object_begin(error_code&) {
+    ++depth_;
+    if (in_message()) role_.clear(), content_.clear();
+    return true;
+  }
+  bool on_object_end(std::size_t, error_code&) {
+    if (in_message()) {
+      summary.has_messages = true;
+      summary.last_role = role_;
+      summary.last_content = content_;
+      if (role_ == "user") summary.last_user_content = content_;
+    }
+    --depth_;
+    return true;
+  }
+  bool on_array_begin(error_code&) {
+    // The key before a value of the root object is that value's key.
+    if (depth_ == 1 && key_ == "messages") in_messages_ = true;
+    ++depth_;
+    return true;
+  }
+  bool on_array_end(std::size_t, error_code&) {
+    --depth_;
+    if (depth_ == 1) in_messages_ = false;
+    return true;
+  }
+  bool on_key_part(string_view s, std::size_t, error_code&) {
+    if (tracked()) key_part(s);
+    return true;
+  }
+  bool on_key(string_view s, std::size_t, error_code&) {
+    if (tracked()) {
+      key_part(s);
+      key_done_ = true;
+      value_pending_ = true;
+    }
+    return true;
+  }
+  bool on_string_part(string_view s, std::size_t, error_code&) {
+    string_part(s);
+    return true;
+  }
+  bool on_string(string_view s, std::size_t, error_code&) {
+    string_part(s);
+    target_ = nullptr;
+    return true;
+  }
+  bool on_number_part(string_view, error_code&) { return true; }
+  bool on_int64(std::int64_t, string_view, error_code&) { return true; }
+  bool on_uint64(std::uint64_t, string_view, error_code&) { return true; }
+  bool on_double(double, string_view, error_code&) { return true; }
+  bool on_bool(bool, error_code&) { return true; }
+  bool on_null(error_code&) { return true; }
+  bool on_comment_part(string_view, error_code&) { return true; }
+  bool on_comment(string_view, error_code&) { return true; }
+
+ private:
+  // Directly inside an object of the messages array (depth: root 1, array 2, message 3).
+  bool in_message() const { return in_messages_ && depth_ == 3; }
+  bool tracked() const { return depth_ == 1 || in_message(); }
+  void key_part(string_view s) {
+    if (key_done_) key_.clear(), key_done_ = false;
+    key_.append(s.data(), s.size());
+  }
+  void string_part(string_view s) {
+    if (value_pending_ && in_message()) {
+      if (key_ == "role")
+        target_ = &role_;
+      else if (key_ == "content")
+        target_ = &content_;
+      value_pending_ = false;  // the value of this key is being read
+    }
+    if (target_) target_->append(s.data(), s.size());
+  }
+
+  int depth_ = 0;
+  bool in_messages_ = false;
+  std::string key_;
+  bool key_done_ = false;          // the next key part starts a new key
+  bool value_pending_ = false;     // a tracked key was read and its value has not started
+  std::string* target_ = nullptr;  // role_ or content_ while their string value is read
+  std::string role_, content_;
+};
+
 // A fake OpenAI-compatible model on 127.0.0.1:0, on its own thread and io_context. Stateless:
 // everything it needs is in the request (see respond()). Each response is built whole and
 // written at once, so the model costs the server no waiting at all. Its own CPU time is read
@@ -687,6 +805,7 @@ class FakeModel {
 
   unsigned short port() const { return port_; }
   std::uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+  std::uint64_t request_bytes() const { return request_bytes_.load(std::memory_order_relaxed); }
   std::int64_t cpu_us() const {
     timespec ts{};
     ::clock_gettime(cpu_clock_, &ts);
@@ -759,30 +878,22 @@ class FakeModel {
   // a text that names the mismatch otherwise (which the driver then reports).
   std::string respond(const http::request<http::string_body>& req, bool keep_alive) {
     requests_.fetch_add(1, std::memory_order_relaxed);
+    request_bytes_.fetch_add(req.body().size(), std::memory_order_relaxed);
     std::string_view target = req.target();
     if (req.method() != http::verb::post || !target.ends_with("/chat/completions"))
       return error_response(
           404, "unexpected " + std::string(req.method_string()) + " " + std::string(target),
           keep_alive);
+    json::basic_parser<SummaryHandler> parser(json::parse_options{});
     boost::system::error_code ec;
-    json::value body = json::parse(req.body(), ec);
-    const json::array* messages = nullptr;
-    if (!ec && body.is_object())
-      if (auto* m = body.get_object().if_contains("messages")) messages = m->if_array();
-    if (!messages || messages->empty())
+    parser.write_some(false, req.body().data(), req.body().size(), ec);
+    const RequestSummary& summary = parser.handler().summary;
+    if (ec || !summary.has_messages)
       return error_response(400, "a request without messages", keep_alive);
 
     const json::object* prompt = nullptr;
-    json::value prompt_doc;
-    for (auto it = messages->rbegin(); it != messages->rend(); ++it) {
-      const auto* o = it->if_object();
-      const auto* role = o ? o->if_contains("role") : nullptr;
-      if (!role || !role->is_string() || role->get_string() != "user") continue;
-      const auto* content = o->if_contains("content");
-      if (content && content->is_string()) prompt_doc = json::parse(content->get_string(), ec);
-      if (!ec && prompt_doc.is_object()) prompt = &prompt_doc.get_object();
-      break;
-    }
+    json::value prompt_doc = json::parse(summary.last_user_content, ec);
+    if (!ec && prompt_doc.is_object()) prompt = &prompt_doc.get_object();
     auto field = [&](std::string_view key) -> std::string_view {
       const auto* v = prompt ? prompt->if_contains(key) : nullptr;
       return v && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
@@ -791,15 +902,11 @@ class FakeModel {
     if (!prompt || field("tool").empty() || field("final").empty() || !input)
       return error_response(400, "the last user message is not a bench prompt", keep_alive);
 
-    const auto* last = messages->back().if_object();
-    const auto* role = last ? last->if_contains("role") : nullptr;
-    if (role && role->is_string() && role->get_string() == "user")
+    if (summary.last_role == "user")
       return tool_call_response("call_" + std::to_string(++calls_), field("tool"),
                                 json::serialize(*input), keep_alive);
-    if (role && role->is_string() && role->get_string() == "tool") {
-      const auto* content = last->if_contains("content");
-      std::string_view result =
-          content && content->is_string() ? std::string_view(content->get_string()) : "";
+    if (summary.last_role == "tool") {
+      std::string_view result = summary.last_content;
       if (result.find(field("expect")) == std::string_view::npos) {
         problem("the tool result does not contain \"" + std::string(field("expect")) +
                 "\": " + std::string(result.substr(0, 300)));
@@ -828,7 +935,8 @@ class FakeModel {
   std::thread thread_;
   clockid_t cpu_clock_{};
   std::atomic<std::uint64_t> requests_{0};
-  std::uint64_t calls_ = 0;  // tool call ids (the fake model's thread only)
+  std::atomic<std::uint64_t> request_bytes_{0};  // request bodies, for the report
+  std::uint64_t calls_ = 0;                      // tool call ids (the fake model's thread only)
   std::mutex mutex_;
   std::vector<std::string> problems_;
 };
@@ -1194,13 +1302,14 @@ class WsClient {
 // Counters at one instant.
 struct Snapshot {
   Clock::time_point at;
-  std::uint64_t server_ticks = 0;
+  CpuTicks server;
   std::uint64_t server_ns = 0;  // schedstat, live threads
   std::int64_t bench_us = 0;    // this process, fake model included
   std::int64_t model_us = 0;    // the fake model's thread
   std::uint64_t bench_ticks = 0;
   std::uint64_t busy_ticks = 0;
   std::uint64_t model_requests = 0;
+  std::uint64_t model_request_bytes = 0;
   std::size_t turns_done = 0;
 };
 
@@ -1208,13 +1317,14 @@ Snapshot snapshot(pid_t server, const FakeModel& model, std::size_t turns_done,
                   bool precise = false) {
   Snapshot s;
   s.at = Clock::now();
-  s.server_ticks = process_cpu_ticks(server);
+  s.server = process_cpu_ticks(server);
   if (precise) s.server_ns = process_cpu_ns(server);
   s.bench_us = self_cpu_us();
   s.model_us = model.cpu_us();
-  s.bench_ticks = process_cpu_ticks(::getpid());
+  s.bench_ticks = process_cpu_ticks(::getpid()).total();
   s.busy_ticks = system_busy_ticks();
   s.model_requests = model.requests();
+  s.model_request_bytes = model.request_bytes();
   s.turns_done = turns_done;
   return s;
 }
@@ -1225,10 +1335,12 @@ struct Window {
   double turns_per_s = 0;
   double server_cpu_ms = 0;   // server CPU per turn
   double server_util = 0;     // server CPU / wall time (1.0 = one vCPU)
+  double server_system = 0;   // the part of the server's CPU time spent in the kernel
   double model_cpu_us = 0;    // fake model CPU per turn
   double bench_cpu_us = 0;    // this program's CPU per turn, fake model excluded
   double other_load = 0;      // everything else, as a fraction of all vCPUs
   double model_requests = 0;  // per turn (2 expected)
+  double request_kb = 0;      // mean size of a model request's body
 };
 
 Window window_between(const Snapshot& a, const Snapshot& b) {
@@ -1237,7 +1349,10 @@ Window window_between(const Snapshot& a, const Snapshot& b) {
   w.turns = b.turns_done - a.turns_done;
   if (w.seconds > 0) w.turns_per_s = static_cast<double>(w.turns) / w.seconds;
   double tick_us = 1e6 / static_cast<double>(kTicksPerSecond);
-  double server_us = static_cast<double>(b.server_ticks - a.server_ticks) * tick_us;
+  double server_ticks = static_cast<double>(b.server.total() - a.server.total());
+  double server_us = server_ticks * tick_us;
+  if (server_ticks > 0)
+    w.server_system = static_cast<double>(b.server.system - a.server.system) / server_ticks;
   double turns = static_cast<double>(std::max<std::size_t>(w.turns, 1));
   w.server_cpu_ms = server_us / 1000.0 / turns;
   w.server_util = w.seconds > 0 ? server_us / 1e6 / w.seconds : 0;
@@ -1245,8 +1360,10 @@ Window window_between(const Snapshot& a, const Snapshot& b) {
   w.bench_cpu_us =
       static_cast<double>((b.bench_us - a.bench_us) - (b.model_us - a.model_us)) / turns;
   w.model_requests = static_cast<double>(b.model_requests - a.model_requests) / turns;
-  double other = static_cast<double>(b.busy_ticks - a.busy_ticks) -
-                 static_cast<double>(b.server_ticks - a.server_ticks) -
+  if (b.model_requests > a.model_requests)
+    w.request_kb = static_cast<double>(b.model_request_bytes - a.model_request_bytes) / 1024.0 /
+                   static_cast<double>(b.model_requests - a.model_requests);
+  double other = static_cast<double>(b.busy_ticks - a.busy_ticks) - server_ticks -
                  static_cast<double>(b.bench_ticks - a.bench_ticks);
   if (w.seconds > 0)
     w.other_load = std::max(0.0, other * tick_us / 1e6 / w.seconds /
@@ -1532,6 +1649,7 @@ struct HistoryRow {
   std::size_t first = 0, last = 0;  // turn numbers in the session
   double server_cpu_ms = 0;
   double mean_ms = 0;
+  double request_kb = 0;  // mean model request
 };
 
 struct StartupRow {
@@ -1645,6 +1763,7 @@ asio::awaitable<void> run_history(asio::io_context& io, const Options& opt, Temp
       double turns = static_cast<double>(s.turns_done - prev.turns_done);
       row.server_cpu_ms = static_cast<double>(s.server_ns - prev.server_ns) / 1e6 / turns;
       row.mean_ms = run.bucket_latency_sums[i] / turns;
+      row.request_kb = window_between(prev, s).request_kb;
       results.history.push_back(row);
       prev = s;
     }
@@ -1744,35 +1863,37 @@ void print_report(const Options& opt, const Results& r, const std::string& load_
 
   if (!r.latency.empty()) {
     std::cout << "#### One driver, turns one after another\n\n"
-              << "| turn | turns | server CPU ms/turn | p50 ms | p95 ms | p99 ms | max ms |"
-                 " turns/s | server CPU % | fake model µs/turn | bench µs/turn | other load % |"
-                 " errors |\n"
-              << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+              << "| turn | turns | server CPU ms/turn | of which kernel % | p50 ms | p95 ms |"
+                 " p99 ms | max ms | turns/s | server CPU % | model request KB |"
+                 " fake model µs/turn | bench µs/turn | other load % | errors |\n"
+              << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& l : r.latency) {
       if (!l.completed) {
-        std::cout << "| " << kind_label(l.kind) << " | failed | | | | | | | | | | | " << l.errors
-                  << " |\n";
+        std::cout << "| " << kind_label(l.kind) << " | failed | | | | | | | | | | | | | "
+                  << l.errors << " |\n";
         continue;
       }
       std::cout << "| " << kind_label(l.kind) << " | " << fmt_int(l.w.turns) << " | "
-                << fmt(l.w.server_cpu_ms, 3) << " | " << fmt(l.p50, 2) << " | " << fmt(l.p95, 2)
-                << " | " << fmt(l.p99, 2) << " | " << fmt(l.max, 1) << " | "
-                << fmt_int(l.w.turns_per_s) << " | " << fmt(l.w.server_util * 100, 0) << " | "
+                << fmt(l.w.server_cpu_ms, 3) << " | " << fmt(l.w.server_system * 100, 0) << " | "
+                << fmt(l.p50, 2) << " | " << fmt(l.p95, 2) << " | " << fmt(l.p99, 2) << " | "
+                << fmt(l.max, 1) << " | " << fmt_int(l.w.turns_per_s) << " | "
+                << fmt(l.w.server_util * 100, 0) << " | " << fmt(l.w.request_kb) << " | "
                 << fmt_int(l.w.model_cpu_us) << " | " << fmt_int(l.w.bench_cpu_us) << " | "
                 << fmt(l.w.other_load * 100, 0) << " | " << l.errors << " |\n";
     }
     std::cout << "\n";
   }
   if (!r.throughput.empty()) {
-    std::cout << "#### Concurrent sessions (one driver per session), fresh server\n\n"
-              << "| turn | sessions | turns run | turns in window | turns/s | server CPU ms/turn |"
-                 " server CPU % | p50 ms | p95 ms | RSS idle MiB | RSS after MiB | peak RSS MiB |"
-                 " fake model µs/turn | other load % | errors |\n"
-              << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    std::cout
+        << "#### Concurrent sessions (one driver per session), fresh server\n\n"
+        << "| turn | sessions | turns run | turns in window | turns/s | server CPU ms/turn |"
+           " server CPU % | p50 ms | p95 ms | RSS idle MiB | RSS after MiB | peak RSS MiB |"
+           " model request KB | fake model µs/turn | other load % | errors |\n"
+        << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& t : r.throughput) {
       if (!t.completed) {
         std::cout << "| " << kind_label(t.kind) << " | " << t.sessions
-                  << " | failed | | | | | | | | | | | | " << t.errors << " |\n";
+                  << " | failed | | | | | | | | | | | | | " << t.errors << " |\n";
         continue;
       }
       std::cout << "| " << kind_label(t.kind) << " | " << t.sessions << " | "
@@ -1780,18 +1901,19 @@ void print_report(const Options& opt, const Results& r, const std::string& load_
                 << fmt_int(t.w.turns_per_s) << " | " << fmt(t.w.server_cpu_ms, 3) << " | "
                 << fmt(t.w.server_util * 100, 0) << " | " << fmt(t.p50, 2) << " | " << fmt(t.p95, 2)
                 << " | " << fmt(mib(t.rss_idle_kib)) << " | " << fmt(mib(t.rss_after_kib)) << " | "
-                << fmt(mib(t.hwm_kib)) << " | " << fmt_int(t.w.model_cpu_us) << " | "
-                << fmt(t.w.other_load * 100, 0) << " | " << t.errors << " |\n";
+                << fmt(mib(t.hwm_kib)) << " | " << fmt(t.w.request_kb) << " | "
+                << fmt_int(t.w.model_cpu_us) << " | " << fmt(t.w.other_load * 100, 0) << " | "
+                << t.errors << " |\n";
     }
     std::cout << "\n";
   }
   if (r.history_completed) {
     std::cout << "#### History: `read` turns in one session that is never changed\n\n"
-              << "| turns of the session | server CPU ms/turn | mean turn ms |\n"
-              << "|---|---:|---:|\n";
+              << "| turns of the session | server CPU ms/turn | mean turn ms | model request KB |\n"
+              << "|---|---:|---:|---:|\n";
     for (const auto& h : r.history)
       std::cout << "| " << h.first << "-" << h.last << " | " << fmt(h.server_cpu_ms, 3) << " | "
-                << fmt(h.mean_ms, 2) << " |\n";
+                << fmt(h.mean_ms, 2) << " | " << fmt(h.request_kb) << " |\n";
     std::cout << "\n";
   }
   if (!r.startup.empty()) {

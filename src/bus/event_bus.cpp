@@ -31,6 +31,7 @@ Subscription EventBus::subscribe(Handler handler) {
   std::uint64_t id = next_id_++;
   list->push_back({id, std::make_shared<Handler>(std::move(handler))});
   subscribers_ = std::move(list);
+  subscribers_n_.store(subscribers_->size(), std::memory_order_relaxed);
   return Subscription(weak_from_this(), id);
 }
 
@@ -41,6 +42,7 @@ void EventBus::unsubscribe(std::uint64_t id) {
   for (const auto& e : *subscribers_)
     if (e.id != id) list->push_back(e);
   subscribers_ = std::move(list);
+  subscribers_n_.store(subscribers_->size(), std::memory_order_relaxed);
 }
 
 std::size_t EventBus::subscriber_count() const {

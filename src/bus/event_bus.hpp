@@ -55,6 +55,8 @@ class EventBus : public std::enable_shared_from_this<EventBus> {
   Subscription subscribe(Handler handler);
   void publish(std::string_view type, boost::json::object properties);
   std::size_t subscriber_count() const;
+  // Lock-free, for publishers that can skip building an event nobody will read.
+  bool has_subscribers() const { return subscribers_n_.load(std::memory_order_relaxed) > 0; }
 
  private:
   EventBus() = default;
@@ -72,6 +74,7 @@ class EventBus : public std::enable_shared_from_this<EventBus> {
   std::shared_ptr<const List> subscribers_ = std::make_shared<const List>();
   std::uint64_t next_id_ = 1;
   std::atomic<std::uint64_t> seq_{0};
+  std::atomic<std::size_t> subscribers_n_{0};
 };
 
 }  // namespace sb::bus

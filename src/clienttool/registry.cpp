@@ -262,6 +262,7 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
     message->seq = ++next_seq_;
     message->request_id = req.request_id;
     message->request = wire;
+    message->request_json = json::serialize(*wire);
 
     auto now = Clock::now();
     PendingCall call;
@@ -279,7 +280,8 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
     auto [pit, inserted] = pending_.emplace(req.request_id, std::move(call));
     if (client.sink) deliver_locked(client, pit->second, effects);
   }
-  bus_->publish("client-tool.request", json::object{{"clientID", client_id}, {"request", *wire}});
+  if (bus_->has_subscribers())
+    bus_->publish("client-tool.request", json::object{{"clientID", client_id}, {"request", *wire}});
   for (auto& effect : effects)
     effect();
   if (rearm) boost::asio::post(strand_, [self = shared_from_this()] { self->arm_timer(); });
@@ -290,7 +292,7 @@ void ClientToolRegistry::deliver_locked(ClientState& client, PendingCall& call, 
   bool first = !call.delivered;
   call.delivered = true;
   effects.push_back([sink = client.sink, message = call.message] { sink->deliver(message); });
-  if (first)
+  if (first && bus_->has_subscribers())
     effects.push_back([bus = bus_, props = call_properties(call.call, call.request)]() mutable {
       bus->publish("client-tool.executing", std::move(props));
     });
@@ -328,20 +330,22 @@ void ClientToolRegistry::finish_locked(const std::string& request_id, ExecuteOut
     effects.push_back([sink, cancel] { sink->deliver(cancel); });
   }
 
-  json::object props = call_properties(call.call, call.request);
-  const char* type = "client-tool.completed";
-  if (!outcome) {
-    type = "client-tool.failed";
-    props["error"] = outcome.error().message;
-  } else if (!outcome->success) {
-    type = "client-tool.failed";
-    props["error"] = outcome->error;
-  } else {
-    props["success"] = true;
+  if (bus_->has_subscribers()) {
+    json::object props = call_properties(call.call, call.request);
+    const char* type = "client-tool.completed";
+    if (!outcome) {
+      type = "client-tool.failed";
+      props["error"] = outcome.error().message;
+    } else if (!outcome->success) {
+      type = "client-tool.failed";
+      props["error"] = outcome->error;
+    } else {
+      props["success"] = true;
+    }
+    effects.push_back([bus = bus_, type, props = std::move(props)]() mutable {
+      bus->publish(type, std::move(props));
+    });
   }
-  effects.push_back([bus = bus_, type, props = std::move(props)]() mutable {
-    bus->publish(type, std::move(props));
-  });
   effects.push_back([done = std::move(call.done), outcome = std::move(outcome)]() mutable {
     if (done) done(std::move(outcome));
   });

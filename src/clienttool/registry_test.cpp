@@ -1306,7 +1306,8 @@ TEST_F(RegistryTest, ConcurrentRegisterExecuteSubmitAndCleanup) {
       for (int i = 0; i < kCallsPerExecutor; ++i) {
         Call call;
         std::string client = client_name(static_cast<int>(rng() % kClients));
-        auto timeout = std::chrono::milliseconds(5 + rng() % 60);
+        // Long enough that some calls are answered even on a loaded CI machine.
+        auto timeout = std::chrono::milliseconds(10 + rng() % 300);
         auto r = registry_->execute(params(rng() % 2 ? "t" : "u", {{"i", i}}, timeout, client),
                                     [ended = call.ended, &total_ended, &answered, &ended_mutex,
                                      &ended_cv](ExecuteOutcome outcome) {
@@ -1391,6 +1392,11 @@ TEST_F(RegistryTest, ConcurrentRegisterExecuteSubmitAndCleanup) {
 
   for (int e = 0; e < kExecutors; ++e)
     threads[static_cast<std::size_t>(e)].join();
+  // On a loaded machine the executors may finish before the client got to answer anything: give
+  // the client and the churn a bounded while longer, so the answering path really is exercised.
+  for (auto until = std::chrono::steady_clock::now() + 3s;
+       answered.load() == 0 && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(5ms);
   stop = true;
   for (std::size_t i = kExecutors; i < threads.size(); ++i)
     threads[i].join();

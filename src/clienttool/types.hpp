@@ -13,7 +13,7 @@ namespace sb::clienttool {
 struct ToolSpec {
   std::string name;  // the client's own name, e.g. "get_local_time"
   std::string description;
-  json::value parameters;  // JSON Schema of the input object
+  json::value parameters;    // JSON Schema of the input object
   bool interactive = false;  // a person answers it: the session shows awaiting-input meanwhile
 };
 
@@ -56,7 +56,8 @@ struct ClientMessage {
   std::uint64_t seq = 0;  // requests only: the SSE event id, for Last-Event-ID replay
   std::string request_id;
   std::string reason;                           // cancels only
-  std::shared_ptr<const json::object> request;  // requests only: the wire form, built once
+  std::shared_ptr<const json::object> request;  // requests only: the wire form
+  std::string request_json;  // requests only: `request` serialized once for every delivery
 };
 
 }  // namespace sb::clienttool

@@ -160,7 +160,9 @@ Result<tcp::endpoint> HttpServer::start() {
 asio::awaitable<void> HttpServer::accept_loop() {
   asio::steady_timer backoff(io_);
   for (;;) {
-    auto [ec, socket] = co_await acceptor_.async_accept(asio::make_strand(io_), tuple_awaitable);
+    // The server runs one thread (io_context(1)), so connections need no strand of their own;
+    // the core posts to their executor, which runs handlers on that one thread in order.
+    auto [ec, socket] = co_await acceptor_.async_accept(io_, tuple_awaitable);
     if (ec) {
       if (!acceptor_.is_open() || ec == asio::error::operation_aborted) co_return;
       // Out of file descriptors and the like: wait a little instead of spinning.

@@ -130,15 +130,15 @@ asio::awaitable<bool> write_sse_head(beast::tcp_stream& stream, const Request& r
 
 std::string sse_frame_for(const clienttool::ClientMessage& m) {
   if (m.kind == clienttool::ClientMessage::Kind::Request)
-    return "id: " + std::to_string(m.seq) +
-           "\nevent: tool-request\ndata: " + json::serialize(*m.request) + "\n\n";
+    return "id: " + std::to_string(m.seq) + "\nevent: tool-request\ndata: " + m.request_json +
+           "\n\n";
   return "event: tool-cancel\ndata: " +
          json::serialize(json::object{{"requestID", m.request_id}, {"reason", m.reason}}) + "\n\n";
 }
 
 std::string ws_frame_for(const clienttool::ClientMessage& m) {
   if (m.kind == clienttool::ClientMessage::Kind::Request)
-    return json::serialize(json::object{{"type", "request"}, {"request", *m.request}});
+    return "{\"type\":\"request\",\"request\":" + m.request_json + "}";
   return json::serialize(
       json::object{{"type", "cancel"}, {"requestID", m.request_id}, {"reason", m.reason}});
 }
