@@ -1604,5 +1604,101 @@ TEST_F(SessionApi, UnknownSessionIs404) {
   EXPECT_EQ(model_.request_count(), 0u);
 }
 
+// The task and question tools, driven by the scripted model's "/call TOOL {json}".
+class SessionScripted : public SessionTest {
+ protected:
+  void SetUp() override { start_server(test_config()); }  // nothing configured: scripted model
+};
+
+TEST_F(SessionScripted, TaskRunsASubSessionWithTheAgentAndReturnsItsAnswer) {
+  std::string sid = create_session();
+  auto res = prompt(sid,
+                    "/call task {\"description\": \"look around\", \"prompt\": \"list the "
+                    "files\", \"subagent_type\": \"plan\"}");
+  ASSERT_EQ(res.status, 200) << res.describe();
+  // The parent's tool part holds the sub-agent's final answer and the sub-session's id.
+  json::array msgs = messages(sid);
+  std::optional<json::object> part;
+  for (const auto& p : parts_of(msgs))
+    if (p.contains("tool") && p.at("tool") == "task") part = p;
+  ASSERT_TRUE(part) << json::serialize(msgs);
+  json::value pv(*part);
+  EXPECT_EQ(string_at(pv, "/state/status"), "completed") << str(*part);
+  std::string output = string_at(pv, "/state/output");
+  EXPECT_TRUE(contains(output, "Echo: list the files")) << output;
+  std::string child = string_at(pv, "/state/metadata/sessionId");
+  ASSERT_FALSE(child.empty()) << str(*part);
+  EXPECT_TRUE(contains(output, child)) << output;
+
+  auto sub = http_get(port(), "/session/" + child);
+  ASSERT_EQ(sub.status, 200) << sub.describe();
+  EXPECT_EQ(string_at(sub.json(), "/parentID"), sid);
+  // The sub-session ran with the plan agent and was not offered task itself.
+  json::array sub_msgs = messages(child);
+  ASSERT_GE(sub_msgs.size(), 2u);
+  EXPECT_EQ(string_at(sub_msgs[0], "/info/agent"), "plan");
+}
+
+TEST_F(SessionScripted, QuestionWaitsForTheAnswerWithStatusAwaitingInput) {
+  BusEvents bus(port());
+  std::string sid = create_session();
+  prompt_async(sid,
+               "/call question {\"questions\": [{\"question\": \"Which color?\", \"options\": "
+               "[{\"label\": \"red\"}, {\"label\": \"blue\"}]}]}");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto s = status();
+        return s.contains(sid) && s.at(sid).at("type") == "awaiting-input";
+      },
+      5s))
+      << json::serialize(status());
+  auto list = http_get(port(), "/question");
+  ASSERT_EQ(list.status, 200) << list.describe();
+  ASSERT_EQ(list.json().as_array().size(), 1u) << list.describe();
+  std::string qid = string_at(list.json().as_array()[0], "/id");
+  EXPECT_EQ(string_at(list.json().as_array()[0], "/sessionID"), sid);
+
+  // Answers that do not fit the questions are refused and the question stays open.
+  auto bad =
+      http_post(port(), "/question/" + qid + "/reply", json::object{{"answers", json::array{}}});
+  EXPECT_EQ(bad.status, 400) << bad.describe();
+  auto good = http_post(port(), "/question/" + qid + "/reply",
+                        json::object{{"answers", json::array{json::array{"blue"}}}});
+  ASSERT_EQ(good.status, 200) << good.describe();
+  wait_idle(bus, sid);
+  auto again = http_post(port(), "/question/" + qid + "/reply",
+                         json::object{{"answers", json::array{json::array{"red"}}}});
+  EXPECT_EQ(again.status, 404) << again.describe();
+
+  json::array msgs = messages(sid);
+  std::optional<json::object> part;
+  for (const auto& p : parts_of(msgs))
+    if (p.contains("tool") && p.at("tool") == "question") part = p;
+  ASSERT_TRUE(part) << json::serialize(msgs);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed");
+  EXPECT_TRUE(
+      contains(string_at(json::value(*part), "/state/output"), "\"Which color?\" = \"blue\""))
+      << str(*part);
+}
+
+TEST_F(SessionScripted, AbortClosesAnOpenQuestion) {
+  BusEvents bus(port());
+  std::string sid = create_session();
+  prompt_async(sid,
+               "/call question {\"questions\": [{\"question\": \"Go on?\", \"options\": "
+               "[{\"label\": \"yes\"}]}]}");
+  ASSERT_TRUE(
+      wait_until([&] { return http_get(port(), "/question").json().as_array().size() == 1; }, 5s));
+  auto abort = http_post(port(), "/session/" + sid + "/abort", json::object{});
+  ASSERT_EQ(abort.status, 200) << abort.describe();
+  wait_idle(bus, sid);
+  EXPECT_TRUE(http_get(port(), "/question").json().as_array().empty());
+  std::optional<json::object> part;
+  for (const auto& p : parts_of(messages(sid)))
+    if (p.contains("tool") && p.at("tool") == "question") part = p;
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+}
+
 }  // namespace
 }  // namespace sb::test
