@@ -1390,6 +1390,7 @@ struct TurnRun {
   std::size_t claimed = 0;
   std::size_t ended = 0;
   std::size_t failed = 0;
+  std::size_t sessions = 0;  // sessions created
   std::optional<Snapshot> open, close;
   std::vector<Snapshot> buckets;
   std::vector<double> latency_ms;           // ok turns issued inside the window
@@ -1468,6 +1469,7 @@ class Driver {
           " " + clip(r.res.body());
     session_ = std::string(*id);
     session_turns_ = 0;
+    ++run_.sessions;
     if (client_)
       if (auto err = co_await client_->register_for(session_); !err.empty())
         co_return "register for " + session_ + ": " + err;
@@ -1665,7 +1667,7 @@ struct Results {
   bool history_completed = false;
   std::vector<StartupRow> startup;
   fs::path populated_data;  // the data directory of the throughput run (read turns)
-  std::size_t populated_turns = 0;
+  std::size_t populated_turns = 0, populated_sessions = 0;
 };
 
 asio::awaitable<void> run_latency(asio::io_context& io, const Options& opt, TempRoot& temp,
@@ -1739,6 +1741,7 @@ asio::awaitable<void> run_throughput(asio::io_context& io, const Options& opt, T
   if (kind == Kind::Read && row.completed && row.errors == 0) {
     results.populated_data = server.dirs.data;
     results.populated_turns = run.ended;
+    results.populated_sessions = run.sessions;
   }
   results.throughput.push_back(row);
 }
@@ -1988,12 +1991,16 @@ asio::awaitable<void> run_all(asio::io_context& io, const Options& opt, TempRoot
       co_await run_throughput(io, opt, temp, model, k, results);
   if (opt.history) co_await run_history(io, opt, temp, model, results);
   if (opt.startup) {
-    co_await run_startup(io, opt, temp, model, "empty", {}, results);
-    if (!results.populated_data.empty())
-      co_await run_startup(
-          io, opt, temp, model,
-          "after " + fmt_int(static_cast<double>(results.populated_turns)) + " turns (16 sessions)",
-          results.populated_data, results);
+    // Named arguments, not temporaries in the co_await expression (design.md: GCC 12 traps).
+    const fs::path fresh_data;
+    const std::string empty_label = "empty";
+    co_await run_startup(io, opt, temp, model, empty_label, fresh_data, results);
+    if (!results.populated_data.empty()) {
+      const std::string label = "after " + fmt_int(static_cast<double>(results.populated_turns)) +
+                                " turns in " + std::to_string(results.populated_sessions) +
+                                " sessions";
+      co_await run_startup(io, opt, temp, model, label, results.populated_data, results);
+    }
   }
 }
 
@@ -2030,8 +2037,8 @@ int main(int argc, char** argv) {
     model.collect_problems();
     if (failure) {
       temp.keep();
+      g_problems.add("the run stopped: " + describe(failure));
       print_report(opt, results, load_before);
-      std::cerr << "agent_turns: " << describe(failure) << std::endl;
       std::cout << std::flush;
       std::cerr << std::flush;
       // Coroutines may still reference scenario state: leave without unwinding them. The server
