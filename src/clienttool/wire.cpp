@@ -107,7 +107,8 @@ Result<ToolResponse> parse_tool_response(const json::object& body) {
 }
 
 json::object to_json(const ToolDefinition& def) {
-  json::object out{{"id", def.id}, {"description", def.description}, {"parameters", def.parameters}};
+  json::object out{
+      {"id", def.id}, {"description", def.description}, {"parameters", def.parameters}};
   if (def.interactive) out["interactive"] = true;
   if (!def.session_id.empty()) out["sessionID"] = def.session_id;
   return out;
