@@ -34,6 +34,20 @@ Result<T> parse_row(const std::string& text, F from_json) {
   return from_json(doc->get_object());
 }
 
+// Every row of a statement whose first column is a stored JSON document.
+template <class T, class F>
+Result<std::vector<T>> read_all(store::Statement& st, F from_json) {
+  std::vector<T> out;
+  for (;;) {
+    auto row = st.step();
+    if (!row) return row.error();
+    if (!*row) return out;
+    auto item = parse_row<T>(st.text(0), from_json);
+    if (!item) return item.error();
+    out.push_back(std::move(*item));
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::filesystem::path& data_dir) {
@@ -83,16 +97,7 @@ Result<std::vector<SessionInfo>> SessionStore::list_sessions() {
   std::lock_guard lock(mutex_);
   auto st = db_->prepare("SELECT data FROM session ORDER BY updated DESC, id DESC");
   if (!st) return st.error();
-  std::vector<SessionInfo> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    auto s = parse_row<SessionInfo>(st->text(0), session_from_json);
-    if (!s) return s.error();
-    out.push_back(std::move(*s));
-  }
-  return out;
+  return read_all<SessionInfo>(*st, session_from_json);
 }
 
 Result<bool> SessionStore::delete_session(const std::string& id) {
@@ -144,15 +149,11 @@ Result<std::vector<MessageWithParts>> SessionStore::list_messages(const std::str
   auto st = db_->prepare("SELECT data FROM message WHERE session_id = ?1 ORDER BY id");
   if (!st) return st.error();
   st->bind(1, session_id);
+  auto infos = read_all<MessageInfo>(*st, message_from_json);
+  if (!infos) return infos.error();
   std::vector<MessageWithParts> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    auto m = parse_row<MessageInfo>(st->text(0), message_from_json);
-    if (!m) return m.error();
-    out.push_back({std::move(*m), {}});
-  }
+  for (auto& info : *infos)
+    out.push_back({std::move(info), {}});
   for (auto& m : out) {
     auto parts = list_parts_locked(m.info.id);
     if (!parts) return parts.error();
@@ -181,16 +182,7 @@ Result<std::vector<Part>> SessionStore::list_parts_locked(const std::string& mes
   auto st = db_->prepare("SELECT data FROM part WHERE message_id = ?1 ORDER BY id");
   if (!st) return st.error();
   st->bind(1, message_id);
-  std::vector<Part> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    auto p = parse_row<Part>(st->text(0), part_from_json);
-    if (!p) return p.error();
-    out.push_back(std::move(*p));
-  }
-  return out;
+  return read_all<Part>(*st, part_from_json);
 }
 
 Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(const std::string& reason) {
@@ -199,14 +191,9 @@ Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(const std:
     std::lock_guard lock(mutex_);
     auto st = db_->prepare("SELECT data FROM message WHERE completed = 0 ORDER BY id");
     if (!st) return st.error();
-    for (;;) {
-      auto row = st->step();
-      if (!row) return row.error();
-      if (!*row) break;
-      auto m = parse_row<MessageInfo>(st->text(0), message_from_json);
-      if (!m) return m.error();
-      open.push_back(std::move(*m));
-    }
+    auto rows = read_all<MessageInfo>(*st, message_from_json);
+    if (!rows) return rows.error();
+    open = std::move(*rows);
   }
   auto now = now_ms();
   for (auto& m : open) {
