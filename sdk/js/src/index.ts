@@ -1,0 +1,18 @@
+export * from './errors.js';
+export * from './types.js';
+export { ClientToolsManager, toResponse } from './client-tools.js';
+export type {
+  ClientToolContext,
+  ClientToolDefinition,
+  ClientToolHandler,
+  ClientToolsEvents,
+  ClientToolsOptions,
+  ConnectionState,
+  InteractiveToolCall,
+  PendingClientTools,
+  Transport,
+  WebSocketConstructor,
+  WebSocketLike,
+} from './client-tools.js';
+export { readSSE, type SSEFrame } from './sse.js';
+export type { FetchFunction, HttpOptions } from './http.js';

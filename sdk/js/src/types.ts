@@ -1,0 +1,259 @@
+// The server's JSON shapes (docs/api.md). Field names are the server's own.
+
+/** A JSON Schema object for a tool's input; its top-level `type`, when given, must be "object". */
+export type JSONSchema = { [key: string]: unknown };
+
+export type JSONObject = { [key: string]: unknown };
+
+// ---- client tools ------------------------------------------------------------------------------
+
+/** What the server sends a client to run one of its tools. */
+export interface ClientToolRequest {
+  type: 'client-tool-request';
+  requestID: string;
+  sessionID: string;
+  messageID: string;
+  callID: string;
+  /** The full tool id, `client_{clientID}_{name}`. */
+  tool: string;
+  input: JSONObject;
+}
+
+/** A successful result as sent to the server. */
+export interface ClientToolSuccess {
+  status: 'success';
+  title: string;
+  output: string;
+  metadata?: JSONObject;
+  attachments?: unknown[];
+}
+
+export interface ClientToolFailure {
+  status: 'error';
+  error: string;
+}
+
+export type ClientToolResponse = ClientToolSuccess | ClientToolFailure;
+
+/** A tool as the server lists it. */
+export interface ToolInfo {
+  id: string;
+  description: string;
+  parameters: JSONSchema;
+  interactive?: boolean;
+  sessionID?: string;
+}
+
+// ---- sessions, messages, parts -----------------------------------------------------------------
+
+export interface PermissionRule {
+  permission: string;
+  pattern: string;
+  action: 'allow' | 'ask' | 'deny';
+}
+
+export interface Session {
+  id: string;
+  title: string;
+  directory: string;
+  version: string;
+  parentID?: string;
+  clientID?: string;
+  permission?: PermissionRule[];
+  time: { created: number; updated: number };
+}
+
+export interface TokenUsage {
+  input: number;
+  output: number;
+  reasoning: number;
+  cache: { read: number; write: number };
+}
+
+/** A turn's failure as stored on its assistant message (`ProviderAuthError`, `APIError`, ...). */
+export interface NamedError {
+  name: string;
+  data: { message: string; [key: string]: unknown };
+}
+
+export interface UserMessageInfo {
+  id: string;
+  sessionID: string;
+  role: 'user';
+  time: { created: number; completed?: number };
+  agent: string;
+  model: { providerID: string; modelID: string };
+}
+
+export interface AssistantMessageInfo {
+  id: string;
+  sessionID: string;
+  role: 'assistant';
+  time: { created: number; completed?: number };
+  agent: string;
+  parentID: string;
+  providerID: string;
+  modelID: string;
+  mode: string;
+  path: { cwd: string; root: string };
+  cost: number;
+  tokens: TokenUsage;
+  finish?: string;
+  error?: NamedError;
+}
+
+export type MessageInfo = UserMessageInfo | AssistantMessageInfo;
+
+interface PartBase {
+  id: string;
+  sessionID: string;
+  messageID: string;
+}
+
+export interface TextPart extends PartBase {
+  type: 'text' | 'reasoning';
+  text: string;
+  time: { start: number; end?: number };
+}
+
+export type ToolState =
+  | { status: 'pending'; input: JSONObject; raw: string }
+  | {
+      status: 'running';
+      input: JSONObject;
+      title?: string;
+      metadata: JSONObject;
+      time: { start: number };
+    }
+  | {
+      status: 'completed';
+      input: JSONObject;
+      output: string;
+      title: string;
+      metadata: JSONObject;
+      time: { start: number; end: number };
+      attachments?: unknown[];
+    }
+  | {
+      status: 'error';
+      input: JSONObject;
+      error: string;
+      metadata: JSONObject;
+      time: { start: number; end: number };
+    };
+
+export interface ToolPart extends PartBase {
+  type: 'tool';
+  callID: string;
+  tool: string;
+  state: ToolState;
+}
+
+export interface StepStartPart extends PartBase {
+  type: 'step-start';
+}
+
+export interface StepFinishPart extends PartBase {
+  type: 'step-finish';
+  reason: string;
+  cost: number;
+  tokens: TokenUsage;
+}
+
+export type Part = TextPart | ToolPart | StepStartPart | StepFinishPart;
+
+/** A message with its parts, as `prompt` and `messages` return them. */
+export interface MessageWithParts {
+  info: MessageInfo;
+  parts: Part[];
+}
+
+/** `GET /session/status` per session; sessions that are idle are absent. */
+export type SessionStatus =
+  | { type: 'idle' }
+  | { type: 'busy' }
+  | { type: 'awaiting-input' }
+  | { type: 'retry'; attempt?: number; message?: string; next?: number };
+
+export interface PermissionRequest {
+  id: string;
+  sessionID: string;
+  permission: string;
+  patterns: string[];
+  metadata: JSONObject;
+  always: string[];
+  tool?: { messageID?: string; callID?: string };
+}
+
+export type PermissionReply = 'once' | 'always' | 'reject';
+
+export interface QuestionRequest {
+  id: string;
+  sessionID: string;
+  questions: unknown[];
+  tool: { messageID: string; callID: string };
+}
+
+export interface ProviderList {
+  providers: { id: string; type: string; models: string[] }[];
+  default: string;
+  agents: { name: string; description: string }[];
+}
+
+// ---- the /event stream ----------------------------------------------------------------------
+
+interface ClientToolCallProperties {
+  sessionID: string;
+  messageID: string;
+  callID: string;
+  tool: string;
+  clientID: string;
+  requestID: string;
+}
+
+/** Maps each event type on `/event` to its `properties`. */
+export interface ServerEventMap {
+  'server.connected': Record<string, never>;
+  'server.heartbeat': Record<string, never>;
+  'session.created': { info: Session };
+  'session.updated': { info: Session };
+  'session.deleted': { info: Session };
+  'session.status': { sessionID: string; status: SessionStatus };
+  'session.idle': { sessionID: string };
+  'session.error': { sessionID: string; error: NamedError };
+  'message.updated': { info: MessageInfo };
+  'message.part.updated': { part: Part };
+  'message.part.delta': {
+    sessionID: string;
+    messageID: string;
+    partID: string;
+    field: 'text';
+    delta: string;
+  };
+  'permission.asked': PermissionRequest;
+  'permission.replied': { sessionID: string; requestID: string; reply: PermissionReply };
+  'question.asked': QuestionRequest;
+  'question.replied': { sessionID: string; requestID: string };
+  'question.rejected': { sessionID: string; requestID: string };
+  'todo.updated': { sessionID: string; todos: unknown[] };
+  'file.edited': { file: string };
+  'client-tool.registered': { clientID: string; toolIDs: string[] };
+  'client-tool.unregistered': { clientID: string; toolIDs: string[] };
+  'client-tool.request': { clientID: string; request: ClientToolRequest };
+  'client-tool.executing': ClientToolCallProperties;
+  'client-tool.progress': ClientToolCallProperties & { metadata: JSONObject; title?: string };
+  'client-tool.completed': ClientToolCallProperties & { success: true };
+  'client-tool.failed': ClientToolCallProperties & { error: string };
+  'client-tool.connected': { clientID: string; transport: 'sse' | 'websocket' };
+  'client-tool.disconnected': { clientID: string };
+}
+
+export type ServerEventType = keyof ServerEventMap;
+
+/**
+ * One frame of `/event`. A union over the known types, so `switch (event.type)` narrows
+ * `properties`. A newer server may send types not listed here; treat unknown ones as opaque.
+ */
+export type ServerEvent = {
+  [K in ServerEventType]: { type: K; properties: ServerEventMap[K] };
+}[ServerEventType];
