@@ -14,5 +14,16 @@ export type {
   WebSocketConstructor,
   WebSocketLike,
 } from './client-tools.js';
+export { SwitchboardClient, SessionAPI, PermissionAPI, QuestionAPI } from './client.js';
+export type {
+  ClientToolSpec,
+  CreateSessionInput,
+  PromptInput,
+  SessionHandle,
+  StartSessionOptions,
+  SwitchboardClientOptions,
+} from './client.js';
+export { Chat, createChat } from './chat.js';
+export type { ChatError, ChatOptions, ChatState, ChatStatus } from './chat.js';
 export { readSSE, type SSEFrame } from './sse.js';
 export type { FetchFunction, HttpOptions } from './http.js';

@@ -1,0 +1,311 @@
+import { createChat, type Chat, type ChatOptions } from './chat.js';
+import {
+  ClientToolsManager,
+  type ClientToolDefinition,
+  type ClientToolHandler,
+  type ClientToolsOptions,
+} from './client-tools.js';
+import { SwitchboardError } from './errors.js';
+import { HttpClient, errorFromResponse, type HttpOptions } from './http.js';
+import { readSSE } from './sse.js';
+import type {
+  MessageWithParts,
+  PermissionReply,
+  PermissionRequest,
+  PermissionRule,
+  ProviderList,
+  QuestionRequest,
+  ServerEvent,
+  Session,
+  SessionStatus,
+  ToolInfo,
+} from './types.js';
+import { randomID } from './util.js';
+
+export interface SwitchboardClientOptions extends HttpOptions {
+  /** Names this program to the server (its client tools get `client_{clientID}_` ids). Default: random. */
+  clientID?: string;
+  /** Options of the `clientTools` manager (transport, timeout, reconnection, WebSocket). */
+  clientTools?: Omit<ClientToolsOptions, keyof HttpOptions>;
+}
+
+export interface CreateSessionInput {
+  title?: string;
+  /** Rules added to the agent's and the config's: `[{permission, pattern, action}]`. */
+  permission?: PermissionRule[];
+  parentID?: string;
+}
+
+/** A prompt: text (or text parts) and optional model, agent and per-tool switches. */
+export interface PromptInput {
+  text?: string;
+  parts?: { type: 'text'; text: string }[];
+  /** `"PROVIDER/MODEL"` or `{providerID, modelID}`; default the server's default model. */
+  model?: string | { providerID: string; modelID: string };
+  /** `build` (default) or `plan`, or an agent from the config. */
+  agent?: string;
+  /** Turn tools off (or on) for this prompt by id. */
+  tools?: Record<string, boolean>;
+}
+
+/** A client tool given with its handler, as `startSession({tools})` and `chat({clientTools})` take it. */
+export interface ClientToolSpec extends ClientToolDefinition {
+  handler: ClientToolHandler | 'interactive';
+}
+
+export interface StartSessionOptions extends CreateSessionInput {
+  /**
+   * `true` (default): connect the `clientTools` manager, with whatever was registered on it, to
+   * the new session. An object: register these tools first, then connect. `false`: no client tools.
+   */
+  tools?: boolean | Record<string, ClientToolSpec>;
+}
+
+/** What startSession() returns (seed 000). */
+export interface SessionHandle {
+  session: Session;
+  /** Runs one turn and resolves with the last assistant message and its parts. */
+  prompt(input: string | PromptInput, options?: { signal?: AbortSignal }): Promise<MessageWithParts>;
+  /** Starts a turn and resolves at once; follow it on `events()`. */
+  promptAsync(input: string | PromptInput): Promise<void>;
+  /** Aborts the running turn; true when one was running. */
+  abort(): Promise<boolean>;
+  /** Disconnects the client tools (the session stays on the server). */
+  close(): Promise<void>;
+}
+
+function promptBody(input: string | PromptInput): Record<string, unknown> {
+  const p = typeof input === 'string' ? { text: input } : input;
+  const body: Record<string, unknown> = {
+    parts: p.parts ?? [{ type: 'text', text: p.text ?? '' }],
+  };
+  if (p.model !== undefined) body.model = p.model;
+  if (p.agent !== undefined) body.agent = p.agent;
+  if (p.tools !== undefined) body.tools = p.tools;
+  return body;
+}
+
+function segment(id: string): string {
+  return encodeURIComponent(id);
+}
+
+/** `/session` routes. */
+export class SessionAPI {
+  constructor(
+    private readonly http: HttpClient,
+    private readonly clientID: string,
+  ) {}
+
+  create(input: CreateSessionInput = {}): Promise<Session> {
+    return this.http.json('POST', '/session', { ...input, clientID: this.clientID });
+  }
+  /** Most recently updated first. */
+  list(): Promise<Session[]> {
+    return this.http.json('GET', '/session');
+  }
+  get(sessionID: string): Promise<Session> {
+    return this.http.json('GET', `/session/${segment(sessionID)}`);
+  }
+  /** Deletes the session (a running turn is aborted first). */
+  async delete(sessionID: string): Promise<boolean> {
+    return this.http.json('DELETE', `/session/${segment(sessionID)}`);
+  }
+  /** Every message of the session with its parts, in order. */
+  messages(sessionID: string): Promise<MessageWithParts[]> {
+    return this.http.json('GET', `/session/${segment(sessionID)}/message`);
+  }
+  /**
+   * Runs one turn and resolves with the last assistant message and its parts. Rejects with
+   * CONFLICT while the session is busy. A turn that fails at the model resolves: the message's
+   * `info.error` says why.
+   */
+  prompt(
+    sessionID: string,
+    input: string | PromptInput,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<MessageWithParts> {
+    return this.http.json('POST', `/session/${segment(sessionID)}/message`, promptBody(input), options);
+  }
+  /** Starts a turn and resolves as soon as the server accepted it. */
+  async promptAsync(sessionID: string, input: string | PromptInput): Promise<void> {
+    await this.http.json('POST', `/session/${segment(sessionID)}/prompt_async`, promptBody(input));
+  }
+  /** Aborts the running turn; true when one was running. */
+  abort(sessionID: string): Promise<boolean> {
+    return this.http.json('POST', `/session/${segment(sessionID)}/abort`);
+  }
+  /** Sessions that are not idle, by id. */
+  status(): Promise<Record<string, SessionStatus>> {
+    return this.http.json('GET', '/session/status');
+  }
+}
+
+/** `/permission` routes: asks waiting for a person. */
+export class PermissionAPI {
+  constructor(private readonly http: HttpClient) {}
+  list(): Promise<PermissionRequest[]> {
+    return this.http.json('GET', '/permission');
+  }
+  /** `once`, `always` (for the rest of the session), or `reject` (with `message`, guidance the model reads). */
+  reply(permissionID: string, reply: PermissionReply, message?: string): Promise<boolean> {
+    const body: Record<string, unknown> = { reply };
+    if (message !== undefined) body.message = message;
+    return this.http.json('POST', `/permission/${segment(permissionID)}/reply`, body);
+  }
+}
+
+/** `/question` routes: questions of the `question` tool. */
+export class QuestionAPI {
+  constructor(private readonly http: HttpClient) {}
+  list(): Promise<QuestionRequest[]> {
+    return this.http.json('GET', '/question');
+  }
+  /** One list of chosen labels per question. */
+  reply(questionID: string, answers: string[][]): Promise<boolean> {
+    return this.http.json('POST', `/question/${segment(questionID)}/reply`, { answers });
+  }
+  reject(questionID: string): Promise<boolean> {
+    return this.http.json('POST', `/question/${segment(questionID)}/reject`);
+  }
+}
+
+/**
+ * A Switchboard server as a program sees it: sessions, the event stream, permission and question
+ * replies, and (`clientTools`) the tools this program runs for the model.
+ */
+export class SwitchboardClient {
+  readonly baseURL: string;
+  readonly clientID: string;
+  readonly session: SessionAPI;
+  readonly permission: PermissionAPI;
+  readonly question: QuestionAPI;
+  private readonly http: HttpClient;
+  private readonly options: SwitchboardClientOptions;
+  private manager: ClientToolsManager | undefined;
+
+  constructor(baseURL = 'http://127.0.0.1:4096', options: SwitchboardClientOptions = {}) {
+    this.http = new HttpClient(baseURL, options);
+    this.baseURL = this.http.baseURL;
+    this.options = options;
+    this.clientID = options.clientID ?? randomID('js');
+    this.session = new SessionAPI(this.http, this.clientID);
+    this.permission = new PermissionAPI(this.http);
+    this.question = new QuestionAPI(this.http);
+  }
+
+  /** The manager of this client's tools (created on first use, with `options.clientTools`). */
+  get clientTools(): ClientToolsManager {
+    this.manager ??= this.newClientTools(this.clientID);
+    return this.manager;
+  }
+
+  /** A separate manager under another client id (one per concurrent session, say). */
+  newClientTools(clientID: string, options: Omit<ClientToolsOptions, keyof HttpOptions> = {}) {
+    return new ClientToolsManager(clientID, this.baseURL, {
+      fetch: this.options.fetch,
+      headers: this.options.headers,
+      ...this.options.clientTools,
+      ...options,
+    });
+  }
+
+  health(): Promise<{ healthy: boolean; version: string }> {
+    return this.http.json('GET', '/health');
+  }
+
+  /** The tools a session's model would be offered. */
+  tools(options: { sessionID?: string; agent?: string } = {}): Promise<ToolInfo[]> {
+    const q = new URLSearchParams();
+    if (options.sessionID) q.set('sessionID', options.sessionID);
+    if (options.agent) q.set('agent', options.agent);
+    const query = q.toString();
+    return this.http.json('GET', `/tool${query ? `?${query}` : ''}`);
+  }
+
+  providers(): Promise<ProviderList> {
+    return this.http.json('GET', '/provider');
+  }
+
+  /**
+   * The server's event stream (`/event`), typed by `type`. The first event is `server.connected`.
+   * Ends when the server closes the stream or `signal` aborts; rejects with NETWORK_ERROR when
+   * the connection fails (there is no replay: reload state, e.g. `session.messages`, after a gap).
+   */
+  async *events(options: { signal?: AbortSignal } = {}): AsyncGenerator<ServerEvent> {
+    const { signal } = options;
+    let response: Response;
+    try {
+      response = await this.http.raw('/event', {
+        method: 'GET',
+        headers: { Accept: 'text/event-stream' },
+        signal,
+        cache: 'no-store',
+      });
+    } catch (error) {
+      if (signal?.aborted) return;
+      throw error;
+    }
+    if (!response.ok) throw await errorFromResponse(response);
+    if (!response.body) throw new SwitchboardError('BAD_RESPONSE', '/event has no body');
+    try {
+      for await (const frame of readSSE(response.body)) {
+        let event: ServerEvent;
+        try {
+          event = JSON.parse(frame.data) as ServerEvent;
+        } catch {
+          continue;
+        }
+        if (event && typeof event.type === 'string') yield event;
+      }
+    } catch (error) {
+      if (signal?.aborted) return;
+      throw new SwitchboardError('NETWORK_ERROR', `/event stream broke: ${String(error)}`, 0, {
+        cause: error,
+      });
+    }
+  }
+
+  /**
+   * Seed 003's chat on a session (new, or `options.sessionID`): messages, status, interactive
+   * tool calls and permission asks as one observable state. Uses `clientTools`.
+   */
+  chat(options: ChatOptions = {}): Promise<Chat> {
+    return createChat(this, options);
+  }
+
+  /**
+   * Seed 000's one-call start: creates a session owned by this client, connects the client tools
+   * to it, and returns `{session, prompt, close}`.
+   */
+  async startSession(options: StartSessionOptions = {}): Promise<SessionHandle> {
+    const { tools = true, ...create } = options;
+    const manager = this.clientTools;
+    if (tools !== false && manager.state !== 'closed')
+      throw new Error(
+        `the client tools of ${this.clientID} are ${manager.state}: close the other session first`,
+      );
+    if (typeof tools === 'object')
+      for (const [name, spec] of Object.entries(tools)) {
+        const { handler, ...definition } = spec;
+        await manager.register(name, definition, handler);
+      }
+    const session = await this.session.create(create);
+    if (tools !== false) {
+      try {
+        await manager.connect(session.id);
+      } catch (error) {
+        await this.session.delete(session.id).catch(() => {});
+        throw error;
+      }
+    }
+    return {
+      session,
+      prompt: (input, promptOptions) => this.session.prompt(session.id, input, promptOptions),
+      promptAsync: (input) => this.session.promptAsync(session.id, input),
+      abort: () => this.session.abort(session.id),
+      close: async () => {
+        if (tools !== false) await manager.disconnect();
+      },
+    };
+  }
+}
