@@ -25,3 +25,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# The TypeScript SDK (sdk/js) is built and tested with Node.js 20+ and npm. The machine image
+# normally has them; Debian's own packages are the fallback when `node` is missing.
+if ! command -v node >/dev/null 2>&1; then
+  echo "setup: installing nodejs npm"
+  export DEBIAN_FRONTEND=noninteractive
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+"$(dirname "$0")/sdk-js-deps.sh"

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { ClientToolsManager, SwitchboardError } from '@switchboard/sdk';
 
-import { call, delay, eventLog, execute, gate, startServer } from './support.mjs';
+import { call, delay, eventLog, execute, gate, noWebSocket, startServer } from './support.mjs';
 
 let server;
 before(async () => {
@@ -28,7 +28,7 @@ const echoDef = {
 };
 
 for (const transport of ['sse', 'websocket']) {
-  describe(`client tools over ${transport}`, () => {
+  describe(`client tools over ${transport}`, { skip: transport === 'websocket' && noWebSocket }, () => {
     test('a registered tool answers the server with its result and sees the call context', async () => {
       const m = manager(transport);
       const states = [];
@@ -295,6 +295,7 @@ test('no WebSocket constructor gives a clear error', async () => {
   const saved = globalThis.WebSocket;
   try {
     delete globalThis.WebSocket;
+    assert.equal(globalThis.WebSocket, undefined);
     const m = new ClientToolsManager('js-nows', server.url, { transport: 'websocket' });
     await assert.rejects(m.connect(), /--experimental-websocket/);
   } finally {

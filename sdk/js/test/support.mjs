@@ -70,15 +70,22 @@ export async function startServer(config = {}, { port = 0 } = {}) {
     return server;
   };
 
-  /** SIGTERM and wait for the exit (SIGKILL after 5 s). */
+  /**
+   * SIGTERM and wait for the exit (SIGKILL after 5 s). A server that does not exit 0 (a crash,
+   * a sanitizer report) fails the test that stops it, with its log.
+   */
   server.stopProcess = async () => {
     const child = server.process;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-    await exited;
-    clearTimeout(timer);
+    if (!child) return;
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await exited;
+      clearTimeout(timer);
+    }
+    if (child.exitCode !== 0)
+      throw new Error(`server exited with ${child.exitCode ?? child.signalCode}:\n${server.logs}`);
   };
 
   server.restart = async () => {
@@ -96,8 +103,11 @@ export async function startServer(config = {}, { port = 0 } = {}) {
   };
 
   server.stop = async () => {
-    await server.stopProcess();
-    rmSync(work, { recursive: true, force: true });
+    try {
+      await server.stopProcess();
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
   };
 
   await server.start(port);
@@ -176,6 +186,12 @@ export async function startProxy(target) {
     });
   return proxy;
 }
+
+/** A reason to skip WebSocket tests on a Node without WebSocket (Node 20 without the flag). */
+export const noWebSocket =
+  typeof globalThis.WebSocket === 'undefined'
+    ? 'this Node has no WebSocket (Node 20 needs --experimental-websocket; npm test adds it)'
+    : false;
 
 export function delay(ms) {
   return new Promise((r) => setTimeout(r, ms));
