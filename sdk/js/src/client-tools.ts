@@ -280,11 +280,12 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
     if (!this.tools.delete(name)) return;
     if (this.currentState === 'closed') return;
     try {
-      await this.http.json('DELETE', '/client-tools/unregister', {
-        clientID: this.clientID,
-        sessionID: this.sessionID,
-        toolIDs: [name],
-      });
+      await this.http.json(
+        'DELETE',
+        '/client-tools/unregister',
+        { clientID: this.clientID, sessionID: this.sessionID, toolIDs: [name] },
+        { timeout: this.options.connectTimeout },
+      );
     } catch (error) {
       if (this.currentState === 'connected' || !(error as SwitchboardError).retryable) throw error;
     }
@@ -349,7 +350,7 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
           'DELETE',
           '/client-tools/unregister',
           { clientID: this.clientID, sessionID: this.sessionID },
-          { signal: AbortSignal.timeout(2000) },
+          { timeout: 2000 },
         )
         .catch(() => {});
     this.link?.close();
@@ -387,7 +388,7 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
       'POST',
       '/client-tools/register',
       { clientID: this.clientID, sessionID: this.sessionID, tools },
-      { signal },
+      { signal, timeout: this.options.connectTimeout },
     );
   }
 
@@ -395,16 +396,13 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
   private async establish(lifetime: AbortSignal): Promise<void> {
     const attempt = this.attemptSignal(lifetime);
     try {
-      if (this.lastEventID !== undefined) {
-        // A server that forgot this client (restarted, or the reconnect grace passed) holds no
-        // request for it older than the registration below, and may count event ids from 1
-        // again: ask for everything it still holds.
+      if (this.currentState === 'reconnecting' && this.tools.size > 0) {
         const known = await this.http
-          .json<ToolInfo[]>('GET', `/client-tools/tools/${this.clientID}`, undefined, {
+          .json<ToolInfo[]>('GET', `/client-tools/tools/${encodeURIComponent(this.clientID)}`, undefined, {
             signal: attempt.signal,
           })
           .catch(() => undefined);
-        if (known && known.length === 0) this.lastEventID = undefined;
+        if (known && known.length === 0) this.serverForgot();
       }
       await this.sendRegistration(this.tools.entries(), attempt.signal);
     } catch (error) {
@@ -423,6 +421,19 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
       throw new SwitchboardError('ABORTED', 'disconnected while connecting');
     }
     this.link = link;
+  }
+
+  // The server no longer knows this client's tools: the reconnect grace passed (it failed every
+  // call of this client with "Client disconnected") or it restarted (its calls are gone, and it
+  // counts event ids from 1 again). End those calls here too and ask for every pending request.
+  private serverForgot(): void {
+    this.lastEventID = undefined;
+    for (const call of [...this.calls.values()]) {
+      call.controller.abort(
+        domException('The server ended this call while the client was disconnected', 'AbortError'),
+      );
+      void this.finish(call, undefined, false);
+    }
   }
 
   private attemptSignal(lifetime: AbortSignal): { signal: AbortSignal; done: () => void } {
@@ -814,11 +825,12 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
       return;
     }
     try {
-      await this.http.json('POST', '/client-tools/result', {
-        requestID: id,
-        clientID: this.clientID,
-        result: out.response,
-      });
+      await this.http.json(
+        'POST',
+        '/client-tools/result',
+        { requestID: id, clientID: this.clientID, result: out.response },
+        { timeout: this.options.connectTimeout },
+      );
       if (this.outbox.get(id) === out) this.outbox.delete(id);
       const finished = this.recent.get(id);
       if (finished) finished.sentOn = link.id;
@@ -856,7 +868,12 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
       return true;
     }
     try {
-      await this.http.json('POST', '/client-tools/progress', { ...body, clientID: this.clientID });
+      await this.http.json(
+        'POST',
+        '/client-tools/progress',
+        { ...body, clientID: this.clientID },
+        { timeout: this.options.connectTimeout },
+      );
       return true;
     } catch {
       return false;

@@ -33,33 +33,54 @@ export class HttpClient {
     return this.baseURL + path;
   }
 
-  /** Sends a request and returns the parsed JSON body (undefined for 204). */
+  /**
+   * Sends a request and returns the parsed JSON body (undefined for 204). With `timeout`, a
+   * request that gets no whole answer in time fails with NETWORK_ERROR (retryable).
+   */
   async json<T>(
     method: string,
     path: string,
     body?: unknown,
-    options: { signal?: AbortSignal } = {},
+    options: { signal?: AbortSignal; timeout?: number } = {},
   ): Promise<T> {
     const headers: Record<string, string> = { ...this.headers, Accept: 'application/json' };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
-    const response = await this.raw(path, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: options.signal,
-    });
-    if (!response.ok) throw await errorFromResponse(response);
-    if (response.status === 204) return undefined as T;
-    const text = await readText(response);
-    if (text === '') return undefined as T;
+    const deadline = options.timeout === undefined ? undefined : new AbortController();
+    const timer = deadline && setTimeout(() => deadline.abort(), options.timeout);
+    const stop = () => deadline?.abort();
+    options.signal?.addEventListener('abort', stop, { once: true });
     try {
-      return JSON.parse(text) as T;
-    } catch {
-      throw new SwitchboardError(
-        'BAD_RESPONSE',
-        `${method} ${path}: the server answered ${response.status} with a body that is not JSON: ${text.slice(0, 200)}`,
-        response.status,
-      );
+      const response = await this.raw(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: deadline ? deadline.signal : options.signal,
+      });
+      if (!response.ok) throw await errorFromResponse(response);
+      if (response.status === 204) return undefined as T;
+      const text = await readText(response);
+      if (text === '') return undefined as T;
+      try {
+        return JSON.parse(text) as T;
+      } catch {
+        throw new SwitchboardError(
+          'BAD_RESPONSE',
+          `${method} ${path}: the server answered ${response.status} with a body that is not JSON: ${text.slice(0, 200)}`,
+          response.status,
+        );
+      }
+    } catch (error) {
+      if (deadline?.signal.aborted && !options.signal?.aborted)
+        throw new SwitchboardError(
+          'NETWORK_ERROR',
+          `${method} ${this.url(path)}: no answer within ${options.timeout} ms`,
+          0,
+          { cause: error },
+        );
+      throw error;
+    } finally {
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', stop);
     }
   }
 

@@ -104,13 +104,18 @@ test('when the outage outlasts the grace, the call fails cleanly and the tools c
   const m = new ClientToolsManager(`js-grace-${++n}`, quickProxy.url);
   const log = watch(m);
   const started = gate();
-  const release = gate();
+  const aborted = gate();
   let runs = 0;
-  await m.register('work', { description: 'd' }, async () => {
+  await m.register('work', { description: 'd' }, (_input, ctx) => {
     runs++;
+    if (runs > 1) return 'a new call';
     started.open();
-    await release.promise;
-    return 'too late';
+    return new Promise((resolve) =>
+      ctx.signal.addEventListener('abort', () => {
+        aborted.open(ctx.signal.reason);
+        resolve('too late');
+      }),
+    );
   });
   await m.connect();
   try {
@@ -124,18 +129,18 @@ test('when the outage outlasts the grace, the call fails cleanly and the tools c
     let tools = await call(quick, 'GET', `/client-tools/tools/${m.clientID}`);
     assert.deepEqual(tools.body, [], 'the server dropped the tools after the grace');
 
-    release.open();
     quickProxy.up();
+    // Back after the grace: the client learns that its call is over and aborts the handler.
+    const reason = await aborted.promise;
+    assert.equal(reason.name, 'AbortError');
+    assert.match(reason.message, /ended this call while the client was disconnected/);
     await waitFor(() => m.state === 'connected', 'connected again');
     tools = await call(quick, 'GET', `/client-tools/tools/${m.clientID}`);
     assert.deepEqual(tools.body.map((t) => t.id), [m.toolID('work')], 're-registered');
-    // The late answer was refused (409) without an error for the user; new calls work.
-    const again = execute(quick, m.toolID('work'));
-    assert.equal((await again).body.output, 'too late');
+    assert.equal((await execute(quick, m.toolID('work'))).body.output, 'a new call');
     assert.equal(runs, 2);
     assert.deepEqual(log.errors, []);
   } finally {
-    release.open();
     await m.disconnect();
     await quickProxy.close();
     await quick.stop();
