@@ -104,6 +104,8 @@ export class Chat {
   private readonly lifetime = new AbortController();
   private readonly unsubscribe: (() => void)[] = [];
   private firstSync: { promise: Promise<void>; resolve: () => void; reject: (e: unknown) => void };
+  // A chat with its own clientTools connected them, and disconnects them on close().
+  private readonly ownsClientTools: boolean;
 
   /** Use `client.chat()`, which also connects the tools and loads the messages. */
   constructor(client: SwitchboardClient, sessionID: string, options: ChatOptions = {}) {
@@ -111,6 +113,7 @@ export class Chat {
     this.sessionID = sessionID;
     this.options = options;
     this.clientTools = client.clientTools;
+    this.ownsClientTools = Object.keys(options.clientTools ?? {}).length > 0;
     this.state = Object.freeze({
       sessionID,
       status: 'idle',
@@ -226,13 +229,16 @@ export class Chat {
     });
   }
 
-  /** Stops following the session and disconnects the client tools. The session stays on the server. */
+  /**
+   * Stops following the session and disconnects the client tools this chat connected. The
+   * session stays on the server.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.lifetime.abort();
     for (const off of this.unsubscribe) off();
-    await this.clientTools.disconnect();
+    if (this.ownsClientTools) await this.clientTools.disconnect();
     this.update({ connection: 'closed' });
   }
 

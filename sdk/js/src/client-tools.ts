@@ -340,7 +340,11 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
       call.controller.abort(domException('Client disconnected', 'AbortError'));
       ending.push(this.finish(call, { status: 'error', error: 'Client disconnected' }, true));
     }
-    if (ending.length) await Promise.race([Promise.allSettled(ending), sleep(2000)]);
+    if (ending.length) {
+      const waited = new AbortController();
+      await Promise.race([Promise.allSettled(ending), sleep(2000, waited.signal)]);
+      waited.abort();
+    }
     this.setState('closed');
     this.lifetime.abort();
     clearTimeout(this.retryTimer);

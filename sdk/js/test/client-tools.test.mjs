@@ -170,7 +170,7 @@ for (const transport of ['sse', 'websocket']) {
       const m = manager(transport);
       await m.register('long', { description: 'd' }, async (_input, ctx) => {
         for (let i = 1; i <= 4; i++) {
-          await delay(150);
+          await delay(300);
           assert.equal(await ctx.progress({ title: `step ${i}`, metadata: { step: i } }), true);
         }
         return 'finished';
@@ -178,8 +178,8 @@ for (const transport of ['sse', 'websocket']) {
       await m.connect();
       const events = await eventLog(server);
       try {
-        // 600 ms of work against a 400 ms timeout: only the progress reports keep the call alive.
-        const r = await execute(server, m.toolID('long'), {}, { timeout: 400 });
+        // 1.2 s of work against a 1 s timeout: only the progress reports keep the call alive.
+        const r = await execute(server, m.toolID('long'), {}, { timeout: 1000 });
         assert.equal(r.status, 200, JSON.stringify(r.body));
         assert.equal(r.body.output, 'finished');
         const last = await events.next(
