@@ -24,7 +24,7 @@ import { sleep } from './util.js';
  * - `idle`: nothing running; send() starts a turn.
  * - `streaming`: a turn is running (the model is answering, tools are running, or a retry waits).
  * - `awaiting-input`: the turn waits for a person: an interactive client tool in
- *   `pendingClientTools`, or a permission ask in `permissions`.
+ *   `pendingClientTools`, a permission ask in `permissions`, a question in `questions`.
  * - `error`: the last turn (or send) failed; `error` says why. The next send() clears it.
  */
 export type ChatStatus = 'idle' | 'streaming' | 'error' | 'awaiting-input';
@@ -274,7 +274,12 @@ export class Chat {
   }
 
   private deriveStatus(s: ChatState): ChatStatus {
-    if (Object.keys(s.pendingClientTools).length > 0 || this.serverStatus === 'awaiting-input')
+    if (
+      Object.keys(s.pendingClientTools).length > 0 ||
+      s.permissions.length > 0 ||
+      s.questions.length > 0 ||
+      this.serverStatus === 'awaiting-input'
+    )
       return 'awaiting-input';
     if (this.serverStatus === 'busy' || this.serverStatus === 'retry' || this.sending)
       return 'streaming';

@@ -153,3 +153,26 @@ test('a second chat on the same session sees the first one\'s messages', async (
     await second.close();
   }
 });
+
+test('a permission ask shows in state.permissions and replyPermission() lets the turn go on', async () => {
+  const client = newClient();
+  const chat = await client.chat({
+    permission: [{ permission: 'client_tools', pattern: '*', action: 'ask' }],
+    clientTools: { lookup: { description: 'Looks a word up', handler: (input) => `found ${input.word}` } },
+  });
+  try {
+    const id = client.clientTools.toolID('lookup');
+    await chat.send(`/call ${id} {"word": "switchboard"}`);
+    const asking = await chat.until((s) => s.permissions.length === 1, { timeout: 10000 });
+    assert.equal(asking.status, 'awaiting-input');
+    const [ask] = asking.permissions;
+    assert.equal(ask.permission, 'client_tools');
+    assert.deepEqual(ask.patterns, [id]);
+    assert.equal(await chat.replyPermission(ask.id, 'once'), true);
+    const done = await chat.until((s) => s.status === 'idle', { timeout: 10000 });
+    assert.deepEqual(done.permissions, []);
+    assert.equal(toolPart(done).state.output, 'found switchboard');
+  } finally {
+    await chat.close();
+  }
+});
