@@ -176,3 +176,21 @@ test('a permission ask shows in state.permissions and replyPermission() lets the
     await chat.close();
   }
 });
+
+test('a question of the question tool shows in state.questions until it is answered', async () => {
+  const client = newClient();
+  const chat = await client.chat({});
+  try {
+    const input = { questions: [{ question: 'Which colour?', header: 'Colour', options: [{ label: 'red' }, { label: 'blue' }] }] };
+    await chat.send(`/call question ${JSON.stringify(input)}`);
+    const asking = await chat.until((s) => s.questions.length === 1, { timeout: 10000 });
+    assert.equal(asking.status, 'awaiting-input');
+    assert.deepEqual(asking.questions[0].questions, input.questions);
+    assert.equal(await client.question.reply(asking.questions[0].id, [['blue']]), true);
+    const done = await chat.until((s) => s.status === 'idle', { timeout: 10000 });
+    assert.deepEqual(done.questions, []);
+    assert.match(toolPart(done).state.output, /"Which colour\?" = "blue"/);
+  } finally {
+    await chat.close();
+  }
+});
