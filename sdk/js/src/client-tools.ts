@@ -850,7 +850,9 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
         return;
       }
       if (this.outbox.get(id) === out) this.outbox.delete(id);
-      out.resolve(false);
+      // A 409 "already ended (answered...)" after a retry: an earlier attempt got through and
+      // only its answer was lost.
+      out.resolve(e.code === 'CONFLICT' && /already ended \(answered/.test(e.message));
       // 404/409: the call ended on the server (timeout, cancel, grace) before the answer arrived.
       if (e.code !== 'CONFLICT' && e.code !== 'NOT_FOUND') this.emit('error', e);
     }
