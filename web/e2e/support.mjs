@@ -1,0 +1,77 @@
+// Test support: Debian's Chromium driven by playwright-core, on the page of a real
+// `switchboard serve` (started by the TypeScript SDK's test support: SWITCHBOARD_BIN names the
+// binary). CHROMIUM_BIN names the browser (default /usr/bin/chromium). Screenshots go to
+// SCREENSHOT_DIR when it is set (`npm run screenshots` writes docs/img/).
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+import { call, startServer as startSwitchboard } from '../../sdk/js/test/support.mjs';
+
+/**
+ * A running server with `config`; `files` are written into its project directory. The result
+ * has url, restart() (same port and data), stopProcess(), stop() (also removes its files).
+ */
+export async function startServer({ config = {}, files = {} } = {}) {
+  const server = await startSwitchboard(config);
+  for (const [name, text] of Object.entries(files)) await writeFile(path.join(server.work, name), text);
+  server.api = (method, route, body) => call(server, method, route, body);
+  return server;
+}
+
+export async function launchBrowser() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM_BIN ?? '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox'],
+  });
+}
+
+/**
+ * A fresh browser context (its own tab storage, so its own client id) on the server's page.
+ * Records every request that leaves the server's origin and every page error.
+ */
+export async function openPage(browser, server, { hash = '' } = {}) {
+  const context = await browser.newContext({
+    viewport: { width: 1280, height: 820 },
+    permissions: ['clipboard-read', 'clipboard-write', 'geolocation'],
+    geolocation: { latitude: 48.8584, longitude: 2.2945, accuracy: 12 },
+    locale: 'en-US',
+    timezoneId: 'Europe/Paris',
+  });
+  const page = await context.newPage();
+  page.foreign = [];
+  page.errors = [];
+  page.on('request', (req) => {
+    const url = new URL(req.url());
+    if (url.protocol !== 'data:' && url.host !== new URL(server.url).host) page.foreign.push(req.url());
+  });
+  page.on('pageerror', (error) => page.errors.push(String(error)));
+  await page.goto(server.url + '/' + hash);
+  await page.locator('.app[data-client-id]').waitFor();
+  page.clientID = await page.locator('.app').getAttribute('data-client-id');
+  return page;
+}
+
+/** The full id of one of the page's browser tools. */
+export function toolID(page, name) {
+  return `client_${page.clientID}_${name}`;
+}
+
+/** Types a prompt into the box and sends it with Enter. */
+export async function send(page, text) {
+  const box = page.getByLabel('Message', { exact: true });
+  await box.fill(text);
+  await box.press('Enter');
+}
+
+/** The card of the last call of `tool` (its short name for browser tools). */
+export function card(page, tool) {
+  return page.locator(`.tool-card[data-tool="${tool}"]`).last();
+}
+
+export async function screenshot(page, name) {
+  const dir = process.env.SCREENSHOT_DIR;
+  if (!dir) return;
+  await mkdir(dir, { recursive: true });
+  await page.screenshot({ path: path.join(dir, `${name}.png`) });
+}
