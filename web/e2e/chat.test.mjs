@@ -271,3 +271,19 @@ describe('the page', () => {
     assert.ok((await server.api('GET', `/session/${secondID}`)).status === 200);
   });
 });
+
+describe('a waiting interactive tool', () => {
+  test('survives a reload of the page and can still be answered', async () => {
+    const p = await page();
+    await send(p, `/call ${toolID(p, 'confirm-action')} {"action": "Publish the post"}`);
+    await p.getByRole('dialog', { name: 'Confirm: Publish the post' }).waitFor();
+    await p.reload();
+    // Same tab, same client id: within the server's reconnect grace the call comes back.
+    const dialog = p.getByRole('dialog', { name: 'Confirm: Publish the post' });
+    await dialog.waitFor();
+    await statusIs(p, 'Awaiting input');
+    await dialog.getByRole('button', { name: 'Confirm' }).click();
+    await p.locator('.tool-card[data-tool="confirm-action"][data-status="completed"]').waitFor();
+    await p.locator('.message.assistant .text', { hasText: 'The user confirmed: Publish the post' }).waitFor();
+  });
+});
