@@ -79,7 +79,8 @@ function ScriptedNotice({ state, open, onUse }: { state: AppState; open: boolean
   const providers = state.providers?.providers ?? [];
   const model = providers.find((p) => state.model.startsWith(`${p.id}/`));
   if (!model || model.type !== 'scripted') return null;
-  const onlyScripted = providers.every((p) => p.type === 'scripted');
+  // With nothing configured the server offers its built-in `scripted` provider alone.
+  const nothingConfigured = providers.length === 1 && providers[0]!.id === 'scripted';
   const id = (name: string) => `client_${state.clientID}_${name}`;
   const examples = [
     `/call ${id('get-page-info')} {}`,
@@ -91,8 +92,9 @@ function ScriptedNotice({ state, open, onUse }: { state: AppState; open: boolean
   return (
     <details class="notice" open={open}>
       <summary>
-        {onlyScripted ? 'No model provider is configured: the ' : 'The '}
-        <strong>scripted model</strong> answers.
+        {nothingConfigured ? 'No model provider is configured: the ' : 'The selected model is a '}
+        <strong>scripted model</strong>
+        {nothingConfigured ? ' answers.' : '.'}
       </summary>
       <p>
         It echoes what you write, and <code>/call TOOL {'{json}'}</code> calls a tool. Try one:
@@ -110,7 +112,17 @@ function ScriptedNotice({ state, open, onUse }: { state: AppState; open: boolean
   );
 }
 
-function Composer({ state, draft, setDraft }: { state: AppState; draft: string; setDraft: (s: string) => void }) {
+function Composer({
+  state,
+  offline,
+  draft,
+  setDraft,
+}: {
+  state: AppState;
+  offline: boolean;
+  draft: string;
+  setDraft: (s: string) => void;
+}) {
   const controller = useController();
   const status = state.chat?.status ?? 'idle';
   const awaiting = status === 'awaiting-input';
@@ -119,7 +131,7 @@ function Composer({ state, draft, setDraft }: { state: AppState; draft: string; 
   const box = useRef<HTMLTextAreaElement>(null);
   const send = async () => {
     const text = draft.trim();
-    if (!text || running || sending) return;
+    if (!text || running || sending || offline) return;
     setSending(true);
     const ok = await controller.send(text);
     setSending(false);
@@ -155,7 +167,7 @@ function Composer({ state, draft, setDraft }: { state: AppState; draft: string; 
             Stop
           </button>
         ) : (
-          <button type="submit" class="primary" disabled={!draft.trim() || sending}>
+          <button type="submit" class="primary" disabled={!draft.trim() || sending || offline}>
             Send
           </button>
         )}
@@ -207,12 +219,12 @@ export function App() {
             <p class="empty">{state.opening ? 'Opening the session…' : 'New session: write a message below to start it.'}</p>
           </div>
         )}
-        {chat?.error && chat.status === 'error' && (
+        {chat?.error && chat.status === 'error' && chat.error.name === 'SwitchboardError' && (
           <p class="banner error" role="alert">
             {chat.error.message}
           </p>
         )}
-        <Composer state={state} draft={draft} setDraft={setDraft} />
+        <Composer state={state} offline={reconnecting} draft={draft} setDraft={setDraft} />
       </main>
     </div>
   );
