@@ -1,44 +1,23 @@
 // The chat page in Debian's Chromium against the real server and its scripted model (no model
 // configured: it echoes, and `/call TOOL {json}` calls a tool).
 import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, test } from 'node:test';
-import { startServer, card, launchBrowser, openPage, screenshot, send, toolID } from './support.mjs';
+import { describe, test } from 'node:test';
+import { card, screenshot, send, serverAndBrowser, toolID } from './support.mjs';
 
-let server;
-let browser;
-const pages = [];
+const env = serverAndBrowser({
+  config: { permission: { bash: 'ask' } },
+  files: { 'notes.txt': 'first line of the notes\nsecond line\n' },
+});
 
 // A new tab on a new session of its own.
 async function page() {
-  const p = await openPage(browser, server);
-  pages.push(p);
+  const p = await env.open();
   await p.getByRole('button', { name: 'New session', exact: true }).click();
   await p.getByText('New session: write a message').waitFor();
   return p;
 }
 
 const output = (p, tool) => card(p, tool).locator('.tool-output pre').textContent();
-
-before(async () => {
-  server = await startServer({
-    config: { permission: { bash: 'ask' } },
-    files: { 'notes.txt': 'first line of the notes\nsecond line\n' },
-  });
-  browser = await launchBrowser();
-});
-
-afterEach(async () => {
-  for (const p of pages.splice(0)) {
-    assert.deepEqual(p.foreign, [], 'the page contacted only its own server');
-    assert.deepEqual(p.errors, [], 'the page threw no errors');
-    await p.context().close();
-  }
-});
-
-after(async () => {
-  await browser?.close();
-  await server?.stop();
-});
 
 const status = (p) => p.locator('.topbar [role="status"]');
 const promptBox = (p) => p.getByLabel('Message', { exact: true });
@@ -49,7 +28,7 @@ async function statusIs(p, text) {
 
 describe('the page', () => {
   test('is served from the binary with its assets, and says the scripted model answers', async () => {
-    const index = await fetch(server.url + '/');
+    const index = await fetch(env.server.url + '/');
     assert.equal(index.status, 200);
     assert.match(index.headers.get('content-type'), /^text\/html/);
     assert.equal(index.headers.get('cache-control'), 'no-cache');
@@ -57,16 +36,16 @@ describe('the page', () => {
     const html = await index.text();
     const script = /src="(\/assets\/[^"]+\.js)"/.exec(html)?.[1];
     assert.ok(script, 'index.html loads a script from /assets/');
-    const js = await fetch(server.url + script);
+    const js = await fetch(env.server.url + script);
     assert.equal(js.status, 200);
     assert.match(js.headers.get('content-type'), /^text\/javascript/);
     assert.match(js.headers.get('cache-control'), /immutable/);
-    const again = await fetch(server.url + '/', { headers: { 'If-None-Match': etag } });
+    const again = await fetch(env.server.url + '/', { headers: { 'If-None-Match': etag } });
     assert.equal(again.status, 304);
-    const missing = await fetch(server.url + '/assets/nope.js');
+    const missing = await fetch(env.server.url + '/assets/nope.js');
     assert.equal(missing.status, 404);
     assert.equal((await missing.json()).error.code, 'NOT_FOUND');
-    const health = await fetch(server.url + '/health');
+    const health = await fetch(env.server.url + '/health');
     assert.equal((await health.json()).healthy, true, 'API routes keep working beside the page');
 
     const p = await page();
@@ -103,7 +82,7 @@ describe('the page', () => {
     const info = JSON.parse(await output(p, 'get-page-info'));
     assert.equal(info.title, 'Switchboard');
     assert.equal(info.timeZone, 'Europe/Paris');
-    assert.equal(new URL(info.url).origin, server.url);
+    assert.equal(new URL(info.url).origin, env.server.url);
 
     await send(p, `/call ${toolID(p, 'copy-to-clipboard')} {"text": "copied by the model"}`);
     await p.locator('.tool-card[data-tool="copy-to-clipboard"][data-status="completed"]').waitFor();
@@ -266,9 +245,9 @@ describe('the page', () => {
     p.once('dialog', (d) => d.accept());
     await p.locator('.session-list li.current .session-delete').click();
     await p.waitForURL((u) => !u.href.endsWith(firstID));
-    const gone = await server.api('GET', `/session/${firstID}`);
+    const gone = await env.server.api('GET', `/session/${firstID}`);
     assert.equal(gone.status, 404);
-    assert.ok((await server.api('GET', `/session/${secondID}`)).status === 200);
+    assert.ok((await env.server.api('GET', `/session/${secondID}`)).status === 200);
   });
 });
 

@@ -1,35 +1,24 @@
 // The model picker: the server's configured providers, the choice reaching the server, and a
 // failed turn shown on its message.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { launchBrowser, openPage, send, startServer } from './support.mjs';
+import { test } from 'node:test';
+import { send, serverAndBrowser } from './support.mjs';
 
-let server;
-let browser;
-
-before(async () => {
-  server = await startServer({
-    config: {
-      provider: {
-        echo: { type: 'scripted' },
-        demo: {
-          type: 'scripted',
-          script: [{ text: 'Hello from the demo script' }, { error: { status: 400, message: 'the demo is over' } }],
-        },
+const env = serverAndBrowser({
+  config: {
+    provider: {
+      echo: { type: 'scripted' },
+      demo: {
+        type: 'scripted',
+        script: [{ text: 'Hello from the demo script' }, { error: { status: 400, message: 'the demo is over' } }],
       },
-      model: 'echo/default',
     },
-  });
-  browser = await launchBrowser();
-});
-
-after(async () => {
-  await browser?.close();
-  await server?.stop();
+    model: 'echo/default',
+  },
 });
 
 test('the model picker lists the configured models and the chosen one answers', async () => {
-  const p = await openPage(browser, server);
+  const p = await env.open();
   const picker = p.getByLabel('Model', { exact: true });
   await p.locator('#model option[value="demo/default"]').waitFor({ state: 'attached' });
   assert.equal(await picker.inputValue(), 'echo/default', 'the server default is preselected');
@@ -51,7 +40,4 @@ test('the model picker lists the configured models and the chosen one answers', 
 
   await p.reload();
   assert.equal(await p.getByLabel('Model', { exact: true }).inputValue(), 'demo/default', 'the choice is remembered');
-  assert.deepEqual(p.errors, []);
-  assert.deepEqual(p.foreign, []);
-  await p.context().close();
 });

@@ -4,6 +4,8 @@
 // SCREENSHOT_DIR when it is set (`npm run screenshots` writes docs/img/).
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import assert from 'node:assert/strict';
+import { after, afterEach, before } from 'node:test';
 import { chromium } from 'playwright-core';
 import { call, startServer as startSwitchboard } from '../../sdk/js/test/support.mjs';
 
@@ -16,6 +18,40 @@ export async function startServer({ config = {}, files = {} } = {}) {
   for (const [name, text] of Object.entries(files)) await writeFile(path.join(server.work, name), text);
   server.api = (method, route, body) => call(server, method, route, body);
   return server;
+}
+
+/**
+ * Registers hooks that start a server (startServer's options) and a browser before the file's
+ * tests and stop both after them. `env.open()` opens a tab (openPage); after each test every tab
+ * it opened must have contacted only the server and thrown no error, and is closed.
+ */
+export function serverAndBrowser(options) {
+  const pages = [];
+  const env = {
+    server: undefined,
+    browser: undefined,
+    async open() {
+      const p = await openPage(env.browser, env.server);
+      pages.push(p);
+      return p;
+    },
+  };
+  before(async () => {
+    env.server = await startServer(options);
+    env.browser = await launchBrowser();
+  });
+  afterEach(async () => {
+    for (const p of pages.splice(0)) {
+      assert.deepEqual(p.foreign, [], 'the page contacted only its own server');
+      assert.deepEqual(p.errors, [], 'the page threw no errors');
+      await p.context().close();
+    }
+  });
+  after(async () => {
+    await env.browser?.close();
+    await env.server?.stop();
+  });
+  return env;
 }
 
 export async function launchBrowser() {
