@@ -192,6 +192,20 @@ describe('the page', () => {
     assert.match(await card(p, 'bash').locator('.tool-error').innerText(), /use make clean instead/);
   });
 
+  test("the server's question tool is answered in its card", async () => {
+    const p = await page();
+    const questions = [{ question: 'Which color?', header: 'Color', options: [{ label: 'red' }, { label: 'blue' }] }];
+    await send(p, `/call question ${JSON.stringify({ questions })}`);
+    const ask = p.getByRole('group', { name: 'Questions from the model' });
+    await ask.waitFor();
+    await statusIs(p, 'Awaiting input');
+    await ask.getByLabel('blue').check();
+    await ask.getByRole('button', { name: 'Answer' }).click();
+    await p.locator('.tool-card[data-tool="question"][data-status="completed"]').waitFor();
+    assert.match(await output(p, 'question'), /"Which color\?" = "blue"/);
+    await statusIs(p, 'Ready');
+  });
+
   test('Stop during a waiting tool closes it and the card shows it cancelled', async () => {
     const p = await page();
     await send(p, `/call ${toolID(p, 'confirm-action')} {"action": "Send the email"}`);

@@ -6,6 +6,7 @@ import type {
   InteractiveToolCall,
   MessageWithParts,
   PermissionRequest,
+  QuestionRequest,
   ToolPart,
 } from '@switchboard/sdk';
 import { useEffect, useRef, useState } from 'preact/hooks';
@@ -80,6 +81,78 @@ function PermissionAsk({ ask }: { ask: PermissionRequest }) {
   );
 }
 
+interface AskedQuestion {
+  question: string;
+  header?: string;
+  options: { label: string; description?: string }[];
+  multiple?: boolean;
+}
+
+// The server's `question` tool: one or more questions with options, answered together.
+function QuestionAsk({ ask }: { ask: QuestionRequest }) {
+  const controller = useController();
+  const questions = ask.questions as AskedQuestion[];
+  const [chosen, setChosen] = useState<string[][]>(() => questions.map(() => []));
+  const [busy, setBusy] = useState(false);
+  const [problem, setProblem] = useState<string>();
+  const id = `question-${ask.id}`;
+  const finish = async (send: () => Promise<boolean>) => {
+    setBusy(true);
+    setProblem(undefined);
+    try {
+      await send();
+    } catch (error) {
+      setProblem(error instanceof Error ? error.message : String(error));
+      setBusy(false);
+    }
+  };
+  return (
+    <form class="interactive" role="group" aria-label="Questions from the model"
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (chosen.some((c) => c.length === 0)) return setProblem('Answer every question first.');
+        void finish(() => controller.client.question.reply(ask.id, chosen));
+      }}>
+      {questions.map((q, qi) => (
+        <fieldset key={qi}>
+          <legend>{q.header ? `${q.header}: ${q.question}` : q.question}</legend>
+          {q.options.map((o, oi) => (
+            <div class="check option" key={o.label}>
+              <input id={`${id}-${qi}-${oi}`} name={`${id}-${qi}`} type={q.multiple ? 'checkbox' : 'radio'}
+                checked={chosen[qi]!.includes(o.label)}
+                onChange={(e) => {
+                  const mine = chosen[qi]!;
+                  const next = q.multiple
+                    ? e.currentTarget.checked ? [...mine, o.label] : mine.filter((l) => l !== o.label)
+                    : [o.label];
+                  setChosen(chosen.map((c, i) => (i === qi ? next : c)));
+                }} />
+              <label for={`${id}-${qi}-${oi}`}>
+                {o.label}
+                {o.description && <span class="hint"> — {o.description}</span>}
+              </label>
+            </div>
+          ))}
+        </fieldset>
+      ))}
+      {problem && (
+        <p class="inline-error" role="alert">
+          {problem}
+        </p>
+      )}
+      <div class="actions">
+        <button type="button" class="secondary" disabled={busy}
+          onClick={() => void finish(() => controller.client.question.reject(ask.id))}>
+          Dismiss
+        </button>
+        <button type="submit" class="primary" disabled={busy}>
+          Answer
+        </button>
+      </div>
+    </form>
+  );
+}
+
 function pretty(value: unknown): string {
   return JSON.stringify(value, null, 2) ?? '';
 }
@@ -89,15 +162,17 @@ function ToolCard({
   clientID,
   interactive,
   permission,
+  question,
 }: {
   part: ToolPart;
   clientID: string;
   interactive?: InteractiveToolCall;
   permission?: PermissionRequest;
+  question?: QuestionRequest;
 }) {
   const { name, browser } = toolLabel(part.tool, clientID);
   const s = part.state;
-  const status = cardStatus(part, !!interactive || !!permission);
+  const status = cardStatus(part, !!interactive || !!permission || !!question);
   const title = 'title' in s && s.title ? s.title : undefined;
   const hasInput = s.status !== 'pending' && Object.keys(s.input ?? {}).length > 0;
   const output = s.status === 'completed' ? s.output : undefined;
@@ -120,6 +195,7 @@ function ToolCard({
       )}
       {permission && <PermissionAsk ask={permission} />}
       {interactive && <InteractivePanel call={interactive} />}
+      {question && <QuestionAsk ask={question} />}
       {output !== undefined && (
         <details class="tool-output" open={lines <= 8}>
           <summary>Output{lines > 1 ? ` (${lines} lines)` : ''}</summary>
@@ -143,11 +219,13 @@ function Message({
   clientID,
   interactive,
   permissions,
+  questions,
 }: {
   m: MessageWithParts;
   clientID: string;
   interactive: Map<string, InteractiveToolCall>;
   permissions: readonly PermissionRequest[];
+  questions: readonly QuestionRequest[];
 }) {
   if (m.info.role === 'user') {
     const text = m.parts.map((p) => (p.type === 'text' ? p.text : '')).join('\n');
@@ -176,7 +254,8 @@ function Message({
         if (p.type === 'tool')
           return (
             <ToolCard key={p.id} part={p} clientID={clientID} interactive={interactive.get(p.callID)}
-              permission={permissions.find((a) => a.tool?.callID === p.callID)} />
+              permission={permissions.find((a) => a.tool?.callID === p.callID)}
+              question={questions.find((q) => q.tool.callID === p.callID)} />
           );
         return null;
       })}
@@ -196,6 +275,7 @@ export function MessageList({ chat, clientID }: { chat: ChatState; clientID: str
   // Asks and calls whose tool card is not (yet) in the list still need an answer.
   const looseAsks = chat.permissions.filter((a) => !a.tool?.callID || !shownCalls.has(a.tool.callID));
   const looseCalls = [...interactive.values()].filter((c) => !shownCalls.has(c.toolCallId));
+  const looseQuestions = chat.questions.filter((q) => !shownCalls.has(q.tool.callID));
 
   useEffect(() => {
     const el = list.current;
@@ -209,11 +289,17 @@ export function MessageList({ chat, clientID }: { chat: ChatState; clientID: str
       }}>
       {chat.messages.length === 0 && <p class="empty">No messages yet. Ask something below.</p>}
       {chat.messages.map((m) => (
-        <Message key={m.info.id} m={m} clientID={clientID} interactive={interactive} permissions={chat.permissions} />
+        <Message key={m.info.id} m={m} clientID={clientID} interactive={interactive} permissions={chat.permissions}
+          questions={chat.questions} />
       ))}
       {looseAsks.map((a) => (
         <div class="message assistant" key={a.id}>
           <PermissionAsk ask={a} />
+        </div>
+      ))}
+      {looseQuestions.map((q) => (
+        <div class="message assistant" key={q.id}>
+          <QuestionAsk ask={q} />
         </div>
       ))}
       {looseCalls.map((c) => (
