@@ -255,6 +255,10 @@ describe('the page', () => {
     await p.locator(`.session-list li[data-session-id="${firstID}"] .session-open`).click();
     await p.waitForURL((u) => u.href.endsWith(firstID));
     await p.locator('.message.assistant .text', { hasText: 'Echo: in the first session' }).waitFor();
+    // Choosing the open session again keeps it as it is.
+    await p.locator(`.session-list li[data-session-id="${firstID}"] .session-open`).click();
+    await p.waitForTimeout(200);
+    assert.equal(await p.locator('.message.assistant .text', { hasText: 'Echo: in the first session' }).count(), 1);
 
     p.once('dialog', (d) => d.accept());
     await p.locator('.session-list li.current .session-delete').click();

@@ -11,6 +11,7 @@ test('the page reconnects after a server restart and its browser tools work agai
   await send(p, 'before the restart');
   await p.locator('.message.assistant .text', { hasText: 'Echo: before the restart' }).waitFor();
 
+  p.serverGoesAway = true;
   await env.server.stopProcess();
   const banner = p.getByTestId('reconnecting');
   await banner.waitFor();

@@ -43,7 +43,7 @@ export function serverAndBrowser(options) {
   afterEach(async () => {
     for (const p of pages.splice(0)) {
       assert.deepEqual(p.foreign, [], 'the page contacted only its own server');
-      assert.deepEqual(p.errors, [], 'the page threw no errors');
+      assert.deepEqual(p.errors, [], 'the page threw and logged no errors');
       await p.context().close();
     }
   });
@@ -82,6 +82,14 @@ export async function openPage(browser, server, { hash = '' } = {}) {
     if (url.protocol !== 'data:' && url.host !== new URL(server.url).host) page.foreign.push(req.url());
   });
   page.on('pageerror', (error) => page.errors.push(String(error)));
+  // Console errors too: a Content-Security-Policy violation or a failed load shows up there.
+  // A test that stops the server sets page.serverGoesAway, which makes failed loads expected.
+  page.on('console', (message) => {
+    if (message.type() !== 'error') return;
+    const text = message.text();
+    if (page.serverGoesAway && /ERR_CONNECTION_REFUSED|ERR_EMPTY_RESPONSE|WebSocket connection|Failed to load resource|ERR_INCOMPLETE_CHUNKED_ENCODING|network error/i.test(text)) return;
+    page.errors.push(`console: ${text}`);
+  });
   await page.goto(server.url + '/' + hash);
   await page.locator('.app[data-client-id]').waitFor();
   page.clientID = await page.locator('.app').getAttribute('data-client-id');

@@ -208,6 +208,7 @@ export class Controller {
 
   /** Opens a session (undefined: none). Later calls win over earlier ones still opening. */
   open(sessionID: string | undefined): Promise<void> {
+    if (sessionID !== undefined && sessionID === this.wanted && sessionID === this.state.currentID) return this.queue;
     this.wanted = sessionID;
     this.set({ currentID: sessionID, chat: undefined, opening: sessionID !== undefined });
     history.replaceState(null, '', sessionID ? `#/session/${sessionID}` : location.pathname);
