@@ -235,6 +235,24 @@ describe('the page', () => {
     await statusIs(p, 'Ready');
   });
 
+  test('New session clicked before the list has loaded stays chosen', async () => {
+    await env.server.api('POST', '/session', { title: 'an earlier session' });
+    let release;
+    const listed = new Promise((r) => (release = r));
+    const p = await env.open({
+      beforeLoad: (tab) =>
+        tab.route(/\/session$/, async (route) => {
+          if (route.request().method() === 'GET') await listed;
+          await route.continue();
+        }),
+    });
+    await p.getByRole('button', { name: 'New session', exact: true }).click();
+    release();
+    await p.locator('.session-list li').first().waitFor();
+    await p.getByText('New session: write a message').waitFor();
+    assert.equal(await p.locator('.session-list li.current').count(), 0, 'no earlier session was opened over it');
+  });
+
   test('sessions can be created, switched and deleted', async () => {
     const p = await page();
     await send(p, 'in the first session');

@@ -30,8 +30,8 @@ export function serverAndBrowser(options) {
   const env = {
     server: undefined,
     browser: undefined,
-    async open() {
-      const p = await openPage(env.browser, env.server);
+    async open(options) {
+      const p = await openPage(env.browser, env.server, options);
       pages.push(p);
       return p;
     },
@@ -64,9 +64,10 @@ export async function launchBrowser() {
 
 /**
  * A fresh browser context (its own tab storage, so its own client id) on the server's page.
- * Records every request that leaves the server's origin and every page error.
+ * Records every request that leaves the server's origin and every page error. `beforeLoad(page)`
+ * runs before the page loads (to route requests, say).
  */
-export async function openPage(browser, server, { hash = '' } = {}) {
+export async function openPage(browser, server, { beforeLoad } = {}) {
   const context = await browser.newContext({
     viewport: { width: 1280, height: 820 },
     permissions: ['clipboard-read', 'clipboard-write', 'geolocation'],
@@ -90,7 +91,8 @@ export async function openPage(browser, server, { hash = '' } = {}) {
     if (page.serverGoesAway && /ERR_CONNECTION_REFUSED|ERR_EMPTY_RESPONSE|WebSocket connection|Failed to load resource|ERR_INCOMPLETE_CHUNKED_ENCODING|network error/i.test(text)) return;
     page.errors.push(`console: ${text}`);
   });
-  await page.goto(server.url + '/' + hash);
+  await beforeLoad?.(page);
+  await page.goto(server.url + '/');
   await page.locator('.app[data-client-id]').waitFor();
   page.clientID = await page.locator('.app').getAttribute('data-client-id');
   return page;

@@ -68,6 +68,8 @@ export class Controller {
   // Opening and closing chats one after another: the SDK allows one chat per client at a time.
   private queue: Promise<void> = Promise.resolve();
   private wanted: string | undefined;
+  // The person picked a session (or a new one) before the list first loaded: keep their choice.
+  private chosen = false;
 
   constructor(baseURL = location.origin) {
     const clientID = tabClientID();
@@ -155,7 +157,7 @@ export class Controller {
               if (first) {
                 first = false;
                 const initial = sessionFromHash() ?? this.state.sessions[0]?.id;
-                if (initial && this.state.sessions.some((s) => s.id === initial)) this.open(initial);
+                if (!this.chosen && initial && this.state.sessions.some((s) => s.id === initial)) void this.show(initial);
               }
               break;
             case 'session.created':
@@ -201,13 +203,19 @@ export class Controller {
 
   private removed(id: string): void {
     this.set({ sessions: this.state.sessions.filter((s) => s.id !== id) });
-    if (this.state.currentID === id) this.open(this.state.sessions[0]?.id);
+    if (this.state.currentID === id) void this.show(this.state.sessions[0]?.id);
   }
 
   // ---- the open chat ------------------------------------------------------------------------
 
-  /** Opens a session (undefined: none). Later calls win over earlier ones still opening. */
+  /** Opens a session (undefined: none) for the person. */
   open(sessionID: string | undefined): Promise<void> {
+    this.chosen = true;
+    return this.show(sessionID);
+  }
+
+  // Later calls win over earlier ones still opening.
+  private show(sessionID: string | undefined): Promise<void> {
     if (sessionID !== undefined && sessionID === this.wanted && sessionID === this.state.currentID) return this.queue;
     this.wanted = sessionID;
     this.set({ currentID: sessionID, chat: undefined, opening: sessionID !== undefined });
