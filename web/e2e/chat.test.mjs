@@ -288,6 +288,19 @@ describe('the page', () => {
 });
 
 describe('a waiting interactive tool', () => {
+  test('ends with "Client disconnected" when the person leaves its session', async () => {
+    const p = await page();
+    await send(p, `/call ${toolID(p, 'confirm-action')} {"action": "Rename the file"}`);
+    await p.getByRole('dialog', { name: 'Confirm: Rename the file' }).waitFor();
+    const session = p.url().split('/').pop();
+    await p.getByRole('button', { name: 'New session', exact: true }).click();
+    await p.getByText('New session: write a message').waitFor();
+    await p.locator(`.session-list li[data-session-id="${session}"] .session-open`).click();
+    await p.locator('.tool-card[data-tool="confirm-action"][data-status="error"]').waitFor();
+    assert.match(await card(p, 'confirm-action').locator('.tool-error').innerText(), /Client disconnected/);
+    await statusIs(p, 'Ready');
+  });
+
   test('survives a reload of the page and can still be answered', async () => {
     const p = await page();
     await send(p, `/call ${toolID(p, 'confirm-action')} {"action": "Publish the post"}`);
