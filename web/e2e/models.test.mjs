@@ -39,5 +39,6 @@ test('the model picker lists the configured models and the chosen one answers', 
   await p.locator('.turn-error', { hasText: 'the demo is over' }).waitFor();
 
   await p.reload();
+  await p.locator('#model option[value="demo/default"]').waitFor({ state: 'attached' });
   assert.equal(await p.getByLabel('Model', { exact: true }).inputValue(), 'demo/default', 'the choice is remembered');
 });
