@@ -8,6 +8,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libvalijson-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev libxml2-dev
   ripgrep procps
+  chromium  # the web page's end-to-end tests (web/e2e)
 )
 
 missing=()
@@ -37,3 +38,17 @@ if ! command -v node >/dev/null 2>&1; then
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nodejs npm
 fi
 "$(dirname "$0")/sdk-js-deps.sh"
+
+# The web page (web/, built into the server) needs Node.js 20.19+ for Vite 7; Debian 12's own
+# nodejs is 18, so a newer Node.js that is already there is what builds it.
+node_version="$(node --version | sed 's/^v//')"
+if [ "$(printf '%s\n20.19\n' "$node_version" | sort -V | head -1)" != "20.19" ]; then
+  echo "setup: Node.js $node_version is older than 20.19, which the web page's build (Vite 7) needs;" >&2
+  echo "setup: install a newer Node.js, or configure with -DSWITCHBOARD_WEB=OFF" >&2
+fi
+web="$(dirname "$0")/../web"
+if [ ! -f "$web/node_modules/.package-lock.json" ] ||
+  [ "$web/package-lock.json" -nt "$web/node_modules/.package-lock.json" ]; then
+  echo "setup: npm ci in web/"
+  (cd "$web" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+fi

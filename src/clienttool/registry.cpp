@@ -203,6 +203,7 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
   if (params.tool.empty()) return make_error(ErrorCode::InvalidRequest, "tool is required");
   std::shared_ptr<const CompiledSchema> schema;
   std::string tool_id, client_id;
+  bool interactive = false;
   {
     std::lock_guard lock(mutex_);
     if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
@@ -214,13 +215,17 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
     }
     tool_id = *resolved;
     client_id = tool_owner_.at(tool_id);
-    schema = clients_.at(client_id).tools.at(tool_id).schema;
+    const auto& def = clients_.at(client_id).tools.at(tool_id);
+    schema = def.schema;
+    interactive = def.interactive;
   }
   // Validation is the expensive part; the schema is immutable, so no lock is needed.
   if (auto valid = schema->validate(params.input); !valid) return valid.error();
 
-  milliseconds timeout =
-      std::min(params.timeout.value_or(options_.default_timeout), options_.max_timeout);
+  // A person answers an interactive tool (a dialog, a form): they get the longest wait, not the
+  // few seconds a program needs.
+  milliseconds fallback = interactive ? options_.max_timeout : options_.default_timeout;
+  milliseconds timeout = std::min(params.timeout.value_or(fallback), options_.max_timeout);
   if (timeout.count() <= 0)
     return make_error(ErrorCode::InvalidRequest, "timeout must be a positive number of ms");
 

@@ -752,6 +752,29 @@ TEST_F(RegistryTest, DefaultTimeoutAppliesWhenTheCallerGivesNone) {
   EXPECT_TRUE(Contains(outcome->error().message, "100ms"));
 }
 
+TEST_F(RegistryTest, InteractiveToolWaitsMaxTimeoutForAPerson) {
+  RegistryOptions o;
+  o.default_timeout = 50ms;
+  o.max_timeout = 400ms;
+  restart(o);
+  ToolSpec dialog = spec("confirm");
+  dialog.interactive = true;
+  register_ok("c1", {spec("t"), dialog});
+  Completion program, person;
+  start(params("client_c1_t"), program);
+  start(params("client_c1_confirm"), person);
+  auto quick = program.wait();
+  ASSERT_TRUE(quick.has_value());
+  ASSERT_FALSE(quick->has_value());
+  EXPECT_TRUE(Contains(quick->error().message, "50ms"));
+  EXPECT_FALSE(person.wait(150ms).has_value());  // still waiting well past the default
+  auto slow = person.wait();
+  ASSERT_TRUE(slow.has_value());
+  ASSERT_FALSE(slow->has_value());
+  EXPECT_EQ(slow->error().code, ErrorCode::Timeout);
+  EXPECT_TRUE(Contains(slow->error().message, "400ms"));
+}
+
 TEST_F(RegistryTest, CallersTimeoutIsCappedByMaxTimeout) {
   RegistryOptions o;
   o.max_timeout = 100ms;

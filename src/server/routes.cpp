@@ -12,6 +12,7 @@
 
 #include "clienttool/wire.hpp"
 #include "server/push.hpp"
+#include "server/web_assets.hpp"
 #include "util/log.hpp"
 
 namespace sb::server {
@@ -518,6 +519,61 @@ asio::awaitable<Reply> reject_question(Call& c) {
   co_return ok(c, true);
 }
 
+// ---- the web page (embedded at build time) ---------------------------------------------------
+
+const WebAsset* find_web_asset(std::string_view path) {
+  for (const auto& asset : web_assets())
+    if (asset.path == path) return &asset;
+  return nullptr;
+}
+
+bool etag_matches(const Request& req, std::string_view etag) {
+  auto h = req.find(http::field::if_none_match);
+  return h != req.end() && (h->value() == "*" || h->value().find(etag) != std::string_view::npos);
+}
+
+// Files under /assets/ have content hashes in their names, so browsers may keep them for good;
+// the page itself is revalidated on each load so a new build shows at once.
+Response web_asset_response(const WebAsset& asset, const Request& req, bool immutable) {
+  bool fresh = etag_matches(req, asset.etag);
+  Response res{fresh ? http::status::not_modified : http::status::ok, req.version()};
+  res.set(http::field::server, "switchboard/" SWITCHBOARD_VERSION);
+  res.set(http::field::etag, asset.etag);
+  res.set(http::field::cache_control,
+          immutable ? "public, max-age=31536000, immutable" : "no-cache");
+  res.set("X-Content-Type-Options", "nosniff");
+  if (!immutable) {
+    // The page talks only to this server: nothing else may be loaded or contacted.
+    res.set("Content-Security-Policy",
+            "default-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; "
+            "form-action 'none'; frame-ancestors 'none'");
+    res.set("Referrer-Policy", "no-referrer");
+  }
+  if (!fresh) {
+    res.set(http::field::content_type, asset.content_type);
+    res.body() = std::string(asset.body);
+  }
+  res.keep_alive(req.keep_alive());
+  res.prepare_payload();
+  return res;
+}
+
+asio::awaitable<Reply> web_page(Call& c) {
+  const WebAsset* page = find_web_asset("/index.html");
+  if (!page)
+    co_return fail(c, make_error(ErrorCode::NotFound,
+                                 "this switchboard was built without its web page "
+                                 "(SWITCHBOARD_WEB=OFF); the API is served as usual"));
+  co_return web_asset_response(*page, c.req, false);
+}
+
+asio::awaitable<Reply> web_asset(Call& c) {
+  std::string path = "/assets/" + c.params[0];
+  const WebAsset* asset = find_web_asset(path);
+  if (!asset) co_return fail(c, make_error(ErrorCode::NotFound, "no web asset " + path));
+  co_return web_asset_response(*asset, c.req, true);
+}
+
 // ---- the route table ------------------------------------------------------------------------
 
 struct Route {
@@ -555,6 +611,8 @@ const std::vector<Route>& routes() {
       {http::verb::post, {"question", "{}", "reply"}, &reply_question},
       {http::verb::post, {"question", "{}", "reject"}, &reject_question},
       {http::verb::get, {"provider"}, &list_providers},
+      {http::verb::get, {}, &web_page},
+      {http::verb::get, {"assets", "{}"}, &web_asset},
   };
   return table;
 }
