@@ -190,6 +190,7 @@ class ToolsImpl : public std::enable_shared_from_this<ToolsImpl> {
     if (auto it = tools_.find(name); it != tools_.end()) previous = it->second;
     json::array definitions{definition_json(name, tool.definition)};
     tools_.insert_or_assign(name, std::move(tool));
+    ++tools_version_;
     if (state_ != ConnectionState::connected) co_return;
     try {
       co_await post_register(std::move(definitions));
@@ -204,7 +205,9 @@ class ToolsImpl : public std::enable_shared_from_this<ToolsImpl> {
 
   asio::awaitable<void> unregister_tool(std::string name) {
     auto self = shared_from_this();
-    if (!tools_.erase(name) || state_ != ConnectionState::connected) co_return;
+    if (!tools_.erase(name)) co_return;
+    ++tools_version_;
+    if (state_ != ConnectionState::connected) co_return;
     json::object body{{"clientID", client_id_}, {"toolIDs", json::array{json::value(name)}}};
     if (!session_id_.empty()) body["sessionID"] = session_id_;
     auto target = endpoint_.target("/client-tools/unregister");
@@ -358,14 +361,18 @@ class ToolsImpl : public std::enable_shared_from_this<ToolsImpl> {
     throw_if_error(res);
   }
 
+  asio::awaitable<void> register_all() {
+    if (tools_.empty()) co_return;
+    json::array definitions;
+    for (const auto& [name, tool] : tools_)
+      definitions.push_back(definition_json(name, tool.definition));
+    co_await post_register(std::move(definitions));
+  }
+
   // Registers every tool, then opens the stream. Throws on failure.
   asio::awaitable<void> open_connection() {
-    if (!tools_.empty()) {
-      json::array definitions;
-      for (const auto& [name, tool] : tools_)
-        definitions.push_back(definition_json(name, tool.definition));
-      co_await post_register(std::move(definitions));
-    }
+    std::uint64_t version = tools_version_;
+    co_await register_all();
     if (options_.transport == Transport::sse) {
       Headers headers;
       if (last_event_id_) headers.emplace_back("Last-Event-ID", *last_event_id_);
@@ -376,6 +383,11 @@ class ToolsImpl : public std::enable_shared_from_this<ToolsImpl> {
       auto target = endpoint_.target("/client-tools/ws/" + client_id_);
       ws_ = co_await WsConnection::open(endpoint_, target, options_.request_timeout,
                                         options_.idle_timeout);
+    }
+    // A tool registered while this ran was only kept here (the state was not connected).
+    while (version != tools_version_) {
+      version = tools_version_;
+      co_await register_all();
     }
   }
 
@@ -392,14 +404,14 @@ class ToolsImpl : public std::enable_shared_from_this<ToolsImpl> {
     asio::steady_timer backoff(self->strand_);
     for (;;) {
       std::string why = co_await self->serve();
+      auto cs = co_await asio::this_coro::cancellation_state;
+      if (cancelled(cs) || generation != self->generation_) co_return;  // disconnect() closes
       if (self->ws_ && self->ws_->close_reason().starts_with("superseded")) {
         self->give_up(Error("SUPERSEDED", "another connection of client " + self->client_id_ +
                                               " took over: " + self->ws_->close_reason()));
         co_return;
       }
       self->close_connection();
-      auto cs = co_await asio::this_coro::cancellation_state;
-      if (cancelled(cs) || generation != self->generation_) co_return;
 
       self->set_state(ConnectionState::reconnecting);
       std::string last_error = why;
@@ -458,6 +470,8 @@ class ToolsImpl : public std::enable_shared_from_this<ToolsImpl> {
   asio::awaitable<std::string> read_sse() {
     co_await asio::this_coro::throw_if_cancelled(false);
     for (;;) {
+      auto cs = co_await asio::this_coro::cancellation_state;
+      if (cancelled(cs)) co_return "cancelled";
       auto event = co_await sse_->next(options_.idle_timeout);
       if (!event) co_return sse_->error();
       if (event->id) last_event_id_ = event->id;
@@ -476,6 +490,8 @@ class ToolsImpl : public std::enable_shared_from_this<ToolsImpl> {
   asio::awaitable<std::string> read_ws() {
     co_await asio::this_coro::throw_if_cancelled(false);
     for (;;) {
+      auto cs = co_await asio::this_coro::cancellation_state;
+      if (cancelled(cs)) co_return "cancelled";
       auto text = co_await ws_->read();
       if (!text) co_return ws_->error();
       boost::system::error_code ec;
@@ -494,14 +510,18 @@ class ToolsImpl : public std::enable_shared_from_this<ToolsImpl> {
   }
 
   // Waits until the outbox has something; false when cancelled.
+  //
+  // The loops of serve()'s branches look at their cancellation state before every new wait: a
+  // cancellation that arrives while an operation is completing is recorded there but reaches
+  // no operation, and a wait started after it would never end.
   asio::awaitable<bool> outbox_ready() {
-    while (outbox_.empty()) {
-      outbox_wake_.expires_at(asio::steady_timer::time_point::max());
-      co_await outbox_wake_.async_wait(tuple_awaitable);
+    for (;;) {
       auto cs = co_await asio::this_coro::cancellation_state;
       if (cancelled(cs)) co_return false;
+      if (!outbox_.empty()) co_return true;
+      outbox_wake_.expires_at(asio::steady_timer::time_point::max());
+      co_await outbox_wake_.async_wait(tuple_awaitable);
     }
-    co_return true;
   }
 
   // The item to send now (it leaves the outbox only once the server has it).
@@ -775,7 +795,8 @@ class ToolsImpl : public std::enable_shared_from_this<ToolsImpl> {
   // Everything below is used on strand_ only.
   std::map<std::string, Tool> tools_;
   std::string session_id_;
-  std::uint64_t generation_ = 0;  // bumped by connect, disconnect and giving up
+  std::uint64_t generation_ = 0;     // bumped by connect, disconnect and giving up
+  std::uint64_t tools_version_ = 0;  // bumped by each change of tools_
   std::optional<std::string> last_event_id_;
   std::unique_ptr<SseStream> sse_;
   std::unique_ptr<WsConnection> ws_;

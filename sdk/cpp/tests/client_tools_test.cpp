@@ -439,6 +439,42 @@ TEST_P(Transports, AServerRestartCancelsTheCallThenTheToolsAreRegisteredAgain) {
   EXPECT_EQ(seen.back(), ConnectionState::connected);
 }
 
+TEST_F(SdkTest, ToolsChangedWhileReconnectingReachTheServerOnReconnection) {
+  start(test_config(json::object{{"reconnectGrace", 5000}}));
+  Proxied c1(port(), Transport::sse);
+  c1.go_down();
+  ASSERT_TRUE(c1.tools.wait_for_state(ConnectionState::reconnecting, 3s));
+  c1.tools.register_tool("late", text_tool(), [](const json::object&, ToolContext&) -> ToolOutput {
+    return "late but here";
+  });
+  EXPECT_EQ(server_tools(port(), "c1"), (std::vector<std::string>{"client_c1_work"}));
+  c1.proxy.refuse(false);
+  ASSERT_TRUE(c1.tools.wait_for_state(ConnectionState::connected, 5s));
+  EXPECT_EQ(server_tools(port(), "c1"),
+            (std::vector<std::string>{"client_c1_late", "client_c1_work"}));
+  auto call = execute_async(port(), execute_body("client_c1_late"));
+  auto res = await(call);
+  ASSERT_TRUE(IsOk(res));
+  EXPECT_EQ(string_at(res.json(), "/output"), "late but here");
+}
+
+TEST_F(SdkTest, ASecondWebSocketOfTheSameClientSupersedesTheFirst) {
+  start(test_config());
+  Collected<Error> errors;
+  ClientToolsManager first("c1", url(), fast_options(Transport::websocket));
+  first.on_error([&](const Error& e) { errors.add(e); });
+  first.connect();
+  ClientToolsManager second("c1", url(), fast_options(Transport::websocket));
+  second.connect();
+  ASSERT_TRUE(errors.wait_for(1)) << "the replaced connection did not hear of it";
+  EXPECT_EQ(errors.values()[0].code(), "SUPERSEDED");
+  EXPECT_EQ(first.state(), ConnectionState::closed);
+  // The first does not come back to replace the second in turn.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(second.state(), ConnectionState::connected);
+  EXPECT_EQ(first.state(), ConnectionState::closed);
+}
+
 TEST_F(SdkTest, ReconnectionGivesUpAfterMaxAttemptsWithAnErrorEvent) {
   start(test_config(json::object{{"reconnectGrace", 5000}}));
   ClientToolsOptions options = fast_options();
