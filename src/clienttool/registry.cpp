@@ -33,7 +33,14 @@ ClientToolRegistry::ClientToolRegistry(boost::asio::any_io_executor executor,
     : options_(options),
       bus_(std::move(bus)),
       strand_(boost::asio::make_strand(std::move(executor))),
-      timer_(strand_) {}
+      timer_(strand_) {
+  // Event ids outlive the process: a client that reconnects to a restarted server sends the old
+  // process's Last-Event-ID. Starting from the clock (microseconds) keeps new ids above it as long
+  // as fewer than a million requests a second were issued.
+  next_seq_ = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
+}
 
 ClientToolRegistry::~ClientToolRegistry() {
   // Whoever still waits on a call hears that it ended, even when shutdown() was never called.

@@ -957,6 +957,29 @@ TEST_F(RegistryTest, ReconnectWithinGraceReplaysPendingRequestsAfterLastSeq) {
   EXPECT_EQ((*d3.wait())->output, "3");
 }
 
+// A client that reconnects to a restarted server sends the Last-Event-ID of the old process: the
+// new process must not number its requests below it, or they would never be replayed.
+TEST_F(RegistryTest, EventIdsOfARestartedServerStayAboveTheOldOnes) {
+  register_ok("c1", {spec("t")});
+  auto before = std::make_shared<FakeSink>();
+  registry_->attach("c1", before, 0, "sse");
+  Completion d1;
+  start(params("client_c1_t"), d1);
+  ASSERT_EQ(before->requests().size(), 1u);
+  std::uint64_t old_id = before->requests()[0]->seq;
+
+  restart({});
+  register_ok("c1", {spec("t")});
+  Completion d2;
+  auto queued = start(params("client_c1_t"), d2);  // queued before the client is back
+  auto after = std::make_shared<FakeSink>();
+  registry_->attach("c1", after, old_id, "sse");
+  auto replayed = after->requests();
+  ASSERT_EQ(replayed.size(), 1u) << "the new request was hidden behind the old Last-Event-ID";
+  EXPECT_EQ(replayed[0]->request_id, queued.request_id);
+  EXPECT_GT(replayed[0]->seq, old_id);
+}
+
 TEST_F(RegistryTest, ReconnectWithinGraceKeepsToolsAndCallsAfterTheGraceWouldHaveEnded) {
   RegistryOptions o;
   o.reconnect_grace = 150ms;
