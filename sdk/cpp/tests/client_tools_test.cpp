@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "http.hpp"
+#include "json_util.hpp"
 #include "sdk_test_util.hpp"
 #include "tcp_proxy.hpp"
 
@@ -524,6 +525,19 @@ TEST(SseParser, SplitsEventsAcrossChunksAndLineEnds) {
   EXPECT_EQ(events[2].data, "no event name");
   parser.feed("\n", events);
   EXPECT_EQ(events.size(), 3u) << "an event without data is not dispatched";
+}
+
+TEST(ValidUtf8, RepairsOnlyWhatIsInvalid) {
+  EXPECT_EQ(detail::valid_utf8("plain"), "plain");
+  EXPECT_EQ(detail::valid_utf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"),
+            "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+  EXPECT_EQ(detail::valid_utf8("a\xFF"
+                               "b"),
+            "a\xEF\xBF\xBD"
+            "b");
+  EXPECT_EQ(detail::valid_utf8("cut \xE2\x82"), "cut \xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(detail::valid_utf8("\xED\xA0\x80"),  // an encoded surrogate
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 TEST(Endpoint, ParsesBaseUrls) {

@@ -5,10 +5,18 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "blackbox_util.hpp"
+
+namespace switchboard {
+// Names the transport in test output ("sse", not "4-byte object <00-00 00-00>").
+inline void PrintTo(Transport transport, std::ostream* os) {
+  *os << (transport == Transport::sse ? "sse" : "websocket");
+}
+}  // namespace switchboard
 
 namespace switchboard::test {
 
