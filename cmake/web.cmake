@@ -22,13 +22,11 @@ if(SWITCHBOARD_WEB)
       "Run scripts/setup.sh, or configure with -DSWITCHBOARD_WEB=OFF for a server without the page.")
   endif()
 
-  # npm ci when the lockfile changes; node_modules/.package-lock.json is npm's own record.
-  set(web_installed ${web_dir}/node_modules/.package-lock.json)
+  # npm ci when the lockfile changes (the script's stamp records the lockfile it installed).
+  set(web_installed ${web_dir}/node_modules/.package-lock.sha256)
   add_custom_command(
     OUTPUT ${web_installed}
-    COMMAND ${CMAKE_COMMAND} -E env PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
-            ${NPM_PROGRAM} ci --no-audit --no-fund --loglevel=error
-    WORKING_DIRECTORY ${web_dir}
+    COMMAND ${CMAKE_SOURCE_DIR}/scripts/npm-deps.sh web
     DEPENDS ${web_dir}/package-lock.json ${web_dir}/package.json
     COMMENT "Installing the web page's toolchain (npm ci in web/)"
     VERBATIM)

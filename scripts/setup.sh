@@ -18,6 +18,10 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# Node.js 20+ and npm build and test the TypeScript SDK and the web page. The machine image
+# normally has them; Debian's own packages are the fallback when `node` is missing.
+command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -27,18 +31,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The TypeScript SDK (sdk/js) is built and tested with Node.js 20+ and npm. The machine image
-# normally has them; Debian's own packages are the fallback when `node` is missing.
-if ! command -v node >/dev/null 2>&1; then
-  echo "setup: installing nodejs npm"
-  export DEBIAN_FRONTEND=noninteractive
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nodejs npm
-fi
-"$(dirname "$0")/sdk-js-deps.sh"
-
 # The web page (web/, built into the server) needs Node.js 20.19+ for Vite 7; Debian 12's own
 # nodejs is 18, so a newer Node.js that is already there is what builds it.
 node_version="$(node --version | sed 's/^v//')"
@@ -46,9 +38,5 @@ if [ "$(printf '%s\n20.19\n' "$node_version" | sort -V | head -1)" != "20.19" ];
   echo "setup: Node.js $node_version is older than 20.19, which the web page's build (Vite 7) needs;" >&2
   echo "setup: install a newer Node.js, or configure with -DSWITCHBOARD_WEB=OFF" >&2
 fi
-web="$(dirname "$0")/../web"
-if [ ! -f "$web/node_modules/.package-lock.json" ] ||
-  [ "$web/package-lock.json" -nt "$web/node_modules/.package-lock.json" ]; then
-  echo "setup: npm ci in web/"
-  (cd "$web" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
-fi
+"$(dirname "$0")/npm-deps.sh" sdk/js
+"$(dirname "$0")/npm-deps.sh" web
