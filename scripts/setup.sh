@@ -9,6 +9,7 @@ packages=(
   libvalijson-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev libxml2-dev
   ripgrep procps
   chromium  # the web page's end-to-end tests (web/e2e)
+  clang-14 libclang-rt-14-dev  # libFuzzer targets (fuzz/, docs/fuzzing.md)
 )
 
 missing=()

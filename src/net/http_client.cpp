@@ -179,7 +179,9 @@ asio::awaitable<Result<HttpResponseHead>> fetch_once(
       spec.connect_timeout);
   if (!resolved)
     co_return make_error(ErrorCode::Timeout, "resolving " + target.host + " timed out");
-  auto [rec, endpoints] = *resolved;
+  // Not a structured binding: the lambda below captures it, which clang before 16 refuses.
+  auto& [rec, resolved_endpoints] = *resolved;
+  const auto& endpoints = resolved_endpoints;
   if (rec)
     co_return make_error(ErrorCode::Unavailable,
                          "cannot resolve " + target.host + ": " + rec.message());

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -1214,6 +1215,47 @@ TEST_F(SessionTools, InvalidArgumentsGetTheInvalidToolsAnswer) {
   ASSERT_TRUE(second);
   for (auto call : {"call_t", "call_j"})
     EXPECT_TRUE(openai_tool_message(*second, call).is_object()) << call << ": " << second->body;
+}
+
+// ---- faults
+// ---------------------------------------------------------------------------------------
+
+class SessionFaults : public SessionTest {};
+
+// The disk fills up while the full output of a long tool call is being saved: the model still
+// gets the head of the output and is told the rest could not be saved; the turn and the server go
+// on, and no partial file is left behind.
+TEST_F(SessionFaults, AFullDiskForTheTruncationFileStillEndsTheCallWithItsHead) {
+  ServerProcess::Options options;
+  options.config = openai_config();
+  options.data_dir = data_.path();
+  options.directory = project_.path();
+  // Writes past 2 MiB of one file fail with EFBIG, as on a full disk. The database stays far
+  // below that in this test; the 3 MB output does not.
+  options.max_file_bytes = 2 * 1024 * 1024;
+  server_.emplace(std::move(options));
+
+  auto t = tool_turn("bash", json::object{{"command", "head -c 3000000 /dev/zero | tr '\\0' x"},
+                                          {"description", "Print a lot"}});
+  expect_tool_turn_completed(t, "bash");
+  json::value part(t.part);
+  std::string output = string_at(part, "/state/output");
+  EXPECT_LE(output.size(), 60u * 1024) << "the model was sent more than the truncation limit";
+  EXPECT_TRUE(contains(output, "xxxxxxxxxx")) << "the head of the output is missing";
+  EXPECT_TRUE(contains(output, "could not be saved")) << output.substr(output.size() - 400);
+  EXPECT_EQ(value_at(part, "/state/metadata/truncated"), true) << str(part);
+  EXPECT_EQ(find(part, "/state/metadata/outputPath"), nullptr) << str(part);
+  std::size_t saved_files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(data_.path()))
+    if (entry.is_regular_file() && contains(entry.path().string(), "truncate")) ++saved_files;
+  EXPECT_EQ(saved_files, 0u) << "a partly written output file was left in the data directory";
+
+  // The server goes on: the next turn works and is stored.
+  model_.push(FakeResponse::with_text("still here"));
+  auto reply = prompt(t.session, "hello again");
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(text_of(reply.json()), "still here");
+  EXPECT_EQ(messages(t.session).size(), 4u);
 }
 
 // ---- restarts -----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,7 +49,8 @@ std::vector<std::string> child_environment(const fs::path& home) {
 // fork + exec with stdin from /dev/null and stdout/stderr on the given descriptors. Everything
 // the child needs is prepared before fork(): between fork and exec only async-signal-safe calls.
 pid_t spawn(const std::vector<std::string>& args, const fs::path& cwd,
-            const std::vector<std::string>& env, int out_fd, int err_fd) {
+            const std::vector<std::string>& env, int out_fd, int err_fd,
+            rlim_t max_file_bytes = RLIM_INFINITY) {
   std::vector<char*> argv;
   for (const auto& a : args)
     argv.push_back(const_cast<char*>(a.c_str()));
@@ -81,6 +83,15 @@ pid_t spawn(const std::vector<std::string>& args, const fs::path& cwd,
     sigaction(SIGPIPE, &dfl, nullptr);
     sigaction(SIGTERM, &dfl, nullptr);
     sigaction(SIGINT, &dfl, nullptr);
+    if (max_file_bytes != RLIM_INFINITY) {
+      struct rlimit limit {
+        max_file_bytes, max_file_bytes
+      };
+      setrlimit(RLIMIT_FSIZE, &limit);
+      struct sigaction ignore {};
+      ignore.sa_handler = SIG_IGN;  // stays ignored across execve
+      sigaction(SIGXFSZ, &ignore, nullptr);
+    }
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
@@ -185,7 +196,8 @@ void ServerProcess::start() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw sys_error("pipe2");
   try {
-    pid_ = spawn(args, work_.path(), child_environment(home_.path()), fds[1], fds[1]);
+    pid_ = spawn(args, work_.path(), child_environment(home_.path()), fds[1], fds[1],
+                 options_.max_file_bytes.value_or(RLIM_INFINITY));
   } catch (...) {
     close(fds[0]);
     close(fds[1]);

@@ -63,6 +63,9 @@ class ServerProcess {
     std::optional<std::filesystem::path> data_dir;
     // --directory, the project directory tools work in; default: the server's working directory.
     std::optional<std::filesystem::path> directory;
+    // RLIMIT_FSIZE for the server, with SIGXFSZ ignored: a write past this many bytes of one file
+    // fails (EFBIG) as a full disk would, instead of killing the process. Default: no limit.
+    std::optional<std::uint64_t> max_file_bytes;
   };
 
   // Starts the server and waits until it listens. Throws std::runtime_error (with the captured

@@ -26,18 +26,23 @@ export async function* readSSE(
   let id: string | undefined;
   let sawData = false;
   try {
-    for (;;) {
+    for (let ended = false; !ended; ) {
       const { done, value } = await reader.read();
-      if (done) return;
-      onActivity?.();
-      buffer += decoder.decode(value, { stream: true });
+      if (done) {
+        // A CR held back as a possible half of CRLF ends its line after all.
+        ended = true;
+        buffer += decoder.decode();
+      } else {
+        onActivity?.();
+        buffer += decoder.decode(value, { stream: true });
+      }
       let start = 0;
       for (;;) {
         const nl = nextLineEnd(buffer, start);
         if (nl < 0) break;
         const line = buffer.slice(start, nl);
         // A CR at the very end may be the first half of CRLF: wait for the next chunk.
-        if (buffer[nl] === '\r' && nl + 1 === buffer.length) break;
+        if (!ended && buffer[nl] === '\r' && nl + 1 === buffer.length) break;
         start = nl + (buffer[nl] === '\r' && buffer[nl + 1] === '\n' ? 2 : 1);
         if (line === '') {
           if (sawData || event) {

@@ -1,0 +1,1 @@
+1{"type":"progress","requestID":"r1","metadata":{}}

@@ -1,0 +1,1 @@
+1{"type":"register","sessionID":"s1","tools":[{"id":"t","description":"d","parameters":{"type":"object"}}]}

@@ -1,0 +1,1 @@
+1{"type":"result","requestID":"r1","result":{"status":"error","error":"no"}}

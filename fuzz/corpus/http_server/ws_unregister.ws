@@ -1,0 +1,1 @@
+1{"type":"unregister","toolIDs":["t"]}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs one libFuzzer target for a while over its seed corpus (read only) and a scratch corpus in
+# the build tree (where new inputs go), saving any crashing input in the build tree.
+# A dictionary fuzz/NAME.dict beside the seed directory fuzz/corpus/NAME is used when present.
+# Usage: fuzz/run.sh BINARY SEED_DIR WORK_DIR SECONDS
+set -euo pipefail
+bin=$1 seeds=$2 work=$3 seconds=$4
+mkdir -p "$work/corpus" "$work/artifacts"
+dict=()
+name=$(basename "$seeds")
+[ -f "$seeds/../../$name.dict" ] && dict=(-dict="$seeds/../../$name.dict")
+exec "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+  -print_final_stats=1 "${dict[@]}" -artifact_prefix="$work/artifacts/" "$work/corpus" "$seeds"
