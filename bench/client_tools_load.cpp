@@ -73,13 +73,18 @@ constexpr std::string_view kUsage = R"(usage: client_tools_load [options]
 
   --server PATH             switchboard binary (default: the one beside this program,
                             else build/release/switchboard)
-  --scenarios LIST          baseline,latency,memory (default: all three)
+  --scenarios LIST          baseline,latency,memory,soak (default: the first three)
   --transports LIST         websocket,sse (default: both)
   --clients LIST            client counts for the latency scenarios (default: 1,64)
   --warmup SECONDS          before each measured window (default: 0.5)
   --duration SECONDS        measured window (default: 3)
   --idle-clients N          clients of the memory scenarios (default: 10000)
   --connect-concurrency N   connections being set up at once (default: 128)
+  --soak-clients N          connected clients of the soak scenario (default: 10000)
+  --soak-rate N             executions per second it sends, spread over all clients
+                            (default: 1000)
+  --soak-duration SECONDS   how long it sends them (default: 300)
+  --soak-drivers N          connections the executions go over (default: 16)
   --op-timeout MS           limit for every network operation (default: 10000)
   --max-runtime SECONDS     the whole run is killed after this (default: 1800)
   --keep-temp               keep the temporary directory (server logs, configs)
@@ -128,13 +133,17 @@ void on_alarm(int) {
 struct Options {
   std::string server_path;
   std::vector<std::string> server_prefix;  // a profiler to run the server under
-  bool baseline = true, latency = true, memory = true;
+  bool baseline = true, latency = true, memory = true, soak = false;
   std::vector<std::string> transports = {"websocket", "sse"};
   std::vector<int> clients = {1, 64};
   double warmup_s = 0.5;
   double duration_s = 3.0;
   int idle_clients = 10000;
   int connect_concurrency = 128;
+  int soak_clients = 10000;
+  double soak_rate = 1000;
+  double soak_duration_s = 300;
+  int soak_drivers = 16;
   std::chrono::milliseconds op_timeout{10000};
   int max_runtime_s = 1800;
   bool keep_temp = false;
@@ -196,7 +205,7 @@ Options parse_options(int argc, char** argv) {
     } else if (flag == "--server") {
       o.server_path = std::string(value());
     } else if (flag == "--scenarios") {
-      o.baseline = o.latency = o.memory = false;
+      o.baseline = o.latency = o.memory = o.soak = false;
       for (const auto& s : split_list(value())) {
         if (s == "baseline")
           o.baseline = true;
@@ -204,6 +213,8 @@ Options parse_options(int argc, char** argv) {
           o.latency = true;
         else if (s == "memory")
           o.memory = true;
+        else if (s == "soak")
+          o.soak = true;
         else
           throw std::invalid_argument("unknown scenario \"" + s + "\"");
       }
@@ -230,6 +241,17 @@ Options parse_options(int argc, char** argv) {
       o.connect_concurrency = parse_number<int>(flag, value());
       if (o.connect_concurrency < 1)
         throw std::invalid_argument("--connect-concurrency must be at least 1");
+    } else if (flag == "--soak-clients") {
+      o.soak_clients = parse_number<int>(flag, value());
+      if (o.soak_clients < 1) throw std::invalid_argument("--soak-clients must be at least 1");
+    } else if (flag == "--soak-rate") {
+      o.soak_rate = parse_number<int>(flag, value());
+      if (o.soak_rate < 1) throw std::invalid_argument("--soak-rate must be at least 1");
+    } else if (flag == "--soak-duration") {
+      o.soak_duration_s = parse_seconds(flag, value());
+    } else if (flag == "--soak-drivers") {
+      o.soak_drivers = parse_number<int>(flag, value());
+      if (o.soak_drivers < 1) throw std::invalid_argument("--soak-drivers must be at least 1");
     } else if (flag == "--op-timeout") {
       o.op_timeout = std::chrono::milliseconds(parse_number<int>(flag, value()));
       if (o.op_timeout.count() < 1) throw std::invalid_argument("--op-timeout must be positive");
@@ -322,6 +344,15 @@ std::uint64_t status_field(pid_t pid, std::string_view name) {
 
 std::uint64_t rss_bytes(pid_t pid) {
   return status_field(pid, "VmRSS") * 1024;
+}
+
+std::size_t open_fds(pid_t pid) {
+  std::error_code ec;
+  std::size_t n = 0;
+  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end;
+       it.increment(ec))
+    ++n;
+  return n;
 }
 
 std::string cpu_model() {
@@ -1015,13 +1046,32 @@ struct RunState {
   Clock::time_point stop_at;
   std::vector<Sample> samples;  // successful round trips
   std::size_t failures = 0;
+  std::size_t sent = 0;  // executions written
+  std::size_t lost = 0;  // of which no answer came (timeout, connection lost)
 };
 
-// POST /client-tools/execute for client `id`, expecting 200 with the echoed text.
+// Which client a driver's k-th execution goes to, and when it is sent: client
+// (first + k * stride) % clients, at start + k * interval (a zero interval: back to back).
+struct Pacing {
+  int first = 0;
+  int stride = 0;
+  int clients = 1;
+  Clock::duration interval{};
+};
+
+// POST /client-tools/execute, expecting 200 with the echoed text. A paced driver (the soak)
+// counts a call that gets no answer as lost and goes on over a new connection; the others stop.
 class ExecuteDriver : public std::enable_shared_from_this<ExecuteDriver> {
  public:
+  // Back to back, always to client `index`.
   ExecuteDriver(Ctx& ctx, RunState& run, int index)
-      : ctx_(ctx), run_(run), id_(client_name(index)), stream_(ctx.io.get_executor()) {}
+      : ExecuteDriver(ctx, run, index, Pacing{index, 0, index + 1, {}}) {}
+  ExecuteDriver(Ctx& ctx, RunState& run, int index, Pacing pacing)
+      : ctx_(ctx),
+        run_(run),
+        id_("driver-" + std::to_string(index)),
+        pacing_(pacing),
+        stream_(ctx.io.get_executor()) {}
 
   asio::awaitable<void> run() {
     if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.opt.op_timeout);
@@ -1031,24 +1081,44 @@ class ExecuteDriver : public std::enable_shared_from_this<ExecuteDriver> {
     }
     auto req = make_request(http::verb::post, "/client-tools/execute", ctx_.host, "");
     req.set(http::field::content_type, "application/json");
+    const bool paced = pacing_.interval > Clock::duration::zero();
+    const auto start = Clock::now();
     for (std::uint64_t k = 0; Clock::now() < run_.stop_at; ++k) {
+      if (paced) {
+        co_await sleep_until(start + pacing_.interval * static_cast<std::int64_t>(k));
+        if (Clock::now() >= run_.stop_at) break;
+      }
+      std::string client =
+          client_name(static_cast<int>((static_cast<std::uint64_t>(pacing_.first) +
+                                        k * static_cast<std::uint64_t>(pacing_.stride)) %
+                                       static_cast<std::uint64_t>(pacing_.clients)));
       std::string text = "hello from " + id_ + " #" + std::to_string(k);
       req.body() =
-          R"({"clientID":")" + id_ + R"(","tool":"echo","input":{"text":")" + text + R"("}})";
+          R"({"clientID":")" + client + R"(","tool":"echo","input":{"text":")" + text + R"("}})";
       req.prepare_payload();
       http::response<http::string_body> res;
       stream_.expires_after(ctx_.opt.op_timeout);
       auto t0 = Clock::now();
+      ++run_.sent;
       auto [wec, wn] = co_await http::async_write(stream_, req, tuple_awaitable);
-      if (wec) {
-        fail("writing POST /client-tools/execute: " + wec.message());
-        co_return;
+      boost::system::error_code rec;
+      if (!wec) {
+        auto [ec, n] = co_await http::async_read(stream_, buffer_, res, tuple_awaitable);
+        rec = ec;
       }
-      auto [rec, rn] = co_await http::async_read(stream_, buffer_, res, tuple_awaitable);
       auto t1 = Clock::now();
-      if (rec) {
-        fail("reading the answer to POST /client-tools/execute: " + rec.message());
-        co_return;
+      if (wec || rec) {
+        ++run_.lost;
+        fail("execute to " + client + ": no answer (" + (wec ? wec : rec).message() + ")");
+        if (!paced) co_return;
+        stream_.close();  // connecting again opens a new socket
+        buffer_.clear();
+        if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.opt.op_timeout);
+            !err.empty()) {
+          fail(err);
+          co_return;
+        }
+        continue;
       }
       auto body = res.result() == http::status::ok ? parse_json(res.body()) : std::nullopt;
       auto* status = body ? string_field(*body, "status") : nullptr;
@@ -1074,6 +1144,7 @@ class ExecuteDriver : public std::enable_shared_from_this<ExecuteDriver> {
   Ctx& ctx_;
   RunState& run_;
   std::string id_;
+  Pacing pacing_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
 };
@@ -1176,6 +1247,10 @@ struct Measurement {
   std::size_t failures = 0;
 };
 
+std::string fmt_seconds(double s) {
+  return std::to_string(static_cast<long long>(std::llround(s)));
+}
+
 double percentile(const std::vector<std::int64_t>& sorted, double p) {
   if (sorted.empty()) return 0;
   auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(sorted.size())));
@@ -1269,6 +1344,27 @@ struct MemoryRow {
   bool completed = false;
 };
 
+// One reading of the soak scenario, taken every 10 s.
+struct SoakSample {
+  double at_s = 0;  // since the load started
+  std::uint64_t rss = 0;
+  std::size_t fds = 0;
+  std::size_t executions = 0;  // answered so far
+  double p99_us = 0;           // over the interval that ends here
+};
+
+struct SoakRow {
+  std::string transport;
+  int clients = 0;
+  double rate = 0, duration_s = 0;
+  std::size_t sent = 0, answered = 0, lost = 0, errors = 0, answered_by_clients = 0;
+  double p50_us = 0, p99_us = 0, max_us = 0;
+  std::uint64_t rss_idle = 0;  // all clients connected, before the load
+  std::size_t fds_idle = 0;
+  std::vector<SoakSample> samples;
+  bool completed = false;
+};
+
 struct BaselineRow {
   std::string transport;
   Measurement m;
@@ -1279,6 +1375,7 @@ struct Results {
   std::vector<BaselineRow> baseline;
   std::vector<LatencyRow> latency;
   std::vector<MemoryRow> memory;
+  std::vector<SoakRow> soak;
 };
 
 Ctx make_ctx(asio::io_context& io, const Options& opt, unsigned short port) {
@@ -1415,6 +1512,89 @@ asio::awaitable<void> run_memory(asio::io_context& io, const Options& opt, TempR
   results.memory.push_back(row);
 }
 
+// The soak: `--soak-clients` clients stay connected while `--soak-drivers` connections send
+// `--soak-rate` executions per second, spread round-robin over all the clients, for
+// `--soak-duration`. Every call must be answered (lost = no answer within --op-timeout); memory
+// and open descriptors are read every 10 s and must stay flat.
+asio::awaitable<void> run_soak(asio::io_context& io, const Options& opt, TempRoot& temp,
+                               const std::string& transport, Results& results) {
+  int n = opt.soak_clients;
+  std::cerr << "soak: " << n << " " << transport << " clients, " << opt.soak_rate
+            << " executions/s for " << opt.soak_duration_s << " s" << std::endl;
+  auto errors_before = g_problems.count;
+  SoakRow row{transport, n, opt.soak_rate, opt.soak_duration_s};
+  auto server = start_switchboard(opt, temp, "soak-" + transport);
+  Ctx ctx = make_ctx(io, opt, server->port());
+  {
+    ClientSet clients(ctx);
+    auto failed = co_await clients.connect(transport, n, /*answers=*/true, opt.connect_concurrency);
+    if (failed == 0) {
+      co_await sleep_until(Clock::now() + 1s);
+      row.rss_idle = rss_bytes(server->pid());
+      row.fds_idle = open_fds(server->pid());
+      RunState run;
+      auto start = Clock::now();
+      run.stop_at = start + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(opt.soak_duration_s));
+      run.samples.reserve(static_cast<std::size_t>(opt.soak_rate * opt.soak_duration_s) + 1024);
+      int d = std::min(opt.soak_drivers, n);
+      auto interval = std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(static_cast<double>(d) / opt.soak_rate));
+      std::vector<std::shared_ptr<ExecuteDriver>> drivers;
+      Latch done(io.get_executor(), static_cast<std::size_t>(d));
+      for (int i = 0; i < d; ++i) {
+        auto driver = std::make_shared<ExecuteDriver>(ctx, run, i, Pacing{i, d, n, interval});
+        drivers.push_back(driver);
+        asio::co_spawn(io, driver->run(), [driver, &done](std::exception_ptr e) {
+          if (e) g_problems.add("driver: " + ClientSet::describe(e));
+          done.count_down();
+        });
+      }
+      std::size_t seen = 0;
+      for (auto next = start + 10s; next <= run.stop_at + 1s; next += 10s) {
+        co_await sleep_until(next);
+        SoakSample sample;
+        sample.at_s = std::chrono::duration<double>(Clock::now() - start).count();
+        sample.rss = rss_bytes(server->pid());
+        sample.fds = open_fds(server->pid());
+        sample.executions = run.samples.size();
+        std::vector<std::int64_t> lat;
+        for (std::size_t i = seen; i < run.samples.size(); ++i)
+          lat.push_back(run.samples[i].ns);
+        seen = run.samples.size();
+        std::sort(lat.begin(), lat.end());
+        sample.p99_us = percentile(lat, 0.99);
+        std::cerr << "  " << fmt_seconds(sample.at_s) << " s: " << sample.executions
+                  << " answered, RSS " << sample.rss / 1024 << " KiB, " << sample.fds << " fds"
+                  << std::endl;
+        row.samples.push_back(sample);
+      }
+      if (!co_await done.wait(opt.op_timeout + 5s))
+        throw Fatal(std::to_string(done.remaining()) + " soak drivers did not stop");
+      std::vector<std::int64_t> lat;
+      for (const auto& sm : run.samples)
+        lat.push_back(sm.ns);
+      std::sort(lat.begin(), lat.end());
+      row.sent = run.sent;
+      row.answered = run.samples.size();
+      row.lost = run.lost;
+      row.p50_us = percentile(lat, 0.50);
+      row.p99_us = percentile(lat, 0.99);
+      row.max_us = lat.empty() ? 0 : static_cast<double>(lat.back()) / 1000.0;
+      row.answered_by_clients = clients.answered();
+      row.completed = true;
+    }
+    co_await clients.close_all();
+  }
+  if (auto st = server->poll_exit())
+    g_problems.add("the server exited during the scenario (" + describe_status(*st) + "); log:\n" +
+                   server->log_tail());
+  else
+    stop_child(*server, "the server");
+  row.errors = g_problems.count - errors_before;
+  results.soak.push_back(row);
+}
+
 // ---- report ---------------------------------------------------------------------------------
 
 std::string fmt(double v, int decimals = 1) {
@@ -1497,6 +1677,44 @@ void print_report(const Options& opt, const Results& r) {
     std::cout << "\n";
   }
 
+  for (const auto& k : r.soak) {
+    std::cout << "### Soak: " << fmt_int(k.clients) << " connected " << k.transport << " clients, "
+              << fmt_int(k.rate) << " executions/s for " << fmt_seconds(k.duration_s) << " s\n\n";
+    if (!k.completed) {
+      std::cout << "failed (" << k.errors << " errors)\n\n";
+      continue;
+    }
+    std::cout << "| sent | answered | lost | errors | answered by the clients | p50 µs | p99 µs |"
+                 " max µs | RSS idle MiB | RSS end MiB | fds idle | fds end |\n"
+              << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    const SoakSample* last = k.samples.empty() ? nullptr : &k.samples.back();
+    std::cout << "| " << fmt_int(k.sent) << " | " << fmt_int(k.answered) << " | " << k.lost << " | "
+              << k.errors << " | " << fmt_int(k.answered_by_clients) << " | " << fmt(k.p50_us)
+              << " | " << fmt(k.p99_us) << " | " << fmt_int(k.max_us) << " | "
+              << fmt(static_cast<double>(k.rss_idle) / 1048576.0) << " | "
+              << (last ? fmt(static_cast<double>(last->rss) / 1048576.0) : "") << " | "
+              << k.fds_idle << " | " << (last ? std::to_string(last->fds) : "") << " |\n\n";
+    // Growth under load, from the first reading a minute in (buffers and caches have grown to
+    // their working size by then) to the last.
+    const SoakSample* minute = nullptr;
+    for (const auto& sm : k.samples)
+      if (!minute && sm.at_s >= 59) minute = &sm;
+    if (minute && last && last != minute)
+      std::cout << "RSS from " << fmt_seconds(minute->at_s) << " s to " << fmt_seconds(last->at_s)
+                << " s: "
+                << fmt((static_cast<double>(last->rss) - static_cast<double>(minute->rss)) /
+                           1048576.0,
+                       2)
+                << " MiB; open descriptors: " << minute->fds << " -> " << last->fds << "\n\n";
+    std::cout
+        << "| s | answered | RSS MiB | fds | p99 µs (interval) |\n|---:|---:|---:|---:|---:|\n";
+    for (const auto& sm : k.samples)
+      std::cout << "| " << fmt_seconds(sm.at_s) << " | " << fmt_int(sm.executions) << " | "
+                << fmt(static_cast<double>(sm.rss) / 1048576.0, 2) << " | " << sm.fds << " | "
+                << fmt(sm.p99_us) << " |\n";
+    std::cout << "\n";
+  }
+
   // The targets of issue 2.
   struct Check {
     std::string what;
@@ -1550,6 +1768,9 @@ asio::awaitable<void> run_all(asio::io_context& io, const Options& opt, TempRoot
   if (opt.memory)
     for (const auto& t : opt.transports)
       co_await run_memory(io, opt, temp, t, results);
+  if (opt.soak)
+    for (const auto& t : opt.transports)
+      co_await run_soak(io, opt, temp, t, results);
 }
 
 void raise_fd_limit(const Options& opt) {
@@ -1560,6 +1781,9 @@ void raise_fd_limit(const Options& opt) {
     throw Fatal(std::string("setrlimit(RLIMIT_NOFILE): ") + std::strerror(errno));
   // Each side holds one descriptor per idle client (SSE and WebSocket alike), plus a few.
   std::size_t needed = static_cast<std::size_t>(opt.memory ? opt.idle_clients : 0) + 256;
+  if (opt.soak)
+    needed = std::max(needed, static_cast<std::size_t>(opt.soak_clients) * 2 +
+                                  static_cast<std::size_t>(opt.soak_drivers) + 256);
   for (int n : opt.clients)
     needed = std::max(needed, static_cast<std::size_t>(n) * 3 + 256);
   if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < needed)
