@@ -63,6 +63,9 @@ class ServerProcess {
     std::optional<std::filesystem::path> data_dir;
     // --directory, the project directory tools work in; default: the server's working directory.
     std::optional<std::filesystem::path> directory;
+    // NAME=VALUE entries added to the server's environment (which has no SWITCHBOARD_ variables
+    // of the test's own).
+    std::vector<std::string> env;
   };
 
   // Starts the server and waits until it listens. Throws std::runtime_error (with the captured

@@ -62,7 +62,7 @@ int count_rows(const std::string& file) {
 }
 
 TEST_F(SdkTest, GetLocalTimeAnswersInTheAskedTimezone) {
-  start(sb::test::test_config());
+  start(test_config());
   ProgramRun r = run_program({EXAMPLE_GET_LOCAL_TIME, "--url", url(), "--prompt",
                               R"(/call client_example-time_get_local_time {"timezone": "UTC"})"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -74,7 +74,7 @@ TEST_F(SdkTest, GetLocalTimeAnswersInTheAskedTimezone) {
 }
 
 TEST_F(SdkTest, ReadLocalFileReadsBelowItsRootOnly) {
-  start(sb::test::test_config());
+  start(test_config());
   sb::test::TempDir dir;
   sb::test::write_file(dir.path() / "notes.txt", "remember the milk");
   ProgramRun r = run_program(
@@ -89,7 +89,7 @@ TEST_F(SdkTest, ReadLocalFileReadsBelowItsRootOnly) {
 }
 
 TEST_F(SdkTest, QueryDatabaseRunsSelectsAndRefusesWrites) {
-  start(sb::test::test_config());
+  start(test_config());
   sb::test::TempDir dir;
   std::string file = (dir.path() / "shop.db").string();
   {

@@ -156,7 +156,8 @@ describe('in a browser', { skip: !chromium && 'no Chromium installed' }, () => {
       } finally {
         browser.kill();
         await exited;
-        rmSync(profile, { recursive: true, force: true });
+        // Chromium's helper processes may still be writing the profile for a moment.
+        rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
       }
     });
   }
