@@ -105,9 +105,12 @@ TEST_P(Transports, RegistersAndAnswersWithTheCallsContext) {
 
 TEST_P(Transports, AThrownErrorAndAnUnknownToolBecomeErrorResults) {
   start(test_config());
-  // A tool registered for c1 behind the manager's back: the manager has no handler for it.
-  sb::test::register_tools(port(), "c1", {sb::test::tool_def("ghost")});
-  ClientToolsManager tools("c1", url(), fast_options(GetParam()));
+  // A tool registered for c1 behind the manager's back (by an earlier run of the program, which
+  // kept the token): the manager has no handler for it.
+  auto registered = sb::test::register_tools(port(), "c1", {sb::test::tool_def("ghost")});
+  ClientToolsOptions options = fast_options(GetParam());
+  options.client_token = string_at(registered, "/clientToken");
+  ClientToolsManager tools("c1", url(), options);
   tools.register_tool("fails", text_tool(), [](const json::object&, ToolContext&) -> ToolOutput {
     throw std::runtime_error("disk on fire");
   });
@@ -466,7 +469,10 @@ TEST_F(SdkTest, ASecondWebSocketOfTheSameClientSupersedesTheFirst) {
   ClientToolsManager first("c1", url(), fast_options(Transport::websocket));
   first.on_error([&](const Error& e) { errors.add(e); });
   first.connect();
-  ClientToolsManager second("c1", url(), fast_options(Transport::websocket));
+  // The same program's second connection: it has the client's token.
+  ClientToolsOptions options = fast_options(Transport::websocket);
+  options.client_token = first.client_token();
+  ClientToolsManager second("c1", url(), options);
   second.connect();
   ASSERT_TRUE(errors.wait_for(1)) << "the replaced connection did not hear of it";
   EXPECT_EQ(errors.values()[0].code(), "SUPERSEDED");
