@@ -141,10 +141,19 @@ Result<void> apply(Config& cfg, const json::value& document, const std::string& 
     if (auto r = read_ms(o, "reconnectGrace", p, source, 0, c.reconnect_grace); !r) return r;
     if (auto r = read_int(o, "rateLimit", p, source, 0, 1'000'000'000, c.rate_limit); !r) return r;
     if (auto r = read_bool(o, "clientTokens", p, source, c.client_tokens); !r) return r;
-    warn_unknown(cfg, o, p,
-                 {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace",
-                  "rateLimit", "clientTokens"},
-                 source);
+    if (auto r = read_int(o, "maxToolsPerClient", p, source, 1, 100'000, c.max_tools_per_client);
+        !r)
+      return r;
+    if (auto r = read_int(o, "maxDescriptionBytes", p, source, 1, 1 << 24, c.max_description_bytes);
+        !r)
+      return r;
+    if (auto r = read_int(o, "maxSchemaBytes", p, source, 64, 1 << 26, c.max_schema_bytes); !r)
+      return r;
+    warn_unknown(
+        cfg, o, p,
+        {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace", "rateLimit",
+         "clientTokens", "maxToolsPerClient", "maxDescriptionBytes", "maxSchemaBytes"},
+        source);
   }
 
   auto sv = section(doc, "server", source);

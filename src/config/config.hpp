@@ -26,7 +26,10 @@ struct ClientToolsOptions {
   milliseconds reconnect_grace{
       5000};  // clientTools.reconnectGrace: how long a dropped client keeps tools and calls
   std::int64_t rate_limit =
-      100;                    // clientTools.rateLimit: executions per client per minute, 0 = off
+      100;  // clientTools.rateLimit: executions per client per minute, 0 = off
+  std::int64_t max_tools_per_client = 128;    // clientTools.maxToolsPerClient
+  std::int64_t max_description_bytes = 8192;  // clientTools.maxDescriptionBytes: per tool
+  std::int64_t max_schema_bytes = 65536;      // clientTools.maxSchemaBytes: a tool's schema as JSON
   bool client_tokens = true;  // clientTools.clientTokens: a clientID's first use issues a token
                               // that its later registrations, streams and answers must carry
 };

@@ -308,7 +308,10 @@ TEST_F(ConfigTest, BadAccessKeysNameTheKey) {
            {R"({"server": {"cors": [1]}})", "server.cors[0]"},
            {R"({"server": {"cors": ["https://a.example/"]}})", "server.cors[0]"},
            {R"({"server": {"cors": ["a.example"]}})", "server.cors[0]"},
-           {R"({"clientTools": {"clientTokens": 1}})", "clientTools.clientTokens"}}) {
+           {R"({"clientTools": {"clientTokens": 1}})", "clientTools.clientTokens"},
+           {R"({"clientTools": {"maxToolsPerClient": 0}})", "clientTools.maxToolsPerClient"},
+           {R"({"clientTools": {"maxDescriptionBytes": "1k"}})", "clientTools.maxDescriptionBytes"},
+           {R"({"clientTools": {"maxSchemaBytes": 1}})", "clientTools.maxSchemaBytes"}}) {
     write(work_file(), text);
     auto cfg = load(options());
     ASSERT_FALSE(cfg.has_value()) << text;

@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "clienttool/credentials.hpp"
+#include "clienttool/wire.hpp"
 
 namespace sb::server {
 
@@ -133,6 +134,19 @@ bool has_server_access(const ServerState& state, const Request& req,
     if (password_matches(state, (*q).value)) return true;
   if (auto c = cookie_value(req, kAuthCookie)) return constant_time_equal(*c, cookie_secret(state));
   return false;
+}
+
+Result<void> check_registration_limits(const ServerState& state, const std::string& client_id,
+                                       const std::vector<clienttool::ToolSpec>& specs) {
+  const auto& ct = state.config.client_tools;
+  clienttool::SpecLimits limits;
+  limits.max_tools_per_client = static_cast<std::size_t>(ct.max_tools_per_client);
+  limits.max_description_bytes = static_cast<std::size_t>(ct.max_description_bytes);
+  limits.max_schema_bytes = static_cast<std::size_t>(ct.max_schema_bytes);
+  std::vector<std::string> registered;
+  for (const auto& def : state.registry->get_tools(client_id))
+    registered.push_back(def.name);
+  return clienttool::check_spec_limits(specs, registered, limits, "tools");
 }
 
 std::optional<std::string> presented_client_token(const Request& req,

@@ -36,6 +36,10 @@ std::string auth_cookie(const ServerState& state);
 bool has_server_access(const ServerState& state, const Request& req,
                        const boost::urls::url_view& url);
 
+// The registration limits of clientTools.* for `client_id` registering `specs` (TooLarge).
+Result<void> check_registration_limits(const ServerState& state, const std::string& client_id,
+                                       const std::vector<clienttool::ToolSpec>& specs);
+
 // The client token a request presents: the X-Switchboard-Client-Token header, else (for
 // EventSource and browser WebSockets, which cannot send headers) the clientToken query parameter.
 std::optional<std::string> presented_client_token(const Request& req,

@@ -279,6 +279,8 @@ void handle_ws_message(ServerState& state, const std::string& client_id, PushCha
     if (*session_id)
       if (auto own = state.sessions->validate_client_session(client_id, **session_id); !own)
         return channel.post(ws_error(own.error()));
+    if (auto r = check_registration_limits(state, client_id, *specs); !r)
+      return channel.post(ws_error(r.error()));
     auto ids =
         state.registry->register_tools(client_id, std::move(*specs), session_id->value_or(""));
     if (!ids) return channel.post(ws_error(ids.error()));

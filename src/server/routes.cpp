@@ -141,6 +141,8 @@ asio::awaitable<Reply> register_tools(Call& c) {
   auto specs = clienttool::parse_tool_specs(it == body->end() ? nullptr : &it->value(), "tools");
   if (!specs) co_return fail(c, specs.error());
   if (!clienttool::valid_name(*client_id)) co_return fail(c, client_id_param(*client_id).error());
+  if (auto r = check_registration_limits(c.state, *client_id, *specs); !r)
+    co_return fail(c, r.error());
   auto issued = authenticate_client(c, *client_id);
   if (!issued) co_return fail(c, issued.error());
   if (*session_id) {
