@@ -29,6 +29,9 @@ constexpr std::string_view kUsage = R"(usage: switchboard serve [options]
   --data-dir DIR    where sessions are stored (default ~/.local/share/switchboard)
   --directory DIR   the project directory tools work in (default: the current one)
   --log-level L     debug | info | warn | error (default info)
+  --allow-remote    listen on a non-loopback address without a password
+                    (server.allowRemote); set server.password or
+                    SWITCHBOARD_SERVER_PASSWORD instead where you can
 
   switchboard --version    print the version
 )";
@@ -39,6 +42,7 @@ struct Args {
   std::optional<std::string> config;
   std::optional<std::string> data_dir;
   std::optional<std::string> directory;
+  bool allow_remote = false;
   sb::log::Level level = sb::log::Level::Info;
 };
 
@@ -73,6 +77,10 @@ int main(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") {
       std::cout << kUsage;
       return 0;
+    }
+    if (flag == "--allow-remote") {
+      args.allow_remote = true;
+      continue;
     }
     auto v = value();
     if (!v) return usage_error(std::string(flag) + " needs a value");
@@ -120,6 +128,9 @@ int main(int argc, char** argv) {
     sb::log::info("config: read ", s);
   if (args.port) cfg->server.port = *args.port;
   if (args.hostname) cfg->server.hostname = *args.hostname;
+  if (args.allow_remote) cfg->server.allow_remote = true;
+  if (const char* password = std::getenv("SWITCHBOARD_SERVER_PASSWORD"); password && *password)
+    cfg->server.password = password;
 
   sb::app::Paths paths;
   paths.data_dir =

@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -17,6 +19,9 @@ namespace example {
 struct Options {
   std::string url = "http://127.0.0.1:4096";
   std::string prompt;
+  // Where the client token is kept between runs (the server issues it on the client id's first
+  // use and wants it from then on); default $HOME/.config/switchboard/CLIENT_ID.token.
+  std::string token_file;
   std::map<std::string, std::string> extra;  // the example's own --name value options
 };
 
@@ -28,7 +33,8 @@ inline Options parse(int argc, char** argv, const std::set<std::string>& names,
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     if (i + 1 >= argc || flag.size() < 3 || flag.rfind("--", 0) != 0) {
-      std::cerr << "usage: " << argv[0] << " [--url URL] [--prompt TEXT] " << usage << "\n";
+      std::cerr << "usage: " << argv[0] << " [--url URL] [--prompt TEXT] [--token-file FILE] "
+                << usage << "\n";
       std::exit(2);
     }
     std::string value = argv[++i];
@@ -36,6 +42,8 @@ inline Options parse(int argc, char** argv, const std::set<std::string>& names,
       o.url = value;
     } else if (flag == "--prompt") {
       o.prompt = value;
+    } else if (flag == "--token-file") {
+      o.token_file = value;
     } else if (names.count(flag.substr(2))) {
       o.extra[flag.substr(2)] = value;
     } else {
@@ -62,6 +70,22 @@ inline std::unique_ptr<switchboard::Client> client_with_tool(
     const Options& o, std::string client_id, const std::string& name,
     switchboard::ToolDefinition definition, switchboard::ClientToolsManager::Handler handler) {
   switchboard::ClientOptions options;
+  std::filesystem::path token_file = o.token_file;
+  if (token_file.empty()) {
+    const char* home = std::getenv("HOME");
+    token_file = std::filesystem::path(home ? home : ".") / ".config" / "switchboard" /
+                 (client_id + ".token");
+  }
+  // The token from an earlier run; the server issues a new one if it does not know the id yet.
+  std::ifstream saved(token_file);
+  std::getline(saved, options.client_token);
+  options.on_client_token = [token_file](const std::string& token) {
+    std::error_code ec;
+    std::filesystem::create_directories(token_file.parent_path(), ec);
+    std::ofstream(token_file) << token << "\n";
+    std::filesystem::permissions(
+        token_file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
+  };
   options.client_id = std::move(client_id);
   auto client = std::make_unique<switchboard::Client>(o.url, options);
   client->client_tools().register_tool(name, std::move(definition), std::move(handler));

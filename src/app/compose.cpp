@@ -63,6 +63,11 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
                                                paths.data_dir.string() + ": " + ec.message());
   auto store = session::SessionStore::open(paths.data_dir);
   if (!store) return store.error();
+  if (config.client_tools.client_tokens) {
+    auto credentials = clienttool::ClientCredentials::open(paths.data_dir / "switchboard.db");
+    if (!credentials) return credentials.error();
+    state->credentials = std::move(*credentials);
+  }
 
   state->bus = bus::EventBus::create();
   const auto& ct = config.client_tools;

@@ -1,5 +1,7 @@
 #include "clienttool/wire.hpp"
 
+#include <set>
+
 namespace sb::clienttool {
 
 bool valid_name(std::string_view name) {
@@ -45,6 +47,34 @@ Result<std::vector<ToolSpec>> parse_tool_specs(const json::value* tools, std::st
     specs.push_back(std::move(spec));
   }
   return specs;
+}
+
+Result<void> check_spec_limits(const std::vector<ToolSpec>& specs,
+                               const std::vector<std::string>& registered, const SpecLimits& limits,
+                               std::string_view path) {
+  std::set<std::string> names(registered.begin(), registered.end());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    std::string at = std::string(path) + "[" + std::to_string(i) + "]";
+    if (specs[i].description.size() > limits.max_description_bytes)
+      return make_error(ErrorCode::TooLarge, at + ".description is " +
+                                                 std::to_string(specs[i].description.size()) +
+                                                 " bytes, over the limit of " +
+                                                 std::to_string(limits.max_description_bytes) +
+                                                 " (clientTools.maxDescriptionBytes)");
+    std::size_t schema = json::serialize(specs[i].parameters).size();
+    if (schema > limits.max_schema_bytes)
+      return make_error(ErrorCode::TooLarge, at + ".parameters is " + std::to_string(schema) +
+                                                 " bytes as JSON, over the limit of " +
+                                                 std::to_string(limits.max_schema_bytes) +
+                                                 " (clientTools.maxSchemaBytes)");
+    names.insert(specs[i].name);
+  }
+  if (names.size() > limits.max_tools_per_client)
+    return make_error(ErrorCode::TooLarge,
+                      "a client may have at most " + std::to_string(limits.max_tools_per_client) +
+                          " tools (clientTools.maxToolsPerClient); this registration would make " +
+                          std::to_string(names.size()));
+  return {};
 }
 
 Result<std::optional<std::vector<std::string>>> parse_string_list(const json::object& obj,

@@ -16,6 +16,21 @@ bool valid_name(std::string_view name);
 // {id, description, parameters}. Errors name the element ("tools[2].description must be a string").
 Result<std::vector<ToolSpec>> parse_tool_specs(const json::value* tools, std::string_view path);
 
+// What one client may register (clientTools.maxToolsPerClient, maxDescriptionBytes,
+// maxSchemaBytes): a model's context and a server's memory are not for one client to fill.
+struct SpecLimits {
+  std::size_t max_tools_per_client = 128;
+  std::size_t max_description_bytes = 8192;
+  std::size_t max_schema_bytes = 65536;  // the schema serialized as JSON
+};
+
+// TooLarge when a spec's description or schema is over its limit, or when the client would own
+// more tools than allowed; `registered` are the names the client has now (re-registering one
+// replaces it and does not count twice). Errors name the element and the config key.
+Result<void> check_spec_limits(const std::vector<ToolSpec>& specs,
+                               const std::vector<std::string>& registered, const SpecLimits& limits,
+                               std::string_view path);
+
 // Optional array of strings (toolIDs of unregister). nullopt when absent.
 Result<std::optional<std::vector<std::string>>> parse_string_list(const json::object& obj,
                                                                   std::string_view key);

@@ -40,6 +40,41 @@ Result<void> read_ms(const json::object& obj, std::string_view key, const std::s
   return {};
 }
 
+Result<void> read_bool(const json::object& obj, std::string_view key, const std::string& prefix,
+                       const std::string& source, bool& out) {
+  auto v = get_bool(obj, key, prefix);
+  if (!v) return bad_key(source, field_path(prefix, key), "must be true or false");
+  if (*v) out = **v;
+  return {};
+}
+
+// server.cors: ["https://app.example.com", ...]. An origin is scheme://host[:port], compared
+// exactly with the browser's Origin header, so a typo (a trailing slash, a path) would never
+// match: it is refused here instead.
+Result<std::vector<std::string>> read_origins(const json::value& v, const std::string& source) {
+  if (!v.is_array())
+    return bad_key(source, "server.cors",
+                   "must be an array of origins, got " + std::string(kind_name(v)));
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < v.get_array().size(); ++i) {
+    const auto& item = v.get_array()[i];
+    std::string at = "server.cors[" + std::to_string(i) + "]";
+    if (!item.is_string()) return bad_key(source, at, "must be a string");
+    std::string origin(item.get_string());
+    auto scheme = origin.find("://");
+    bool ok =
+        origin == "*" || (scheme != std::string::npos && scheme > 0 && origin.size() > scheme + 3 &&
+                          origin.find('/', scheme + 3) == std::string::npos);
+    if (!ok)
+      return bad_key(source, at,
+                     "must be an origin like \"https://app.example.com\" (scheme://host[:port], "
+                     "no path) or \"*\", got \"" +
+                         origin + "\"");
+    out.push_back(std::move(origin));
+  }
+  return out;
+}
+
 Result<const json::object*> section(const json::object& doc, std::string_view key,
                                     const std::string& source) {
   auto it = doc.find(key);
@@ -105,9 +140,19 @@ Result<void> apply(Config& cfg, const json::value& document, const std::string& 
     if (auto r = read_ms(o, "keepaliveInterval", p, source, 10, c.keepalive_interval); !r) return r;
     if (auto r = read_ms(o, "reconnectGrace", p, source, 0, c.reconnect_grace); !r) return r;
     if (auto r = read_int(o, "rateLimit", p, source, 0, 1'000'000'000, c.rate_limit); !r) return r;
+    if (auto r = read_bool(o, "clientTokens", p, source, c.client_tokens); !r) return r;
+    if (auto r = read_int(o, "maxToolsPerClient", p, source, 1, 100'000, c.max_tools_per_client);
+        !r)
+      return r;
+    if (auto r = read_int(o, "maxDescriptionBytes", p, source, 1, 1 << 24, c.max_description_bytes);
+        !r)
+      return r;
+    if (auto r = read_int(o, "maxSchemaBytes", p, source, 64, 1 << 26, c.max_schema_bytes); !r)
+      return r;
     warn_unknown(
         cfg, o, p,
-        {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace", "rateLimit"},
+        {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace", "rateLimit",
+         "clientTokens", "maxToolsPerClient", "maxDescriptionBytes", "maxSchemaBytes"},
         source);
   }
 
@@ -130,9 +175,18 @@ Result<void> apply(Config& cfg, const json::value& document, const std::string& 
     if (auto r = read_int(o, "subscriberQueueLimit", p, source, 1, 1'000'000, queue); !r) return r;
     s.subscriber_queue_limit = static_cast<std::uint64_t>(queue);
     if (auto r = read_ms(o, "idleTimeout", p, source, 100, s.idle_timeout); !r) return r;
+    auto password = get_string(o, "password", p);
+    if (!password) return bad_key(source, "server.password", "must be a string");
+    if (*password) s.password = **password;
+    if (auto it = o.find("cors"); it != o.end()) {
+      auto origins = read_origins(it->value(), source);
+      if (!origins) return origins.error();
+      s.cors = std::move(*origins);
+    }
+    if (auto r = read_bool(o, "allowRemote", p, source, s.allow_remote); !r) return r;
     warn_unknown(cfg, o, p,
                  {"hostname", "port", "maxBodyBytes", "subscriberQueueLimit", "idleTimeout",
-                  "password", "cors"},
+                  "password", "cors", "allowRemote"},
                  source);
   }
 

@@ -27,6 +27,11 @@ struct ClientToolsOptions {
       5000};  // clientTools.reconnectGrace: how long a dropped client keeps tools and calls
   std::int64_t rate_limit =
       100;  // clientTools.rateLimit: executions per client per minute, 0 = off
+  std::int64_t max_tools_per_client = 128;    // clientTools.maxToolsPerClient
+  std::int64_t max_description_bytes = 8192;  // clientTools.maxDescriptionBytes: per tool
+  std::int64_t max_schema_bytes = 65536;      // clientTools.maxSchemaBytes: a tool's schema as JSON
+  bool client_tokens = true;  // clientTools.clientTokens: a clientID's first use issues a token
+                              // that its later registrations, streams and answers must carry
 };
 
 struct ServerOptions {
@@ -36,7 +41,12 @@ struct ServerOptions {
   std::uint64_t subscriber_queue_limit = 1024;  // server.subscriberQueueLimit: frames queued per
                                                 // SSE/WS subscriber before it is dropped
   milliseconds idle_timeout{
-      60000};  // server.idleTimeout: an HTTP connection idle this long is closed
+      60000};            // server.idleTimeout: an HTTP connection idle this long is closed
+  std::string password;  // server.password (or $SWITCHBOARD_SERVER_PASSWORD): required by every
+                         // route except the web page itself; empty = no password
+  std::vector<std::string> cors;  // server.cors: other origins whose pages may call the API
+  bool allow_remote = false;      // server.allowRemote (--allow-remote): listen on a non-loopback
+                                  // address without a password
 };
 
 struct Config {

@@ -6,6 +6,8 @@
 
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace sb {
 // Readable failure messages: "NOT_FOUND" rather than a dump of the enum's bytes.
@@ -273,6 +275,49 @@ TEST_F(ConfigTest, UnknownKeysAreWarningsNotErrors) {
   EXPECT_FALSE(Contains(all, "cors"));
   // Unknown keys are still kept in the merged document.
   EXPECT_EQ(cfg->raw.at("colour").as_string(), "blue");
+}
+
+TEST_F(ConfigTest, AccessKeysHaveSafeDefaults) {
+  auto cfg = load(options());
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->server.password, "");
+  EXPECT_TRUE(cfg->server.cors.empty());
+  EXPECT_FALSE(cfg->server.allow_remote);
+  EXPECT_TRUE(cfg->client_tools.client_tokens);
+}
+
+TEST_F(ConfigTest, AccessKeysAreRead) {
+  write(work_file(), R"({"server": {"password": "pw", "allowRemote": true,
+                                    "cors": ["https://app.example.com", "http://localhost:5173"]},
+                         "clientTools": {"clientTokens": false}})");
+  auto cfg = load(options());
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->server.password, "pw");
+  EXPECT_TRUE(cfg->server.allow_remote);
+  EXPECT_EQ(cfg->server.cors,
+            (std::vector<std::string>{"https://app.example.com", "http://localhost:5173"}));
+  EXPECT_FALSE(cfg->client_tools.client_tokens);
+  EXPECT_TRUE(cfg->warnings.empty());
+}
+
+TEST_F(ConfigTest, BadAccessKeysNameTheKey) {
+  for (auto [text, key] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"server": {"password": 42}})", "server.password"},
+           {R"({"server": {"allowRemote": "yes"}})", "server.allowRemote"},
+           {R"({"server": {"cors": "https://a.example"}})", "server.cors"},
+           {R"({"server": {"cors": [1]}})", "server.cors[0]"},
+           {R"({"server": {"cors": ["https://a.example/"]}})", "server.cors[0]"},
+           {R"({"server": {"cors": ["a.example"]}})", "server.cors[0]"},
+           {R"({"clientTools": {"clientTokens": 1}})", "clientTools.clientTokens"},
+           {R"({"clientTools": {"maxToolsPerClient": 0}})", "clientTools.maxToolsPerClient"},
+           {R"({"clientTools": {"maxDescriptionBytes": "1k"}})", "clientTools.maxDescriptionBytes"},
+           {R"({"clientTools": {"maxSchemaBytes": 1}})", "clientTools.maxSchemaBytes"}}) {
+    write(work_file(), text);
+    auto cfg = load(options());
+    ASSERT_FALSE(cfg.has_value()) << text;
+    EXPECT_EQ(cfg.error().code, ErrorCode::InvalidRequest);
+    EXPECT_TRUE(Contains(cfg.error().message, key)) << text;
+  }
 }
 
 TEST_F(ConfigTest, MissingExplicitFileIsAnError) {

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "bus/event_bus.hpp"
+#include "clienttool/credentials.hpp"
 #include "clienttool/registry.hpp"
 #include "config/config.hpp"
 #include "permission/service.hpp"
@@ -69,6 +70,8 @@ struct ServerState {
   std::shared_ptr<question::QuestionService> questions;
   std::shared_ptr<tool::ToolRegistry> tools;
   std::shared_ptr<session::SessionService> sessions;
+  // Client tokens (clientTools.clientTokens); null when they are switched off.
+  std::shared_ptr<clienttool::ClientCredentials> credentials;
   ConnectionSet connections;
   bool stopping = false;
 };

@@ -146,6 +146,19 @@ Result<tcp::endpoint> HttpServer::start() {
   } else {
     endpoint = tcp::endpoint(address, opts.port);
   }
+  // Without a password anyone who reaches the port can run tools on this machine: only
+  // loopback, unless the operator says otherwise (and then they hear about it).
+  if (opts.password.empty() && !endpoint.address().is_loopback()) {
+    if (!opts.allow_remote)
+      return make_error(ErrorCode::InvalidRequest,
+                        "refusing to listen on " + opts.hostname +
+                            " without a password: anyone who reaches it could run tools here. "
+                            "Set server.password (or SWITCHBOARD_SERVER_PASSWORD), or pass "
+                            "--allow-remote (server.allowRemote) if a proxy in front guards it");
+    log::warn("WARNING: listening on ", opts.hostname,
+              " WITHOUT A PASSWORD (--allow-remote): anyone who can reach this port can use the "
+              "server and every tool it offers. Set server.password.");
+  }
   acceptor_.open(endpoint.protocol(), ec);
   if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor_.bind(endpoint, ec);

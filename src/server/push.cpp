@@ -4,6 +4,7 @@
 #include <boost/beast/websocket.hpp>
 
 #include "clienttool/wire.hpp"
+#include "server/access.hpp"
 #include "util/log.hpp"
 
 namespace sb::server {
@@ -115,8 +116,11 @@ asio::awaitable<void> keepalive(PushChannel& channel, std::chrono::milliseconds 
 
 // Writes the SSE response head. Chunked, so that proxies and HTTP/1.1 clients see a well-formed
 // stream that can end cleanly.
-asio::awaitable<bool> write_sse_head(beast::tcp_stream& stream, const Request& req) {
+asio::awaitable<bool> write_sse_head(const ServerState& state, beast::tcp_stream& stream,
+                                     const Request& req, const std::string& issued_token) {
   http::response<http::empty_body> res{http::status::ok, req.version()};
+  add_cors_headers(state, req, res);
+  if (!issued_token.empty()) res.set(kClientTokenHeader, issued_token);
   res.set(http::field::content_type, "text/event-stream");
   res.set(http::field::cache_control, "no-cache");
   res.set(http::field::connection, "keep-alive");
@@ -184,7 +188,7 @@ class TrackedPush {
 
 asio::awaitable<void> run_client_sse(ServerState& state, beast::tcp_stream& stream,
                                      const Request& req, std::string client_id,
-                                     std::uint64_t last_event_id) {
+                                     std::uint64_t last_event_id, std::string issued_token) {
   auto executor = co_await asio::this_coro::executor;
   auto channel =
       std::make_shared<PushChannel>(executor, state.config.server.subscriber_queue_limit);
@@ -198,7 +202,7 @@ asio::awaitable<void> run_client_sse(ServerState& state, beast::tcp_stream& stre
   auto sink = std::make_shared<ChannelSink>(channel, &sse_frame_for);
   std::uint64_t connection = state.registry->attach(client_id, sink, last_event_id, "sse");
   log::debug("client ", client_id, " connected over SSE");
-  if (co_await write_sse_head(stream, req)) {
+  if (co_await write_sse_head(state, stream, req, issued_token)) {
     static const auto ping = std::make_shared<const std::string>("event: ping\ndata: \n\n");
     co_await (read_until_closed(stream.socket()) ||
               write_sse_frames(stream, *channel, write_timeout(state)) ||
@@ -228,7 +232,8 @@ asio::awaitable<void> run_event_sse(ServerState& state, beast::tcp_stream& strea
         if (auto ch = weak.lock())
           ch->post(std::make_shared<const std::string>("data: " + event->frame + "\n\n"));
       });
-  if (co_await write_sse_head(stream, req)) {
+  const std::string no_token;
+  if (co_await write_sse_head(state, stream, req, no_token)) {
     static const auto heartbeat = std::make_shared<const std::string>(
         "data: {\"type\":\"server.heartbeat\",\"properties\":{}}\n\n");
     co_await (read_until_closed(stream.socket()) ||
@@ -271,6 +276,11 @@ void handle_ws_message(ServerState& state, const std::string& client_id, PushCha
     if (!specs) return channel.post(ws_error(specs.error()));
     auto session_id = get_string(msg, "sessionID");
     if (!session_id) return channel.post(ws_error(session_id.error()));
+    if (*session_id)
+      if (auto own = state.sessions->validate_client_session(client_id, **session_id); !own)
+        return channel.post(ws_error(own.error()));
+    if (auto r = check_registration_limits(state, client_id, *specs); !r)
+      return channel.post(ws_error(r.error()));
     auto ids =
         state.registry->register_tools(client_id, std::move(*specs), session_id->value_or(""));
     if (!ids) return channel.post(ws_error(ids.error()));
@@ -355,7 +365,8 @@ asio::awaitable<void> ws_writer(WsStream& ws, PushChannel& channel) {
 }  // namespace
 
 asio::awaitable<void> run_client_websocket(ServerState& state, beast::tcp_stream stream,
-                                           Request req, std::string client_id) {
+                                           Request req, std::string client_id,
+                                           std::string issued_token) {
   WsStream ws(std::move(stream));
   beast::get_lowest_layer(ws).expires_never();
   websocket::stream_base::timeout timeouts;
@@ -364,8 +375,10 @@ asio::awaitable<void> run_client_websocket(ServerState& state, beast::tcp_stream
   timeouts.keep_alive_pings = true;
   ws.set_option(timeouts);
   ws.read_message_max(state.config.server.max_body_bytes);
-  ws.set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
+  ws.set_option(websocket::stream_base::decorator([issued_token](websocket::response_type& res) {
     res.set(http::field::server, "switchboard/" SWITCHBOARD_VERSION);
+    // For clients that can read the handshake's headers; browsers get the first message.
+    if (!issued_token.empty()) res.set(kClientTokenHeader, issued_token);
   }));
   auto [ec] = co_await ws.async_accept(req, tuple_awaitable);
   if (ec) co_return;
@@ -379,6 +392,9 @@ asio::awaitable<void> run_client_websocket(ServerState& state, beast::tcp_stream
     beast::get_lowest_layer(ws).socket().close(ignored);
   };
   TrackedPush tracked(state, channel);
+  if (!issued_token.empty())  // first in the queue: before any request the client must answer
+    channel->post(std::make_shared<const std::string>(json::serialize(json::object{
+        {"type", "credentials"}, {"clientID", client_id}, {"clientToken", issued_token}})));
   auto sink = std::make_shared<ChannelSink>(channel, &ws_frame_for);
   // A WebSocket client that reconnects gets every still-pending request again.
   std::uint64_t connection = state.registry->attach(client_id, sink, 0, "websocket");

@@ -47,17 +47,21 @@ class PushChannel : public std::enable_shared_from_this<PushChannel> {
 };
 
 // GET /client-tools/pending/{clientID}: attaches the client and streams its requests.
+// `issued_token`, when not empty, is the client token this first use issued: it goes out in the
+// X-Switchboard-Client-Token response header.
 asio::awaitable<void> run_client_sse(ServerState& state, beast::tcp_stream& stream,
                                      const Request& req, std::string client_id,
-                                     std::uint64_t last_event_id);
+                                     std::uint64_t last_event_id, std::string issued_token);
 
 // GET /event: every bus event.
 asio::awaitable<void> run_event_sse(ServerState& state, beast::tcp_stream& stream,
                                     const Request& req);
 
 // GET /client-tools/ws/{clientID}: takes the stream over for a WebSocket session.
+// `issued_token`, when not empty, is sent first: {"type": "credentials", clientID, clientToken}.
 asio::awaitable<void> run_client_websocket(ServerState& state, beast::tcp_stream stream,
-                                           Request req, std::string client_id);
+                                           Request req, std::string client_id,
+                                           std::string issued_token);
 
 // The connection-tracking entry of a push connection: shutdown closes its channel.
 class PushStopper : public Stoppable {

@@ -11,6 +11,7 @@
 #include <charconv>
 
 #include "clienttool/wire.hpp"
+#include "server/access.hpp"
 #include "server/push.hpp"
 #include "server/web_assets.hpp"
 #include "util/log.hpp"
@@ -26,6 +27,8 @@ http::status http_status(ErrorCode code) {
   switch (code) {
     case ErrorCode::InvalidRequest:
       return http::status::bad_request;
+    case ErrorCode::Unauthorized:
+      return http::status::unauthorized;
     case ErrorCode::Forbidden:
       return http::status::forbidden;
     case ErrorCode::NotFound:
@@ -97,6 +100,30 @@ Result<std::string> client_id_param(const std::string& id) {
   return id;
 }
 
+// Client tokens (clientTools.clientTokens): the client's first use of its id issues one (returned
+// here, to hand to the client); later uses must present it. Nothing when tokens are off.
+Result<std::optional<std::string>> authenticate_client(const Call& c,
+                                                       const std::string& client_id) {
+  if (!c.state.credentials) return std::optional<std::string>();
+  return c.state.credentials->authenticate(client_id, presented_client_token(c.req, c.url));
+}
+
+// For answers (results, progress, unregister): they must name their client and carry its token.
+Result<void> verify_client(const Call& c, const std::optional<std::string>& client_id) {
+  if (!c.state.credentials) return {};
+  if (!client_id)
+    return make_error(ErrorCode::Unauthorized,
+                      "clientID is required: name the client that answers and send its token in "
+                      "the X-Switchboard-Client-Token header");
+  return c.state.credentials->verify(*client_id, presented_client_token(c.req, c.url));
+}
+
+// Takes back a token issued for a request that then failed: the client never saw it.
+void withdraw_issued(const Call& c, const std::string& client_id,
+                     const std::optional<std::string>& issued) {
+  if (issued && c.state.credentials) c.state.credentials->withdraw(client_id);
+}
+
 // ---- handlers -------------------------------------------------------------------------------
 
 asio::awaitable<Reply> health(Call& c) {
@@ -113,10 +140,26 @@ asio::awaitable<Reply> register_tools(Call& c) {
   auto it = body->find("tools");
   auto specs = clienttool::parse_tool_specs(it == body->end() ? nullptr : &it->value(), "tools");
   if (!specs) co_return fail(c, specs.error());
+  if (!clienttool::valid_name(*client_id)) co_return fail(c, client_id_param(*client_id).error());
+  if (auto r = check_registration_limits(c.state, *client_id, *specs); !r)
+    co_return fail(c, r.error());
+  auto issued = authenticate_client(c, *client_id);
+  if (!issued) co_return fail(c, issued.error());
+  if (*session_id) {
+    if (auto own = c.state.sessions->validate_client_session(*client_id, **session_id); !own) {
+      withdraw_issued(c, *client_id, *issued);
+      co_return fail(c, own.error());
+    }
+  }
   auto ids =
       c.state.registry->register_tools(*client_id, std::move(*specs), session_id->value_or(""));
-  if (!ids) co_return fail(c, ids.error());
-  co_return ok(c, json::object{{"registered", clienttool::to_json(*ids)}});
+  if (!ids) {
+    withdraw_issued(c, *client_id, *issued);
+    co_return fail(c, ids.error());
+  }
+  json::object out{{"registered", clienttool::to_json(*ids)}};
+  if (*issued) out["clientToken"] = **issued;
+  co_return ok(c, out);
 }
 
 asio::awaitable<Reply> unregister_tools(Call& c) {
@@ -127,6 +170,7 @@ asio::awaitable<Reply> unregister_tools(Call& c) {
   if (auto s = get_string(*body, "sessionID"); !s) co_return fail(c, s.error());
   auto ids = clienttool::parse_string_list(*body, "toolIDs");
   if (!ids) co_return fail(c, ids.error());
+  if (auto r = verify_client(c, *client_id); !r) co_return fail(c, r.error());
   auto removed = c.state.registry->unregister(*client_id, *ids);
   co_return ok(c, json::object{{"success", true}, {"unregistered", clienttool::to_json(removed)}});
 }
@@ -208,6 +252,7 @@ asio::awaitable<Reply> submit_result(Call& c) {
   if (!client_id) co_return fail(c, client_id.error());
   auto response = clienttool::parse_tool_response(*body);
   if (!response) co_return fail(c, response.error());
+  if (auto v = verify_client(c, *client_id); !v) co_return fail(c, v.error());
   auto r = c.state.registry->submit_result(*request_id, *client_id, std::move(*response));
   if (!r) co_return fail(c, r.error());
   co_return ok(c, json::object{{"success", true}});
@@ -225,6 +270,7 @@ asio::awaitable<Reply> report_progress(Call& c) {
   auto title = get_string(*body, "title");
   if (!title) co_return fail(c, title.error());
   clienttool::Progress progress{*metadata ? **metadata : json::object{}, *title};
+  if (auto v = verify_client(c, *client_id); !v) co_return fail(c, v.error());
   auto r = c.state.registry->report_progress(*request_id, *client_id, std::move(progress));
   if (!r) co_return fail(c, r.error());
   co_return ok(c, json::object{{"success", true}});
@@ -260,7 +306,10 @@ asio::awaitable<Reply> pending_stream(Call& c) {
       co_return fail(c, make_error(ErrorCode::InvalidRequest,
                                    "Last-Event-ID must be a number, got \"" + last + "\""));
   }
-  co_await run_client_sse(c.state, c.stream, c.req, *client_id, last_seq);
+  auto issued = authenticate_client(c, *client_id);
+  if (!issued) co_return fail(c, issued.error());
+  std::string token = issued->value_or("");
+  co_await run_client_sse(c.state, c.stream, c.req, *client_id, last_seq, std::move(token));
   co_return std::nullopt;
 }
 
@@ -270,7 +319,11 @@ asio::awaitable<Reply> client_websocket(Call& c) {
   if (!beast::websocket::is_upgrade(c.req))
     co_return fail(c, make_error(ErrorCode::InvalidRequest,
                                  "this route is a WebSocket: send an Upgrade: websocket request"));
-  co_await run_client_websocket(c.state, std::move(c.stream), std::move(c.req), *client_id);
+  auto issued = authenticate_client(c, *client_id);
+  if (!issued) co_return fail(c, issued.error());
+  std::string token = issued->value_or("");
+  co_await run_client_websocket(c.state, std::move(c.stream), std::move(c.req), *client_id,
+                                std::move(token));
   co_return std::nullopt;
 }
 
@@ -306,9 +359,25 @@ asio::awaitable<Reply> create_session(Call& c) {
     if (!parent) co_return fail(c, parent.error());
     input.parent_id = parent->value_or("");
   }
+  // A session created for a client offers that client's tools: only that client may create it
+  // (a first use of the id claims it, as a registration would).
+  std::optional<std::string> issued;
+  if (!input.client_id.empty()) {
+    if (!clienttool::valid_name(input.client_id))
+      co_return fail(c, client_id_param(input.client_id).error());
+    auto auth = authenticate_client(c, input.client_id);
+    if (!auth) co_return fail(c, auth.error());
+    issued = std::move(*auth);
+  }
+  std::string client_id = input.client_id;
   auto s = c.state.sessions->create_session(std::move(input));
-  if (!s) co_return fail(c, s.error());
-  co_return ok(c, session::to_json(*s));
+  if (!s) {
+    withdraw_issued(c, client_id, issued);
+    co_return fail(c, s.error());
+  }
+  json::object out = session::to_json(*s);
+  if (issued) out["clientToken"] = *issued;
+  co_return ok(c, out);
 }
 
 asio::awaitable<Reply> list_sessions(Call& c) {
@@ -443,6 +512,17 @@ asio::awaitable<Reply> reply_permission(Call& c) {
                       "reply must be \"once\", \"always\" or \"reject\", got \"" + *reply + "\""));
   auto message = get_string(*body, "message");
   if (!message) co_return fail(c, message.error());
+  // The ask of a session that a client created is answered by that client only.
+  auto client_id = get_string(*body, "clientID");
+  if (!client_id) co_return fail(c, client_id.error());
+  for (const auto& ask : c.state.permissions->list()) {
+    if (ask.id != c.params[0]) continue;
+    auto own = c.state.sessions->validate_client_session(client_id->value_or(""), ask.session_id);
+    if (!own) co_return fail(c, own.error());
+    if (*client_id) {
+      if (auto v = verify_client(c, *client_id); !v) co_return fail(c, v.error());
+    }
+  }
   auto r = c.state.permissions->reply(c.params[0], *parsed, *message);
   if (!r) co_return fail(c, r.error());
   co_return ok(c, true);
@@ -517,6 +597,29 @@ asio::awaitable<Reply> reject_question(Call& c) {
   auto r = c.state.questions->reject(c.params[0]);
   if (!r) co_return fail(c, r.error());
   co_return ok(c, true);
+}
+
+// ---- the server password (server.password) -----------------------------------------------------
+
+// GET /auth: whether the page must ask for the password before it calls the API.
+asio::awaitable<Reply> auth_status(Call& c) {
+  co_return ok(c, json::object{{"required", !c.state.config.server.password.empty()},
+                               {"authenticated", has_server_access(c.state, c.req, c.url)}});
+}
+
+// POST /auth {password}: checks it and sets the cookie that admits this browser (its
+// EventSource and WebSocket cannot send an Authorization header).
+asio::awaitable<Reply> log_in(Call& c) {
+  auto body = body_object(c.req);
+  if (!body) co_return fail(c, body.error());
+  auto password = require_string(*body, "password");
+  if (!password) co_return fail(c, password.error());
+  if (!password_matches(c.state, *password))
+    co_return fail(c, make_error(ErrorCode::Unauthorized, "wrong password"));
+  auto res = json_response(http::status::ok, json::object{{"authenticated", true}}, c.req);
+  if (!c.state.config.server.password.empty())
+    res.set(http::field::set_cookie, auth_cookie(c.state));
+  co_return res;
 }
 
 // ---- the web page (embedded at build time) ---------------------------------------------------
@@ -611,6 +714,8 @@ const std::vector<Route>& routes() {
       {http::verb::post, {"question", "{}", "reply"}, &reply_question},
       {http::verb::post, {"question", "{}", "reject"}, &reject_question},
       {http::verb::get, {"provider"}, &list_providers},
+      {http::verb::get, {"auth"}, &auth_status},
+      {http::verb::post, {"auth"}, &log_in},
       {http::verb::get, {}, &web_page},
       {http::verb::get, {"assets", "{}"}, &web_asset},
   };
@@ -645,6 +750,8 @@ asio::awaitable<std::optional<Response>> dispatch(ServerState& state, beast::tcp
     segments.push_back(seg);
   if (!segments.empty() && segments.back().empty()) segments.pop_back();  // trailing slash
 
+  if (auto denied = check_access(state, req, *url, segments)) co_return std::move(*denied);
+
   std::vector<std::string> params;
   std::string allowed;
   for (const auto& route : routes()) {
@@ -655,7 +762,9 @@ asio::awaitable<std::optional<Response>> dispatch(ServerState& state, beast::tcp
       continue;
     }
     Call call{state, stream, req, std::move(params), *url};
-    co_return co_await route.handler(call);
+    auto res = co_await route.handler(call);
+    if (res) add_cors_headers(state, req, *res);
+    co_return res;
   }
   if (!allowed.empty()) {
     auto res = json_response(

@@ -172,6 +172,18 @@ Result<SessionInfo> SessionService::get_session(const std::string& id) {
   return std::move(**s);
 }
 
+Result<void> SessionService::validate_client_session(const std::string& client_id,
+                                                     const std::string& session_id) {
+  auto s = deps_.store->get_session(session_id);
+  if (!s) return s.error();
+  // An unknown id protects nothing (ids are the server's, unguessable); a session without a
+  // client is open to every client.
+  if (!*s || (*s)->client_id.empty() || (*s)->client_id == client_id) return {};
+  return make_error(ErrorCode::Forbidden, "session " + session_id +
+                                              " belongs to another client; client \"" + client_id +
+                                              "\" may not use it");
+}
+
 Result<void> SessionService::delete_session(const std::string& id) {
   auto s = get_session(id);
   if (!s) return s.error();
@@ -351,6 +363,8 @@ asio::awaitable<Result<tool::TaskOutcome>> SessionService::run_subtask(tool::Tas
   CreateInput input;
   input.title = request.description + " (@" + request.agent + " subagent)";
   input.parent_id = request.parent_session_id;
+  // The sub-session belongs to the parent's client, so it offers that client's tools only.
+  if (auto parent = get_session(request.parent_session_id)) input.client_id = parent->client_id;
   auto child = create_session(std::move(input));
   if (!child) co_return child.error();
   AbortSignal::Registration on_abort(request.abort, [weak = weak_from_this(), id = child->id] {
@@ -379,9 +393,11 @@ Result<std::vector<tool::ToolPtr>> SessionService::offered_tools(
     return make_error(ErrorCode::NotFound, "Unknown agent: " + agent_name);
   const Agent& agent = agent_it->second;
   permission::Ruleset session_rules;
+  std::string owner;
   if (!session_id.empty()) {
     auto s = get_session(session_id);
     if (!s) return s.error();
+    owner = s->client_id;
     auto rules = permission::parse_config(json::value(json::object{}), "session");
     for (const auto& r : s->permission) {
       if (!r.is_object()) continue;
@@ -398,6 +414,10 @@ Result<std::vector<tool::ToolPtr>> SessionService::offered_tools(
   auto client_defs = deps_.tools->client_tools()->get_all_tools();
   for (auto& t : deps_.tools->tools("", session_id)) {
     const std::string& id = t->id();
+    // A session that a client created offers the model that client's tools only.
+    if (auto def = client_defs.find(id);
+        def != client_defs.end() && !owner.empty() && def->second.client_id != owner)
+      continue;
     if (auto s = switches.find(id); s != switches.end() && !s->second) continue;
     if (auto s = agent.tools.find(id); s != agent.tools.end() && !s->second) continue;
     bool client = client_defs.count(id) > 0;

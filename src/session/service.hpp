@@ -73,6 +73,9 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   Result<std::vector<SessionInfo>> list_sessions();
   Result<SessionInfo> get_session(const std::string& id);
   Result<void> delete_session(const std::string& id);
+  // Seed 000's validateClientSession: Forbidden when `session_id` belongs to another client.
+  // Sessions created without a client, and ids that name no session, are open to every client.
+  Result<void> validate_client_session(const std::string& client_id, const std::string& session_id);
   Result<std::vector<MessageWithParts>> messages(const std::string& session_id);
 
   // Runs a turn to its end and returns the last assistant message with its parts. Conflict

@@ -10,6 +10,7 @@ namespace sb {
 
 enum class ErrorCode {
   InvalidRequest,  // 400
+  Unauthorized,    // 401: no or wrong server password / client token
   Forbidden,       // 403
   NotFound,        // 404
   Conflict,        // 409

@@ -6,6 +6,8 @@ std::string_view error_code_name(ErrorCode code) {
   switch (code) {
     case ErrorCode::InvalidRequest:
       return "INVALID_REQUEST";
+    case ErrorCode::Unauthorized:
+      return "UNAUTHORIZED";
     case ErrorCode::Forbidden:
       return "FORBIDDEN";
     case ErrorCode::NotFound:

@@ -294,6 +294,7 @@ TEST(ErrorBody, HasCodeAndMessageUnderError) {
 TEST(ErrorBody, EveryCodeHasItsWireName) {
   const std::pair<ErrorCode, const char*> cases[] = {
       {ErrorCode::InvalidRequest, "INVALID_REQUEST"},
+      {ErrorCode::Unauthorized, "UNAUTHORIZED"},
       {ErrorCode::Forbidden, "FORBIDDEN"},
       {ErrorCode::NotFound, "NOT_FOUND"},
       {ErrorCode::Conflict, "CONFLICT"},

@@ -41,13 +41,12 @@ inline std::string string_at(const json::value& v, std::string_view pointer) {
 }
 
 // Short timeouts everywhere, no rate limit, no reconnect grace; tests override what they test.
+// Client tokens are off: these tests are about the tool flow and act as many clients at once;
+// security_test.cpp tests the tokens (on by default) and turns them back on.
 inline json::object test_config(const json::object& client_tools = {},
                                 const json::object& server = {}) {
-  json::object ct{{"defaultTimeout", 5000},
-                  {"maxTimeout", 20000},
-                  {"keepaliveInterval", 1000},
-                  {"reconnectGrace", 0},
-                  {"rateLimit", 0}};
+  json::object ct{{"defaultTimeout", 5000}, {"maxTimeout", 20000}, {"keepaliveInterval", 1000},
+                  {"reconnectGrace", 0},    {"rateLimit", 0},      {"clientTokens", false}};
   for (const auto& kv : client_tools)
     ct[kv.key()] = kv.value();
   json::object sv;

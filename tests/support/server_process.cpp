@@ -196,7 +196,9 @@ void ServerProcess::start() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw sys_error("pipe2");
   try {
-    pid_ = spawn(args, work_.path(), child_environment(home_.path()), fds[1], fds[1],
+    auto env = child_environment(home_.path());
+    env.insert(env.end(), options_.env.begin(), options_.env.end());
+    pid_ = spawn(args, work_.path(), env, fds[1], fds[1],
                  options_.max_file_bytes.value_or(RLIM_INFINITY));
   } catch (...) {
     close(fds[0]);

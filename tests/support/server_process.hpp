@@ -66,6 +66,9 @@ class ServerProcess {
     // RLIMIT_FSIZE for the server, with SIGXFSZ ignored: a write past this many bytes of one file
     // fails (EFBIG) as a full disk would, instead of killing the process. Default: no limit.
     std::optional<std::uint64_t> max_file_bytes;
+    // NAME=VALUE entries added to the server's environment (which has no SWITCHBOARD_ variables
+    // of the test's own).
+    std::vector<std::string> env;
   };
 
   // Starts the server and waits until it listens. Throws std::runtime_error (with the captured

@@ -33,6 +33,9 @@ export interface AppState {
 }
 
 const CLIENT_KEY = 'switchboard.clientID';
+// The client token the server issued to this tab's id: kept beside the id, so that after a
+// reload (or a server restart) the tab is still that client.
+const TOKEN_KEY = 'switchboard.clientToken';
 const MODEL_KEY = 'switchboard.model';
 
 // One id per browser tab that survives reloads, so that after a reload within the server's
@@ -75,6 +78,11 @@ export class Controller {
     const clientID = tabClientID();
     this.client = new SwitchboardClient(baseURL, {
       clientID,
+      clientToken: sessionStorage.getItem(TOKEN_KEY) ?? undefined,
+      onClientToken: (token) => sessionStorage.setItem(TOKEN_KEY, token),
+      // The page's sessions are the person's, not one tab's: any tab may open one and attach
+      // its browser tools.
+      ownSessions: false,
       clientTools: {
         transport: 'websocket',
         // A page stays open for hours: keep trying, a few seconds apart, until the server is back.

@@ -272,10 +272,21 @@ Client::Client(asio::any_io_executor executor, std::string base_url, ClientOptio
     : runtime_(executor ? std::make_shared<detail::Runtime>(std::move(executor))
                         : std::make_shared<detail::Runtime>()),
       base_url_(std::move(base_url)),
-      endpoint_(std::make_shared<const detail::Endpoint>(detail::Endpoint::parse(base_url_))),
       options_(std::move(options)) {
   if (options_.client_id.empty()) options_.client_id = detail::random_client_id();
-  tools_.reset(new ClientToolsManager(runtime_, options_.client_id, base_url_, options_.tools));
+  // One set of credentials for the sessions this client creates and its tools: a session
+  // created for the id may be its first use, and the tools then need that token.
+  auto credentials = std::make_shared<detail::Credentials>(options_.password, options_.client_token,
+                                                           options_.on_client_token);
+  auto endpoint = detail::Endpoint::parse(base_url_);
+  endpoint.credentials = credentials;
+  endpoint_ = std::make_shared<const detail::Endpoint>(std::move(endpoint));
+  tools_.reset(new ClientToolsManager(runtime_, options_.client_id, base_url_, options_.tools,
+                                      std::move(credentials)));
+}
+
+std::string Client::client_token() const {
+  return endpoint_->credentials->token();
 }
 
 Client::~Client() {
@@ -324,6 +335,10 @@ asio::awaitable<Session> Client::async_create_session(CreateSessionOptions optio
   if (!options.parent_id.empty()) body["parentID"] = options.parent_id;
   body["clientID"] = options.client_id.empty() ? options_.client_id : options.client_id;
   json::value v = co_await call("POST", "/session", std::move(body), options_.request_timeout);
+  // Creating the session may have been the client id's first use.
+  if (auto* t = v.is_object() ? v.get_object().if_contains("clientToken") : nullptr;
+      t && t->is_string())
+    endpoint_->credentials->take(std::string(t->get_string()));
   co_return session_from_json(v);
 }
 
@@ -392,7 +407,8 @@ asio::awaitable<void> Client::async_reply_permission(std::string permission_id,
   const char* name = reply == PermissionReply::once     ? "once"
                      : reply == PermissionReply::always ? "always"
                                                         : "reject";
-  json::object body{{"reply", name}};
+  // Named, so that the asks of this client's own sessions are accepted (only the owner answers).
+  json::object body{{"reply", name}, {"clientID", options_.client_id}};
   if (!message.empty()) body["message"] = message;
   co_await call("POST", "/permission/" + detail::segment(permission_id) + "/reply", std::move(body),
                 options_.request_timeout);

@@ -359,8 +359,22 @@ class ToolsImpl : public std::enable_shared_from_this<ToolsImpl> {
     auto payload = json::serialize(body);
     auto res = co_await http_request(endpoint_, "POST", target, payload, options_.request_timeout);
     throw_if_error(res);
+    take_token(body_json(res));
   }
 
+  // The token a first use issued ({"clientToken": ...} in an answer or a WebSocket message).
+  void take_token(const json::value& answer) {
+    if (!endpoint_.credentials || !answer.is_object()) return;
+    if (auto* t = answer.get_object().if_contains("clientToken"); t && t->is_string())
+      endpoint_.credentials->take(std::string(t->get_string()));
+  }
+
+ public:
+  std::string client_token() const {
+    return endpoint_.credentials ? endpoint_.credentials->token() : std::string();
+  }
+
+ private:
   asio::awaitable<void> register_all() {
     if (tools_.empty()) co_return;
     json::array definitions;
@@ -499,7 +513,9 @@ class ToolsImpl : public std::enable_shared_from_this<ToolsImpl> {
       if (ec || !message.is_object()) continue;
       const json::object& m = message.get_object();
       std::string type = string_field(m, "type");
-      if (type == "request") {
+      if (type == "credentials") {
+        take_token(message);
+      } else if (type == "request") {
         on_request(object_field(m, "request"));
       } else if (type == "cancel") {
         on_cancel(m);
@@ -872,23 +888,32 @@ void check_tool(const std::string& name, bool has_handler) {
 ClientToolsManager::ClientToolsManager(std::string client_id, std::string base_url,
                                        ClientToolsOptions options)
     : ClientToolsManager(std::make_shared<detail::Runtime>(), std::move(client_id),
-                         std::move(base_url), std::move(options)) {}
+                         std::move(base_url), std::move(options), nullptr) {}
 
 ClientToolsManager::ClientToolsManager(boost::asio::any_io_executor executor, std::string client_id,
                                        std::string base_url, ClientToolsOptions options)
     : ClientToolsManager(std::make_shared<detail::Runtime>(std::move(executor)),
-                         std::move(client_id), std::move(base_url), std::move(options)) {}
+                         std::move(client_id), std::move(base_url), std::move(options), nullptr) {}
 
 ClientToolsManager::ClientToolsManager(std::shared_ptr<detail::Runtime> runtime,
                                        std::string client_id, std::string base_url,
-                                       ClientToolsOptions options)
+                                       ClientToolsOptions options,
+                                       std::shared_ptr<detail::Credentials> credentials)
     : runtime_(std::move(runtime)) {
   if (!detail::valid_name(client_id))
     throw std::invalid_argument("switchboard: client id \"" + client_id +
                                 "\" must be 1-128 letters, digits, '_' or '-'");
-  impl_ =
-      std::make_shared<detail::ToolsImpl>(runtime_->executor(), std::move(client_id),
-                                          detail::Endpoint::parse(base_url), std::move(options));
+  auto endpoint = detail::Endpoint::parse(base_url);
+  endpoint.credentials = credentials
+                             ? std::move(credentials)
+                             : std::make_shared<detail::Credentials>(
+                                   options.password, options.client_token, options.on_client_token);
+  impl_ = std::make_shared<detail::ToolsImpl>(runtime_->executor(), std::move(client_id),
+                                              std::move(endpoint), std::move(options));
+}
+
+std::string ClientToolsManager::client_token() const {
+  return impl_->client_token();
 }
 
 ClientToolsManager::~ClientToolsManager() {

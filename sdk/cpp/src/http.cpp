@@ -111,6 +111,12 @@ http::request<http::string_body> make_request(const Endpoint& e, std::string_vie
   req.version(11);
   req.set(http::field::host, e.host + ":" + e.port);
   req.set(http::field::user_agent, "switchboard-sdk-cpp");
+  if (e.credentials) {
+    if (!e.credentials->password().empty())
+      req.set(http::field::authorization, "Bearer " + e.credentials->password());
+    if (auto token = e.credentials->token(); !token.empty())
+      req.set("X-Switchboard-Client-Token", token);
+  }
   if (!body.empty()) req.set(http::field::content_type, "application/json");
   req.body() = std::move(body);
   req.keep_alive(true);
@@ -289,6 +295,10 @@ asio::awaitable<std::unique_ptr<SseStream>> SseStream::open(const Endpoint& endp
     throw ConnectionError("INVALID_RESPONSE",
                           "expected an event stream, got status " + std::to_string(status));
   }
+  // A stream that was the client id's first use carries the token it was issued.
+  if (auto it = state->parser.get().find("X-Switchboard-Client-Token");
+      it != state->parser.get().end() && endpoint.credentials)
+    endpoint.credentials->take(std::string(it->value()));
   state->stream.expires_never();
   co_return std::unique_ptr<SseStream>(new SseStream(std::move(state)));
 }

@@ -5,7 +5,9 @@
 #include <boost/json/value.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,11 +20,44 @@ namespace asio = boost::asio;
 namespace json = boost::json;
 using std::chrono::milliseconds;
 
+// The server password and a client's token (docs/security.md), shared by a Client and the
+// manager of its client id: every request carries them. Thread-safe.
+class Credentials {
+ public:
+  Credentials(std::string password, std::string token,
+              std::function<void(const std::string&)> on_issued)
+      : password_(std::move(password)),
+        token_(std::move(token)),
+        on_issued_(std::move(on_issued)) {}
+  const std::string& password() const { return password_; }
+  std::string token() const {
+    std::lock_guard lock(mutex_);
+    return token_;
+  }
+  // Keeps a token the server issued (a register or session answer, a stream's header, a
+  // WebSocket message) and tells the program's listener.
+  void take(const std::string& token) {
+    {
+      std::lock_guard lock(mutex_);
+      if (token.empty() || token == token_) return;
+      token_ = token;
+    }
+    if (on_issued_) on_issued_(token);
+  }
+
+ private:
+  const std::string password_;
+  mutable std::mutex mutex_;
+  std::string token_;
+  const std::function<void(const std::string&)> on_issued_;
+};
+
 // Where the server is: from a base URL like "http://127.0.0.1:4096" or "http://host/prefix".
 struct Endpoint {
   std::string host;
   std::string port;
-  std::string base_path;  // "" or "/prefix"
+  std::string base_path;                     // "" or "/prefix"
+  std::shared_ptr<Credentials> credentials;  // null: none
 
   // Throws std::invalid_argument for anything but an http:// URL with a host.
   static Endpoint parse(const std::string& base_url);

@@ -55,9 +55,17 @@ asio::awaitable<std::unique_ptr<WsConnection>> WsConnection::open(const Endpoint
   timeouts.idle_timeout = idle_timeout;
   timeouts.keep_alive_pings = true;
   state->ws.set_option(timeouts);
-  state->ws.set_option(websocket::stream_base::decorator([](websocket::request_type& req) {
-    req.set(beast::http::field::user_agent, "switchboard-sdk-cpp");
-  }));
+  std::string password, token;
+  if (endpoint.credentials) {
+    password = endpoint.credentials->password();
+    token = endpoint.credentials->token();
+  }
+  state->ws.set_option(
+      websocket::stream_base::decorator([password, token](websocket::request_type& req) {
+        req.set(beast::http::field::user_agent, "switchboard-sdk-cpp");
+        if (!password.empty()) req.set(beast::http::field::authorization, "Bearer " + password);
+        if (!token.empty()) req.set("X-Switchboard-Client-Token", token);
+      }));
   state->ws.read_message_max(64 * 1024 * 1024);
   websocket::response_type res;
   auto [hec] = co_await state->ws.async_handshake(res, endpoint.host + ":" + endpoint.port,
@@ -70,6 +78,10 @@ asio::awaitable<std::unique_ptr<WsConnection>> WsConnection::open(const Endpoint
     }
     throw fail(hec);
   }
+  // A connection that was the client id's first use carries the token it was issued (also sent
+  // as the first message, for browsers that cannot read these headers).
+  if (auto it = res.find("X-Switchboard-Client-Token"); it != res.end() && endpoint.credentials)
+    endpoint.credentials->take(std::string(it->value()));
   state->ws.text(true);
   co_return std::unique_ptr<WsConnection>(new WsConnection(std::move(state)));
 }

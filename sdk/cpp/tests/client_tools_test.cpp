@@ -4,7 +4,9 @@
 
 #include <signal.h>
 
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "http.hpp"
 #include "json_util.hpp"
@@ -19,7 +21,6 @@ using sb::test::execute_async;
 using sb::test::http_get;
 using sb::test::IsError;
 using sb::test::IsOk;
-using sb::test::test_config;
 
 json::object execute_body(std::string tool, json::object input = {}, int timeout_ms = 10000) {
   return json::object{
@@ -104,9 +105,12 @@ TEST_P(Transports, RegistersAndAnswersWithTheCallsContext) {
 
 TEST_P(Transports, AThrownErrorAndAnUnknownToolBecomeErrorResults) {
   start(test_config());
-  // A tool registered for c1 behind the manager's back: the manager has no handler for it.
-  sb::test::register_tools(port(), "c1", {sb::test::tool_def("ghost")});
-  ClientToolsManager tools("c1", url(), fast_options(GetParam()));
+  // A tool registered for c1 behind the manager's back (by an earlier run of the program, which
+  // kept the token): the manager has no handler for it.
+  auto registered = sb::test::register_tools(port(), "c1", {sb::test::tool_def("ghost")});
+  ClientToolsOptions options = fast_options(GetParam());
+  options.client_token = string_at(registered, "/clientToken");
+  ClientToolsManager tools("c1", url(), options);
   tools.register_tool("fails", text_tool(), [](const json::object&, ToolContext&) -> ToolOutput {
     throw std::runtime_error("disk on fire");
   });
@@ -465,7 +469,10 @@ TEST_F(SdkTest, ASecondWebSocketOfTheSameClientSupersedesTheFirst) {
   ClientToolsManager first("c1", url(), fast_options(Transport::websocket));
   first.on_error([&](const Error& e) { errors.add(e); });
   first.connect();
-  ClientToolsManager second("c1", url(), fast_options(Transport::websocket));
+  // The same program's second connection: it has the client's token.
+  ClientToolsOptions options = fast_options(Transport::websocket);
+  options.client_token = first.client_token();
+  ClientToolsManager second("c1", url(), options);
   second.connect();
   ASSERT_TRUE(errors.wait_for(1)) << "the replaced connection did not hear of it";
   EXPECT_EQ(errors.values()[0].code(), "SUPERSEDED");
@@ -503,6 +510,108 @@ TEST_F(SdkTest, ReconnectionGivesUpAfterMaxAttemptsWithAnErrorEvent) {
 }
 
 // ---- the SSE parser -----------------------------------------------------------------------------
+
+// ---- access (docs/security.md) ------------------------------------------------------------------
+
+TEST_P(Transports, TheTokenOfTheFirstConnectionIsKeptAndAnImpostorIsRefused) {
+  start(test_config());
+  std::vector<std::string> issued;
+  std::mutex issued_mutex;
+  ClientToolsOptions options = fast_options(GetParam());
+  options.on_client_token = [&](const std::string& t) {
+    std::lock_guard lock(issued_mutex);
+    issued.push_back(t);
+  };
+  std::string token;
+  {
+    ClientToolsManager first("c1", url(), options);
+    first.register_tool("echo", text_tool(),
+                        [](const json::object&, ToolContext&) -> ToolOutput { return "first"; });
+    EXPECT_EQ(first.client_token(), "");
+    first.connect();
+    token = first.client_token();
+    EXPECT_TRUE(token.starts_with("sbct_")) << token;
+    first.disconnect();
+  }
+  {
+    std::lock_guard lock(issued_mutex);
+    EXPECT_EQ(issued, std::vector<std::string>{token});
+  }
+
+  ClientToolsManager impostor("c1", url(), fast_options(GetParam()));
+  impostor.register_tool("echo", text_tool(),
+                         [](const json::object&, ToolContext&) -> ToolOutput { return "forged"; });
+  try {
+    impostor.connect();
+    ADD_FAILURE() << "a second program without the token connected as c1";
+  } catch (const ServerError& e) {
+    EXPECT_EQ(e.code(), "UNAUTHORIZED");
+    EXPECT_EQ(e.status(), 401u);
+  }
+  EXPECT_EQ(impostor.state(), ConnectionState::closed);
+  EXPECT_TRUE(server_tools(port(), "c1").empty());
+
+  ClientToolsOptions again_options = fast_options(GetParam());
+  again_options.client_token = token;
+  ClientToolsManager again("c1", url(), again_options);
+  again.register_tool("echo", text_tool(),
+                      [](const json::object&, ToolContext&) -> ToolOutput { return "again"; });
+  again.connect();
+  auto call = execute_async(port(), execute_body("client_c1_echo", json::object{{"text", "x"}}));
+  auto res = await(call);
+  ASSERT_TRUE(IsOk(res));
+  EXPECT_EQ(string_at(res.json(), "/output"), "again");
+  EXPECT_EQ(again.client_token(), token);
+}
+
+TEST_F(SdkTest, AClientWithoutToolsGetsItsTokenFromTheWebSocket) {
+  start(test_config());
+  ClientToolsManager tools("bare", url(), fast_options(Transport::websocket));
+  tools.connect();
+  for (int i = 0; i < 100 && tools.client_token().empty(); ++i)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(tools.client_token().starts_with("sbct_"));
+  tools.register_tool("late", text_tool(),
+                      [](const json::object&, ToolContext&) -> ToolOutput { return "late"; });
+  auto call = execute_async(port(), execute_body("client_bare_late", json::object{{"text", "x"}}));
+  auto res = await(call);
+  ASSERT_TRUE(IsOk(res));
+  EXPECT_EQ(string_at(res.json(), "/output"), "late");
+}
+
+TEST_P(Transports, AServerWithAPasswordTakesTheClientsPassword) {
+  start(test_config({}, json::object{{"password", "pw-cpp"}}));
+  {
+    Client without(url());
+    try {
+      without.list_sessions();
+      ADD_FAILURE() << "a client without the password was served";
+    } catch (const ServerError& e) {
+      EXPECT_EQ(e.code(), "UNAUTHORIZED");
+    }
+  }
+  ClientOptions options;
+  options.client_id = "owner";
+  options.password = "pw-cpp";
+  options.tools = fast_options(GetParam());
+  Client client(url(), options);
+  client.client_tools().register_tool(
+      "echo", text_tool(),
+      [](const json::object&, ToolContext&) -> ToolOutput { return "locked"; });
+  auto handle = client.start_session();
+  // Creating the session was the id's first use: its tools got the same token.
+  EXPECT_TRUE(client.client_token().starts_with("sbct_"));
+  EXPECT_EQ(client.client_tools().client_token(), client.client_token());
+  EXPECT_EQ(handle.session.client_id, "owner");
+  EventStream events = client.events();
+  auto res = sb::test::http_request(
+      port(), "POST", "/client-tools/execute",
+      json::serialize(execute_body("client_owner_echo", json::object{{"text", "x"}})),
+      {{"Authorization", "Bearer pw-cpp"}});
+  ASSERT_TRUE(IsOk(res));
+  EXPECT_EQ(string_at(res.json(), "/output"), "locked");
+  handle.close();
+}
 
 TEST(SseParser, SplitsEventsAcrossChunksAndLineEnds) {
   detail::SseParser parser;

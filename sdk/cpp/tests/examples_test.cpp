@@ -24,7 +24,10 @@ std::string quoted(const std::string& arg) {
   return out + "'";
 }
 
-ProgramRun run_program(std::vector<std::string> args) {
+// The examples keep their client token in a file; each test gets its own (removed after it).
+ProgramRun run_program(std::vector<std::string> args, const std::filesystem::path& token_dir) {
+  args.push_back("--token-file");
+  args.push_back((token_dir / "client.token").string());
   std::string command = "timeout 20";
   for (const auto& a : args)
     command += " " + quoted(a);
@@ -62,35 +65,43 @@ int count_rows(const std::string& file) {
 }
 
 TEST_F(SdkTest, GetLocalTimeAnswersInTheAskedTimezone) {
-  start(sb::test::test_config());
+  start(test_config());
+  sb::test::TempDir tokens;
   ProgramRun r = run_program({EXAMPLE_GET_LOCAL_TIME, "--url", url(), "--prompt",
-                              R"(/call client_example-time_get_local_time {"timezone": "UTC"})"});
+                              R"(/call client_example-time_get_local_time {"timezone": "UTC"})"},
+                             tokens.path());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Tool results:"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" UTC"), std::string::npos) << r.output;
+  // The second run is the same client: it presents the token the first one kept.
   r = run_program({EXAMPLE_GET_LOCAL_TIME, "--url", url(), "--prompt",
-                   R"(/call client_example-time_get_local_time {"timezone": "../../etc/passwd"})"});
+                   R"(/call client_example-time_get_local_time {"timezone": "../../etc/passwd"})"},
+                  tokens.path());
   EXPECT_NE(r.output.find("Unknown timezone"), std::string::npos) << r.output;
 }
 
 TEST_F(SdkTest, ReadLocalFileReadsBelowItsRootOnly) {
-  start(sb::test::test_config());
+  start(test_config());
   sb::test::TempDir dir;
+  sb::test::TempDir tokens;
   sb::test::write_file(dir.path() / "notes.txt", "remember the milk");
   ProgramRun r = run_program(
       {EXAMPLE_READ_LOCAL_FILE, "--url", url(), "--root", dir.path().string(), "--prompt",
-       R"(/call client_example-files_read_local_file {"path": "notes.txt"})"});
+       R"(/call client_example-files_read_local_file {"path": "notes.txt"})"},
+      tokens.path());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("remember the milk"), std::string::npos) << r.output;
   r = run_program(
       {EXAMPLE_READ_LOCAL_FILE, "--url", url(), "--root", dir.path().string(), "--prompt",
-       R"(/call client_example-files_read_local_file {"path": "../../../../etc/hostname"})"});
+       R"(/call client_example-files_read_local_file {"path": "../../../../etc/hostname"})"},
+      tokens.path());
   EXPECT_NE(r.output.find("is outside"), std::string::npos) << r.output;
 }
 
 TEST_F(SdkTest, QueryDatabaseRunsSelectsAndRefusesWrites) {
-  start(sb::test::test_config());
+  start(test_config());
   sb::test::TempDir dir;
+  sb::test::TempDir tokens;
   std::string file = (dir.path() / "shop.db").string();
   {
     sqlite3* db = nullptr;
@@ -103,7 +114,8 @@ TEST_F(SdkTest, QueryDatabaseRunsSelectsAndRefusesWrites) {
   auto query = [&](const std::string& q) {
     json::object input{{"query", q}};
     return run_program({EXAMPLE_QUERY_DATABASE, "--url", url(), "--db", file, "--prompt",
-                        "/call client_example-sqlite_query_database " + json::serialize(input)});
+                        "/call client_example-sqlite_query_database " + json::serialize(input)},
+                       tokens.path());
   };
   ProgramRun r = query("SELECT name, price FROM fruit ORDER BY name");
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -44,6 +44,15 @@ inline ToolDefinition text_tool(std::string description = "a test tool") {
   return d;
 }
 
+// The black-box tests' configuration with client tokens on, as a server has them by default:
+// every SDK test runs the token flow (the SDK keeps the token it was issued and sends it).
+inline json::object test_config(const json::object& client_tools = {},
+                                const json::object& server = {}) {
+  json::object ct = client_tools;
+  if (!ct.contains("clientTokens")) ct["clientTokens"] = true;
+  return sb::test::test_config(ct, server);
+}
+
 class SdkTest : public sb::test::ServerTest {
  protected:
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port()); }

@@ -17,7 +17,6 @@ namespace switchboard::test {
 namespace {
 
 namespace asio = boost::asio;
-using sb::test::test_config;
 
 ClientOptions client_options(Transport transport = Transport::sse) {
   ClientOptions o;

@@ -9,7 +9,7 @@ import type {
   JSONSchema,
   ToolInfo,
 } from './types.js';
-import { isPlainObject, sleep, webSocketURL } from './util.js';
+import { ClientCredentials, isPlainObject, sleep, webSocketURL } from './util.js';
 
 export type Transport = 'sse' | 'websocket';
 
@@ -112,6 +112,13 @@ export interface ClientToolsOptions extends HttpOptions {
   idleTimeout?: number;
   /** WebSocket constructor; default `globalThis.WebSocket` (browsers, Node 22+, Node 20 with --experimental-websocket). */
   WebSocket?: WebSocketConstructor;
+  /**
+   * The client token the server issued to this clientID earlier (a program that keeps its id
+   * across runs keeps its token too). Without it, the first connection gets one.
+   */
+  clientToken?: string;
+  /** Called when the server issues this client's token, to keep it (see `clientToken`). */
+  onClientToken?: (token: string) => void;
 }
 
 export interface ClientToolsEvents {
@@ -185,6 +192,7 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
     >
   >;
   private readonly WebSocketImpl?: WebSocketConstructor;
+  private readonly credentials: ClientCredentials;
   private readonly tools = new Map<string, Tool>();
   private readonly calls = new Map<string, ActiveCall>();
   private readonly recent = new Map<string, Finished>();
@@ -198,8 +206,15 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
   private lifetime = new AbortController();
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
 
-  constructor(clientID: string, baseURL: string, options: ClientToolsOptions = {}) {
+  /** `credentials` (internal): shared with the SwitchboardClient whose sessions this client owns. */
+  constructor(
+    clientID: string,
+    baseURL: string,
+    options: ClientToolsOptions = {},
+    credentials?: ClientCredentials,
+  ) {
     super();
+    this.credentials = credentials ?? new ClientCredentials(options.clientToken, options.onClientToken);
     if (!NAME.test(clientID))
       throw new TypeError(`clientID must be 1-128 letters, digits, '_' or '-', got "${clientID}"`);
     this.clientID = clientID;
@@ -226,6 +241,11 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
 
   get transport(): Transport {
     return this.options.transport;
+  }
+
+  /** The token the server issued to this clientID (undefined until the first connection). */
+  get clientToken(): string | undefined {
+    return this.credentials.token;
   }
 
   /** The full id the server gives this client's tool `name`. */
@@ -284,7 +304,7 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
         'DELETE',
         '/client-tools/unregister',
         { clientID: this.clientID, sessionID: this.sessionID, toolIDs: [name] },
-        { timeout: this.options.connectTimeout },
+        { timeout: this.options.connectTimeout, headers: this.credentials.headers() },
       );
     } catch (error) {
       if (this.currentState === 'connected' || !(error as SwitchboardError).retryable) throw error;
@@ -354,7 +374,7 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
           'DELETE',
           '/client-tools/unregister',
           { clientID: this.clientID, sessionID: this.sessionID },
-          { timeout: 2000 },
+          { timeout: 2000, headers: this.credentials.headers() },
         )
         .catch(() => {});
     this.link?.close();
@@ -388,12 +408,13 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
   private async sendRegistration(entries: Iterable<[string, Tool]>, signal?: AbortSignal) {
     const tools = this.definitions(entries);
     if (tools.length === 0) return;
-    await this.http.json<{ registered: string[] }>(
+    const answer = await this.http.json<{ registered: string[]; clientToken?: string }>(
       'POST',
       '/client-tools/register',
       { clientID: this.clientID, sessionID: this.sessionID, tools },
-      { signal, timeout: this.options.connectTimeout },
+      { signal, timeout: this.options.connectTimeout, headers: this.credentials.headers() },
     );
+    this.credentials.take(answer?.clientToken);
   }
 
   // Registers the tools and opens a link; resolves once requests can arrive.
@@ -466,7 +487,10 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
     lifetime.addEventListener('abort', stop, { once: true });
     const attempt = this.attemptSignal(lifetime);
     attempt.signal.addEventListener('abort', stop, { once: true });
-    const headers: Record<string, string> = { Accept: 'text/event-stream' };
+    const headers: Record<string, string> = {
+      Accept: 'text/event-stream',
+      ...this.credentials.headers(),
+    };
     if (this.lastEventID !== undefined) headers['Last-Event-ID'] = this.lastEventID;
     let response: Response;
     try {
@@ -492,6 +516,7 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
       lifetime.removeEventListener('abort', stop);
       throw new SwitchboardError('BAD_RESPONSE', 'the request stream has no body');
     }
+    this.credentials.take(response.headers.get('X-Switchboard-Client-Token'));
     const link: Link = { id: ++this.nextLinkID, transport: 'sse', close: stop };
     void this.readSSELink(link, response.body, controller).finally(() =>
       lifetime.removeEventListener('abort', stop),
@@ -543,9 +568,14 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
           'no WebSocket: pass options.WebSocket, run Node 22+, or run Node 20 with --experimental-websocket',
         ),
       );
+    // A WebSocket cannot send headers: the tokens go in the query (over wss:// in production).
+    const query = new URLSearchParams();
+    if (this.credentials.token) query.set('clientToken', this.credentials.token);
+    if (this.http.password !== undefined) query.set('token', this.http.password);
+    const search = query.toString();
     const url = webSocketURL(
       this.baseURL,
-      `/client-tools/ws/${encodeURIComponent(this.clientID)}`,
+      `/client-tools/ws/${encodeURIComponent(this.clientID)}${search ? `?${search}` : ''}`,
     );
     return new Promise<Link>((resolve, reject) => {
       let socket: WebSocketLike;
@@ -567,26 +597,38 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
           }
         },
       };
-      let opened = false;
       const attempt = this.attemptSignal(lifetime);
+      let settled = false;
       const giveUp = () => {
+        settled = true;
         link.close();
         reject(
           new SwitchboardError('NETWORK_ERROR', `WebSocket ${url}: ${attempt.signal.reason?.message}`),
         );
       };
       attempt.signal.addEventListener('abort', giveUp, { once: true });
-      socket.onopen = () => {
-        opened = true;
+      // Without a token this connection is the id's first use: the server's first message
+      // carries the token, and the link counts as open once it is kept (so that what follows,
+      // a registration say, can send it).
+      const awaitingToken = !this.credentials.token;
+      const ready = () => {
+        if (settled) return;
+        settled = true;
         attempt.signal.removeEventListener('abort', giveUp);
         attempt.done();
         resolve(link);
+      };
+      socket.onopen = () => {
+        if (!awaitingToken) return ready();
+        // A server with client tokens off sends none: go on after a moment.
+        setTimeout(ready, 1000);
       };
       socket.onerror = () => {
         // The close event that follows says the rest.
       };
       socket.onclose = (event) => {
-        if (!opened) {
+        if (!settled) {
+          settled = true;
           attempt.signal.removeEventListener('abort', giveUp);
           attempt.done();
           reject(
@@ -603,7 +645,10 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
         const text = typeof event.data === 'string' ? event.data : String(event.data);
         const msg = parseJSON(text) as Record<string, unknown> | undefined;
         if (!msg) return;
-        if (msg.type === 'request' && isPlainObject(msg.request)) {
+        if (msg.type === 'credentials') {
+          this.credentials.take(msg.clientToken);
+          if (awaitingToken) ready();
+        } else if (msg.type === 'request' && isPlainObject(msg.request)) {
           this.onRequest(msg.request as unknown as ClientToolRequest, link);
         } else if (msg.type === 'cancel' && typeof msg.requestID === 'string') {
           this.onCancel(msg.requestID, typeof msg.reason === 'string' ? msg.reason : 'cancelled');
@@ -833,7 +878,7 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
         'POST',
         '/client-tools/result',
         { requestID: id, clientID: this.clientID, result: out.response },
-        { timeout: this.options.connectTimeout },
+        { timeout: this.options.connectTimeout, headers: this.credentials.headers() },
       );
       if (this.outbox.get(id) === out) this.outbox.delete(id);
       const finished = this.recent.get(id);
@@ -878,7 +923,7 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
         'POST',
         '/client-tools/progress',
         { ...body, clientID: this.clientID },
-        { timeout: this.options.connectTimeout },
+        { timeout: this.options.connectTimeout, headers: this.credentials.headers() },
       );
       return true;
     } catch {

@@ -20,13 +20,26 @@ import type {
   SessionStatus,
   ToolInfo,
 } from './types.js';
-import { randomID } from './util.js';
+import { ClientCredentials, randomID } from './util.js';
 
 export interface SwitchboardClientOptions extends HttpOptions {
   /** Names this program to the server (its client tools get `client_{clientID}_` ids). Default: random. */
   clientID?: string;
   /** Options of the `clientTools` manager (transport, timeout, reconnection, WebSocket). */
-  clientTools?: Omit<ClientToolsOptions, keyof HttpOptions>;
+  clientTools?: Omit<ClientToolsOptions, keyof HttpOptions | 'clientToken' | 'onClientToken'>;
+  /**
+   * The token the server issued to `clientID` earlier. The server issues it on the id's first
+   * use (a session created for it, a registration, a connection); later uses must present it.
+   */
+  clientToken?: string;
+  /** Called when the server issues the token, to keep it for the next run (see `clientToken`). */
+  onClientToken?: (token: string) => void;
+  /**
+   * `true` (default): sessions this client creates belong to it (only its tools are offered
+   * there; only it answers their permission asks). `false`: they belong to no client, so any
+   * client may attach tools (the web page: every tab of the person's browser).
+   */
+  ownSessions?: boolean;
 }
 
 export interface CreateSessionInput {
@@ -94,10 +107,22 @@ export class SessionAPI {
   constructor(
     private readonly http: HttpClient,
     private readonly clientID: string,
+    private readonly credentials: ClientCredentials,
+    private readonly own: boolean = true,
   ) {}
 
-  create(input: CreateSessionInput = {}): Promise<Session> {
-    return this.http.json('POST', '/session', { ...input, clientID: this.clientID });
+  /** A session of this client (see `ownSessions`): only its tools are offered there. */
+  async create(input: CreateSessionInput = {}): Promise<Session> {
+    if (!this.own) return this.http.json('POST', '/session', { ...input });
+    const created = await this.http.json<Session & { clientToken?: string }>(
+      'POST',
+      '/session',
+      { ...input, clientID: this.clientID },
+      { headers: this.credentials.headers() },
+    );
+    const { clientToken, ...session } = created;
+    this.credentials.take(clientToken);
+    return session;
   }
   /** Most recently updated first. */
   list(): Promise<Session[]> {
@@ -142,15 +167,22 @@ export class SessionAPI {
 
 /** `/permission` routes: asks waiting for a person. */
 export class PermissionAPI {
-  constructor(private readonly http: HttpClient) {}
+  constructor(
+    private readonly http: HttpClient,
+    private readonly clientID: string,
+    private readonly credentials: ClientCredentials,
+  ) {}
   list(): Promise<PermissionRequest[]> {
     return this.http.json('GET', '/permission');
   }
   /** `once`, `always` (for the rest of the session), or `reject` (with `message`, guidance the model reads). */
   reply(permissionID: string, reply: PermissionReply, message?: string): Promise<boolean> {
-    const body: Record<string, unknown> = { reply };
+    // Named, so that the asks of this client's own sessions are accepted (only the owner answers those).
+    const body: Record<string, unknown> = { reply, clientID: this.clientID };
     if (message !== undefined) body.message = message;
-    return this.http.json('POST', `/permission/${segment(permissionID)}/reply`, body);
+    return this.http.json('POST', `/permission/${segment(permissionID)}/reply`, body, {
+      headers: this.credentials.headers(),
+    });
   }
 }
 
@@ -182,14 +214,16 @@ export class SwitchboardClient {
   private readonly http: HttpClient;
   private readonly options: SwitchboardClientOptions;
   private manager: ClientToolsManager | undefined;
+  private readonly credentials: ClientCredentials;
 
   constructor(baseURL = 'http://127.0.0.1:4096', options: SwitchboardClientOptions = {}) {
     this.http = new HttpClient(baseURL, options);
     this.baseURL = this.http.baseURL;
     this.options = options;
     this.clientID = options.clientID ?? randomID('js');
-    this.session = new SessionAPI(this.http, this.clientID);
-    this.permission = new PermissionAPI(this.http);
+    this.credentials = new ClientCredentials(options.clientToken, options.onClientToken);
+    this.session = new SessionAPI(this.http, this.clientID, this.credentials, options.ownSessions !== false);
+    this.permission = new PermissionAPI(this.http, this.clientID, this.credentials);
     this.question = new QuestionAPI(this.http);
   }
 
@@ -201,12 +235,24 @@ export class SwitchboardClient {
 
   /** A separate manager under another client id (one per concurrent session, say). */
   newClientTools(clientID: string, options: Omit<ClientToolsOptions, keyof HttpOptions> = {}) {
-    return new ClientToolsManager(clientID, this.baseURL, {
-      fetch: this.options.fetch,
-      headers: this.options.headers,
-      ...this.options.clientTools,
-      ...options,
-    });
+    return new ClientToolsManager(
+      clientID,
+      this.baseURL,
+      {
+        fetch: this.options.fetch,
+        headers: this.options.headers,
+        password: this.options.password,
+        ...this.options.clientTools,
+        ...options,
+      },
+      // This client's own id shares the token with its sessions.
+      clientID === this.clientID ? this.credentials : undefined,
+    );
+  }
+
+  /** The token the server issued to `clientID` (undefined until its first use). */
+  get clientToken(): string | undefined {
+    return this.credentials.token;
   }
 
   health(): Promise<{ healthy: boolean; version: string }> {

@@ -1,6 +1,7 @@
 /** The codes the server puts in `{"error": {"code", "message"}}` (docs/api.md, "Errors"). */
 export type ServerErrorCode =
   | 'INVALID_REQUEST'
+  | 'UNAUTHORIZED'
   | 'FORBIDDEN'
   | 'NOT_FOUND'
   | 'CONFLICT'

@@ -8,6 +8,11 @@ export interface HttpOptions {
   fetch?: FetchFunction;
   /** Extra headers on every request (e.g. an `Authorization` header for a proxy in front). */
   headers?: Record<string, string>;
+  /**
+   * The server's password (`server.password`): sent as `Authorization: Bearer` on every request
+   * and as the `token` query parameter of WebSockets (which cannot send headers).
+   */
+  password?: string;
 }
 
 /**
@@ -16,6 +21,7 @@ export interface HttpOptions {
  */
 export class HttpClient {
   readonly baseURL: string;
+  readonly password: string | undefined;
   private readonly fetchImpl: FetchFunction;
   private readonly headers: Record<string, string>;
 
@@ -27,6 +33,9 @@ export class HttpClient {
     // Called unbound, a browser's fetch throws "Illegal invocation".
     this.fetchImpl = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.headers = { ...options.headers };
+    this.password = options.password;
+    if (options.password !== undefined && !Object.keys(this.headers).some((h) => /^authorization$/i.test(h)))
+      this.headers.Authorization = `Bearer ${options.password}`;
   }
 
   url(path: string): string {
@@ -41,9 +50,13 @@ export class HttpClient {
     method: string,
     path: string,
     body?: unknown,
-    options: { signal?: AbortSignal; timeout?: number } = {},
+    options: { signal?: AbortSignal; timeout?: number; headers?: Record<string, string> } = {},
   ): Promise<T> {
-    const headers: Record<string, string> = { ...this.headers, Accept: 'application/json' };
+    const headers: Record<string, string> = {
+      ...this.headers,
+      ...options.headers,
+      Accept: 'application/json',
+    };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const deadline = options.timeout === undefined ? undefined : new AbortController();
     const timer = deadline && setTimeout(() => deadline.abort(), options.timeout);

@@ -32,3 +32,26 @@ export function webSocketURL(baseURL: string, path: string): string {
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
+
+/**
+ * A client's token (the server issues one on a clientID's first use; later uses must present
+ * it): sent with every request that acts as the client, replaced when the server issues one.
+ */
+export class ClientCredentials {
+  constructor(
+    public token: string | undefined,
+    private readonly onIssued?: (token: string) => void,
+  ) {}
+
+  /** The header that carries the token, when there is one. */
+  headers(): Record<string, string> {
+    return this.token ? { 'X-Switchboard-Client-Token': this.token } : {};
+  }
+
+  /** Keeps a token the server issued (a register answer, a stream's header, a WebSocket message). */
+  take(token: unknown): void {
+    if (typeof token !== 'string' || token === '' || token === this.token) return;
+    this.token = token;
+    this.onIssued?.(token);
+  }
+}

@@ -138,7 +138,8 @@ describe('in a browser', { skip: !chromium && 'no Chromium installed' }, () => {
         chromium,
         ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run', `--user-data-dir=${profile}`,
          `${site.url}/page.html?transport=${transport}`],
-        { stdio: ['ignore', 'ignore', 'pipe'] },
+        // Its own process group, so that cleaning up ends its helper processes too.
+        { stdio: ['ignore', 'ignore', 'pipe'], detached: true },
       );
       let stderr = '';
       browser.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
@@ -154,9 +155,14 @@ describe('in a browser', { skip: !chromium && 'no Chromium installed' }, () => {
         assert.ok(report.statuses.includes('awaiting-input'), report.statuses.join());
         assert.equal(report.statuses.at(-1), 'idle');
       } finally {
-        browser.kill();
+        try {
+          process.kill(-browser.pid, 'SIGKILL');
+        } catch {
+          // Already gone.
+        }
         await exited;
-        rmSync(profile, { recursive: true, force: true });
+        // Chromium's helper processes may still be writing the profile for a moment.
+        rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
       }
     });
   }

@@ -104,11 +104,14 @@ for (const transport of ['sse', 'websocket']) {
       await m.register('known', { description: 'd' }, () => 'ok');
       await m.connect();
       try {
-        // Registered for this client by someone else (an earlier run of the app, say).
-        const reg = await call(server, 'POST', '/client-tools/register', {
-          clientID: m.clientID,
-          tools: [{ id: 'ghost', description: 'not in this program' }],
-        });
+        // Registered for this client by someone else with its token (an earlier run of the app, say).
+        const reg = await call(
+          server,
+          'POST',
+          '/client-tools/register',
+          { clientID: m.clientID, tools: [{ id: 'ghost', description: 'not in this program' }] },
+          { 'X-Switchboard-Client-Token': m.clientToken },
+        );
         assert.equal(reg.status, 200);
         const r = await execute(server, m.toolID('ghost'));
         assert.deepEqual(r.body, { status: 'error', error: 'No client handler for tool: ghost' });
@@ -264,13 +267,15 @@ for (const transport of ['sse', 'websocket']) {
 }
 
 test('a request queued before the client connects is delivered on connect', async () => {
-  const m = manager('sse');
-  await m.register('later', { description: 'd' }, () => 'delivered');
   // Register (tools exist) but no stream yet: connect() opens it after the request is queued.
-  await call(server, 'POST', '/client-tools/register', {
-    clientID: m.clientID,
+  // That registration was the id's first use: the manager gets the token it was issued.
+  const clientID = `js-queued-${++clients}`;
+  const reg = await call(server, 'POST', '/client-tools/register', {
+    clientID,
     tools: [{ id: 'later', description: 'd' }],
   });
+  const m = new ClientToolsManager(clientID, server.url, { clientToken: reg.body.clientToken });
+  await m.register('later', { description: 'd' }, () => 'delivered');
   const pending = execute(server, m.toolID('later'));
   await delay(100);
   await m.connect();

@@ -180,7 +180,13 @@ test('reconnection backs off by doubling, then gives up with an error event', as
   } finally {
     proxy.up();
     await m.disconnect();
-    await call(server, 'DELETE', '/client-tools/unregister', { clientID: m.clientID });
+    await call(
+      server,
+      'DELETE',
+      '/client-tools/unregister',
+      { clientID: m.clientID },
+      { 'X-Switchboard-Client-Token': m.clientToken },
+    );
     await pending;
   }
 });

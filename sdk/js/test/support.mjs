@@ -115,10 +115,10 @@ export async function startServer(config = {}, { port = 0 } = {}) {
 }
 
 /** JSON request to the server; resolves to {status, body}. */
-export async function call(server, method, path, body) {
+export async function call(server, method, path, body, headers = {}) {
   const res = await fetch(server.url + path, {
     method,
-    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+    headers: body === undefined ? headers : { 'Content-Type': 'application/json', ...headers },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();

@@ -29,7 +29,15 @@ struct ClientOptions {
   std::chrono::milliseconds request_timeout{30000};
   // The id of client_tools(); default "cpp-" and 12 random hex digits.
   std::string client_id;
-  ClientToolsOptions tools;  // for client_tools()
+  // The server's password (server.password), sent with every request. Empty: none.
+  std::string password;
+  // The token the server issued to client_id earlier (its first use: a session created for it,
+  // a registration, a connection); later uses must present it. Empty: none yet.
+  std::string client_token;
+  // Called (must not block) when the server issues client_id's token, to keep it.
+  std::function<void(const std::string&)> on_client_token;
+  // For client_tools(); its password, client_token and on_client_token are the ones above.
+  ClientToolsOptions tools;
 };
 
 struct CreateSessionOptions {
@@ -101,6 +109,9 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   const std::string& base_url() const { return base_url_; }
+  // The token the server issued to this client's id ("" until its first use); client_tools()
+  // shares it.
+  std::string client_token() const;
   // This client's tools, with ClientOptions::client_id and ClientOptions::tools.
   ClientToolsManager& client_tools();
 

@@ -24,6 +24,7 @@ namespace switchboard {
 namespace json = boost::json;
 
 namespace detail {
+class Credentials;
 struct CallShared;
 class Runtime;
 class ToolsImpl;
@@ -55,6 +56,13 @@ struct ClientToolsOptions {
   std::size_t handler_threads = 4;
   // Run handlers on this executor instead of the manager's own pool (handler_threads unused).
   std::optional<boost::asio::any_io_executor> handler_executor;
+  // The server's password (server.password), sent as Authorization: Bearer. Empty: none.
+  std::string password;
+  // The token the server issued to this client id earlier (docs/security.md): a program that
+  // keeps its id across runs keeps its token too. Empty: the first connection gets one.
+  std::string client_token;
+  // Called (on the I/O strand; must not block) when the server issues this client's token.
+  std::function<void(const std::string&)> on_client_token;
 };
 
 // What a handler returns: a string (the output) or a full result. Either is a success; a
@@ -125,6 +133,8 @@ class ClientToolsManager {
   ClientToolsManager& operator=(const ClientToolsManager&) = delete;
 
   const std::string& client_id() const;
+  // The token the server issued to this client id ("" until its first use).
+  std::string client_token() const;
   ConnectionState state() const;
   // Waits until the state is `state`; false on timeout.
   bool wait_for_state(ConnectionState state, std::chrono::milliseconds timeout) const;
@@ -162,7 +172,8 @@ class ClientToolsManager {
  private:
   friend class Client;
   ClientToolsManager(std::shared_ptr<detail::Runtime> runtime, std::string client_id,
-                     std::string base_url, ClientToolsOptions options);
+                     std::string base_url, ClientToolsOptions options,
+                     std::shared_ptr<detail::Credentials> credentials);
 
   std::shared_ptr<detail::Runtime> runtime_;
   std::shared_ptr<detail::ToolsImpl> impl_;

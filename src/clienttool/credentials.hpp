@@ -1,0 +1,62 @@
+#pragma once
+// ClientCredentials: the token each clientID gets on its first use (a registration, a request
+// stream, a WebSocket, a session created for it). Later uses of that clientID must present it,
+// so that one client can never register under, listen as or answer for another. Only a SHA-256
+// hash of each token is stored (SQLite, so tokens survive a restart; a copy of the database does
+// not reveal them).
+//
+// Thread-safe: every function may be called from any thread.
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "util/error.hpp"
+
+namespace sb::store {
+class Database;
+}
+
+namespace sb::clienttool {
+
+class ClientCredentials {
+ public:
+  // Opens (creating) the credentials table in the SQLite file `db_file`.
+  static Result<std::shared_ptr<ClientCredentials>> open(const std::filesystem::path& db_file);
+  // An in-memory store, for tests.
+  static Result<std::shared_ptr<ClientCredentials>> open_memory();
+  ~ClientCredentials();
+
+  // Checks `token` for `client_id`. On the client's first use a new token is issued and
+  // returned (the caller hands it to the client; it is never shown again). Unauthorized when
+  // the client has a token and `token` is missing or wrong.
+  Result<std::optional<std::string>> authenticate(const std::string& client_id,
+                                                  const std::optional<std::string>& token);
+  // Like authenticate(), but a client that has no token yet stays without one: for answers
+  // (results, progress, unregister) that cannot be a client's first use.
+  Result<void> verify(const std::string& client_id, const std::optional<std::string>& token);
+  // Withdraws a token that authenticate() just issued when the request it came with failed, so
+  // that the client is not locked out of an id whose token it never saw.
+  void withdraw(const std::string& client_id);
+
+  bool has_token(const std::string& client_id);
+
+ private:
+  explicit ClientCredentials(std::unique_ptr<store::Database> db);
+  static Result<std::shared_ptr<ClientCredentials>> init(std::unique_ptr<store::Database> db);
+  // The stored hash, from the cache or the database; "" when the client has none.
+  Result<std::string> stored_hash_locked(const std::string& client_id);
+
+  std::mutex mutex_;
+  std::unique_ptr<store::Database> db_;
+  std::unordered_map<std::string, std::string> cache_;  // client id -> hex SHA-256 of its token
+};
+
+// Hex SHA-256 of `text` (also used for the server password's cookie).
+std::string sha256_hex(std::string_view text);
+// Compares two strings in time that depends only on their lengths.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+}  // namespace sb::clienttool

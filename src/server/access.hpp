@@ -1,0 +1,48 @@
+#pragma once
+// Who may reach the server: the server password (server.password) and the browser origins
+// allowed to call it (server.cors). dispatch() applies both before any route; docs/security.md
+// describes the rules.
+#include <boost/url/url_view.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/http.hpp"
+
+namespace sb::server {
+
+// The cookie that POST /auth sets for the web page (its EventSource and WebSocket cannot send an
+// Authorization header).
+inline constexpr std::string_view kAuthCookie = "switchboard_auth";
+// The header (and, for streams and WebSockets, the query parameter) that carries a client token.
+inline constexpr std::string_view kClientTokenHeader = "X-Switchboard-Client-Token";
+inline constexpr std::string_view kClientTokenQuery = "clientToken";
+
+// nullopt when the request may go on to its route; otherwise the answer to send: the reply to a
+// CORS preflight, 403 for an origin that server.cors does not allow, 401 without the password.
+std::optional<Response> check_access(const ServerState& state, const Request& req,
+                                     const boost::urls::url_view& url,
+                                     const std::vector<std::string>& segments);
+
+// Adds the CORS headers that an allowed cross-origin request's answer needs (none otherwise).
+void add_cors_headers(const ServerState& state, const Request& req, http::fields& res);
+
+// Whether `presented` is the server password (constant time). True when there is none.
+bool password_matches(const ServerState& state, std::string_view presented);
+// The Set-Cookie value that admits a browser after POST /auth.
+std::string auth_cookie(const ServerState& state);
+// True when the request carries the password (header, query `token` or cookie) or none is set.
+bool has_server_access(const ServerState& state, const Request& req,
+                       const boost::urls::url_view& url);
+
+// The registration limits of clientTools.* for `client_id` registering `specs` (TooLarge).
+Result<void> check_registration_limits(const ServerState& state, const std::string& client_id,
+                                       const std::vector<clienttool::ToolSpec>& specs);
+
+// The client token a request presents: the X-Switchboard-Client-Token header, else (for
+// EventSource and browser WebSockets, which cannot send headers) the clientToken query parameter.
+std::optional<std::string> presented_client_token(const Request& req,
+                                                  const boost::urls::url_view& url);
+
+}  // namespace sb::server
