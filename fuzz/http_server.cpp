@@ -3,8 +3,8 @@
 // in, the rest is what a client sends:
 //   even: raw bytes of HTTP requests (Beast's parser, the routes, every route body, the error
 //         mapping); the connection is half-closed after them and read to the end;
-//   odd:  one WebSocket text message on /client-tools/ws/ (the WebSocket message handler:
-//         register, result, progress, unregister and whatever else arrives).
+//   odd:  one WebSocket text message on /client-tools/ws/fuzz-N, a new client each time (the
+//         WebSocket message handler: register, result, progress, unregister and whatever else).
 // Checks beyond sanitizers and hangs: anything the server answers over HTTP is an HTTP/1.1
 // response, and no input makes it answer 500 (bad input is the client's error, never the
 // server's).
@@ -157,11 +157,13 @@ std::string ws_client_frame(unsigned char opcode, std::string_view payload) {
 }
 
 void fuzz_websocket(std::string_view message) {
+  // A new clientID each time: its first connection needs no client token (it is issued one).
+  static unsigned long next_client = 0;
   Connection c(server().port());
-  c.send(
-      "GET /client-tools/ws/fuzz HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-      "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-      "Sec-WebSocket-Version: 13\r\n\r\n");
+  c.send("GET /client-tools/ws/fuzz-" + std::to_string(next_client++) +
+         " HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+         "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+         "Sec-WebSocket-Version: 13\r\n\r\n");
   std::string head = c.read("\r\n\r\n");
   if (!head.starts_with("HTTP/1.1 101")) sb::fuzz::fail("the WebSocket handshake was refused");
   // The message, then a close: the server answers the message (or not), then closes.
