@@ -226,8 +226,11 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
     schema = def.schema;
     interactive = def.interactive;
   }
+  // The input keeps the caller's storage (the execute route parses into a buffer on its stack):
+  // moved into a value without a copy, validated, and serialized once into the request.
+  json::value input(std::move(params.input));
   // Validation is the expensive part; the schema is immutable, so no lock is needed.
-  if (auto valid = schema->validate(params.input); !valid) return valid.error();
+  if (auto valid = schema->validate(input); !valid) return valid.error();
 
   // A person answers an interactive tool (a dialog, a form): they get the longest wait, not the
   // few seconds a program needs.
@@ -242,12 +245,19 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
   req.message_id = params.message_id.empty() ? ids::make("msg") : std::move(params.message_id);
   req.call_id = params.call_id.empty() ? ids::make("call") : std::move(params.call_id);
   req.tool = tool_id;
-  req.input = std::move(params.input);
   StartedCall started{req.request_id, tool_id, client_id};
-  auto wire = std::make_shared<const json::object>(to_json(req));
+  auto message = std::make_shared<ClientMessage>();
+  message->kind = ClientMessage::Kind::Request;
+  message->request_id = req.request_id;
+  message->request_json = serialize(req, input.get_object());
+  // The event's payload is built only for someone to read it.
+  std::optional<json::object> request_event;
+  if (bus_->has_subscribers())
+    request_event =
+        json::object{{"clientID", client_id}, {"request", to_json(req, input.get_object())}};
 
   Effects effects;
-  bool rearm = false;
+  bool start = false;
   {
     std::lock_guard lock(mutex_);
     if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
@@ -269,13 +279,7 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
       ++client.window_count;
     }
 
-    auto message = std::make_shared<ClientMessage>();
-    message->kind = ClientMessage::Kind::Request;
     message->seq = ++next_seq_;
-    message->request_id = req.request_id;
-    message->request = wire;
-    message->request_json = json::serialize(*wire);
-
     auto now = Clock::now();
     PendingCall call;
     call.call = started;
@@ -284,19 +288,17 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
     call.progress = std::move(progress);
     call.timeout = timeout;
     call.hard_deadline = now + options_.max_timeout;
-    Clock::time_point deadline = now + timeout;
-    rearm = deadline < armed_for_;
-    call.deadline = add_deadline_locked(deadline, {Deadline::Kind::Call, req.request_id});
-    call.request = req;
-    client.pending.emplace(message->seq, req.request_id);
-    auto [pit, inserted] = pending_.emplace(req.request_id, std::move(call));
+    call.deadline = now + timeout;
+    call.request = std::move(req);
+    client.pending.emplace(message->seq, started.request_id);
+    auto [pit, inserted] = pending_.emplace(started.request_id, std::move(call));
     if (client.sink) deliver_locked(client, pit->second, effects);
+    start = need_ticker_locked();
   }
-  if (bus_->has_subscribers())
-    bus_->publish("client-tool.request", json::object{{"clientID", client_id}, {"request", *wire}});
+  if (request_event) bus_->publish("client-tool.request", std::move(*request_event));
   for (auto& effect : effects)
     effect();
-  if (rearm) boost::asio::post(strand_, [self = shared_from_this()] { self->arm_timer(); });
+  if (start) start_ticker();
   return started;
 }
 
@@ -326,7 +328,6 @@ void ClientToolRegistry::finish_locked(const std::string& request_id, ExecuteOut
   if (it == pending_.end()) return;
   PendingCall call = std::move(it->second);
   pending_.erase(it);
-  deadlines_.erase(call.deadline);
   remember_ended_locked(request_id, std::move(ended_how));
 
   std::shared_ptr<ClientSink> sink;
@@ -408,10 +409,7 @@ Result<void> ClientToolRegistry::report_progress(const std::string& request_id,
     // A client that reports progress is alive and working: give it another full timeout, but
     // never beyond the hard cap. The timer notices a later deadline when it fires.
     auto extended = std::min(Clock::now() + call.timeout, call.hard_deadline);
-    if (extended > call.deadline->first) {
-      deadlines_.erase(call.deadline);
-      call.deadline = add_deadline_locked(extended, {Deadline::Kind::Call, request_id});
-    }
+    if (extended > call.deadline) call.deadline = extended;
     handler = call.progress;
     props = call_properties(call.call, call.request);
   }
@@ -454,8 +452,8 @@ std::uint64_t ClientToolRegistry::attach(const std::string& client_id,
     replaced = std::exchange(client.sink, sink);
     connection = client.connection = ++next_connection_;
     if (client.grace) {
-      deadlines_.erase(*client.grace);
       client.grace.reset();
+      --graces_;
     }
     for (const auto& [seq, request_id] : client.pending)
       if (seq > last_seq) deliver_locked(client, pending_.at(request_id), effects);
@@ -470,7 +468,7 @@ std::uint64_t ClientToolRegistry::attach(const std::string& client_id,
 
 void ClientToolRegistry::detach(const std::string& client_id, std::uint64_t connection) {
   Effects effects;
-  bool rearm = false;
+  bool start = false;
   {
     std::lock_guard lock(mutex_);
     auto it = clients_.find(client_id);
@@ -480,15 +478,15 @@ void ClientToolRegistry::detach(const std::string& client_id, std::uint64_t conn
     if (options_.reconnect_grace.count() == 0 || shutting_down_) {
       cleanup_locked(client_id, effects);
     } else {
-      auto at = Clock::now() + options_.reconnect_grace;
-      rearm = at < armed_for_;
-      client.grace = add_deadline_locked(at, {Deadline::Kind::Grace, client_id});
+      client.grace = Clock::now() + options_.reconnect_grace;
+      ++graces_;
+      start = need_ticker_locked();
     }
   }
   bus_->publish("client-tool.disconnected", json::object{{"clientID", client_id}});
   for (auto& effect : effects)
     effect();
-  if (rearm) boost::asio::post(strand_, [self = shared_from_this()] { self->arm_timer(); });
+  if (start) start_ticker();
 }
 
 void ClientToolRegistry::cleanup(const std::string& client_id) {
@@ -518,8 +516,8 @@ void ClientToolRegistry::cleanup_locked(const std::string& client_id, Effects& e
   }
   client.tools.clear();
   if (client.grace) {
-    deadlines_.erase(*client.grace);
     client.grace.reset();
+    --graces_;
   }
   if (!client.sink) clients_.erase(it);
   if (!removed.empty())
@@ -554,59 +552,59 @@ void ClientToolRegistry::shutdown() {
 
 // ---- deadlines ------------------------------------------------------------------------------
 
-ClientToolRegistry::Deadlines::iterator ClientToolRegistry::add_deadline_locked(
-    Clock::time_point at, Deadline d) {
-  return deadlines_.emplace(at, std::move(d));
+bool ClientToolRegistry::need_ticker_locked() {
+  if (ticking_ || shutting_down_) return false;
+  ticking_ = true;
+  return true;
 }
 
-// On strand_: point the one timer at the earliest deadline.
-void ClientToolRegistry::arm_timer() {
-  Clock::time_point next;
-  {
-    std::lock_guard lock(mutex_);
-    if (shutting_down_ && pending_.empty()) return;
-    next = deadlines_.empty() ? Clock::time_point::max() : deadlines_.begin()->first;
-    armed_for_ = next;
-  }
-  if (next == Clock::time_point::max()) {
-    timer_.cancel();
-    return;
-  }
-  timer_.expires_at(next);
+void ClientToolRegistry::start_ticker() {
+  boost::asio::post(strand_, [self = shared_from_this()] { self->arm_tick(); });
+}
+
+// On strand_.
+void ClientToolRegistry::arm_tick() {
+  timer_.expires_after(kTick);
   timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
-    if (ec) return;  // re-armed or shut down
-    if (auto self = weak.lock()) self->on_timer();
+    if (ec) return;  // shut down
+    if (auto self = weak.lock()) self->on_tick();
   });
 }
 
-// On strand_: end every call and grace whose deadline has passed, then re-arm.
-void ClientToolRegistry::on_timer() {
+// On strand_: end every call and grace whose deadline has passed; tick again while any is left.
+void ClientToolRegistry::on_tick() {
   Effects effects;
+  bool again;
   {
     std::lock_guard lock(mutex_);
-    armed_for_ = Clock::time_point::max();
     auto now = Clock::now();
-    while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-      Deadline d = deadlines_.begin()->second;
-      if (d.kind == Deadline::Kind::Call) {
-        const auto& call = pending_.at(d.key);
-        std::string msg =
-            "Client tool execution timed out after " + std::to_string(call.timeout.count()) + "ms";
-        finish_locked(d.key, make_error(ErrorCode::Timeout, msg), std::string("timeout"),
-                      "failed: timed out", effects);
-      } else {
-        auto it = clients_.find(d.key);
-        deadlines_.erase(deadlines_.begin());
-        if (it != clients_.end()) {
-          it->second.grace.reset();
-          if (!it->second.sink) cleanup_locked(d.key, effects);
-        }
+    std::vector<std::string> expired;
+    for (const auto& [request_id, call] : pending_)
+      if (call.deadline <= now) expired.push_back(request_id);
+    for (const auto& request_id : expired) {
+      std::string msg = "Client tool execution timed out after " +
+                        std::to_string(pending_.at(request_id).timeout.count()) + "ms";
+      finish_locked(request_id, make_error(ErrorCode::Timeout, msg), std::string("timeout"),
+                    "failed: timed out", effects);
+    }
+    if (graces_ > 0) {
+      std::vector<std::string> ended;
+      for (const auto& [client_id, client] : clients_)
+        if (client.grace && *client.grace <= now) ended.push_back(client_id);
+      for (const auto& client_id : ended) {
+        auto it = clients_.find(client_id);
+        it->second.grace.reset();
+        --graces_;
+        if (!it->second.sink) cleanup_locked(client_id, effects);
       }
     }
+    again = !pending_.empty() || graces_ > 0;
+    if (shutting_down_ && pending_.empty()) again = false;
+    ticking_ = again;
   }
   for (auto& effect : effects)
     effect();
-  arm_timer();
+  if (again) arm_tick();
 }
 
 }  // namespace sb::clienttool

@@ -5,8 +5,10 @@
 // bound to the call, reconnection within a grace period loses nothing).
 //
 // Thread-safe: every public function may be called from any thread. Completion handlers and
-// sinks are called outside the registry's lock. Deadlines (call timeouts, reconnect grace) run on
-// one timer on a strand of the executor given at construction.
+// sinks are called outside the registry's lock. Deadlines (call timeouts, reconnect grace) are
+// checked by one periodic ticker (kTick) on a strand of the executor given at construction, which
+// runs only while a call is pending or a grace is running: a call times out, and a grace ends,
+// up to kTick after its deadline. That costs a call nothing to arm and nothing to disarm.
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -52,7 +54,7 @@ class ClientSink {
 struct ExecuteParams {
   std::string client_id;  // optional; when given, `tool` may be the client's own tool name
   std::string tool;       // full id client_{clientID}_{name}, or the name with client_id
-  json::object input;
+  json::object input;     // any storage: execute() serializes it and keeps no reference
   std::string session_id;
   std::string message_id;  // generated when empty
   std::string call_id;     // generated when empty
@@ -134,11 +136,7 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   const RegistryOptions& options() const { return options_; }
 
  private:
-  struct Deadline {
-    enum class Kind { Call, Grace } kind;
-    std::string key;  // request id or client id
-  };
-  using Deadlines = std::multimap<Clock::time_point, Deadline>;
+  static constexpr milliseconds kTick{250};
 
   struct PendingCall {
     StartedCall call;
@@ -148,7 +146,7 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
     ProgressHandler progress;
     milliseconds timeout;
     Clock::time_point hard_deadline;
-    Deadlines::iterator deadline;
+    Clock::time_point deadline;
     bool delivered = false;
   };
 
@@ -156,7 +154,7 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
     std::map<std::string, ToolDefinition> tools;
     std::shared_ptr<ClientSink> sink;
     std::uint64_t connection = 0;
-    std::optional<Deadlines::iterator> grace;
+    std::optional<Clock::time_point> grace;                   // when a dropped client's grace ends
     std::set<std::pair<std::uint64_t, std::string>> pending;  // (seq, request id)
     Clock::time_point window_start{};
     std::int64_t window_count = 0;
@@ -177,14 +175,16 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   void remember_ended_locked(const std::string& request_id, std::string how);
   void cleanup_locked(const std::string& client_id, Effects& effects);
   void deliver_locked(ClientState& client, PendingCall& call, Effects& effects);
-  Deadlines::iterator add_deadline_locked(Clock::time_point at, Deadline d);
-  void arm_timer();
-  void on_timer();
+  // True when the ticker must be started (it was idle); the caller then calls start_ticker().
+  bool need_ticker_locked();
+  void start_ticker();
+  void arm_tick();
+  void on_tick();
 
   const RegistryOptions options_;
   std::shared_ptr<bus::EventBus> bus_;
   boost::asio::strand<boost::asio::any_io_executor> strand_;
-  boost::asio::steady_timer timer_;  // used only on strand_
+  boost::asio::steady_timer timer_;  // the ticker; used only on strand_
 
   mutable std::mutex mutex_;
   std::map<std::string, ClientState> clients_;
@@ -192,8 +192,8 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   std::unordered_map<std::string, PendingCall> pending_;
   std::unordered_map<std::string, std::string> ended_;  // request id -> how it ended
   std::deque<std::string> ended_order_;
-  Deadlines deadlines_;
-  Clock::time_point armed_for_ = Clock::time_point::max();
+  std::size_t graces_ = 0;  // clients whose grace is running
+  bool ticking_ = false;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_connection_ = 0;
   bool shutting_down_ = false;

@@ -9,6 +9,9 @@
 #include <valijson/validation_results.hpp>
 #include <valijson/validator.hpp>
 
+#include <mutex>
+#include <unordered_map>
+
 namespace sb::clienttool {
 
 CompiledSchema::CompiledSchema() : schema_(std::make_unique<valijson::Schema>()) {}
@@ -18,7 +21,31 @@ Result<std::shared_ptr<const CompiledSchema>> CompiledSchema::compile(const json
   if (!schema.is_object())
     return make_error(ErrorCode::InvalidRequest,
                       "must be a JSON Schema object, got " + std::string(kind_name(schema)));
-  const json::object& obj = schema.get_object();
+  return compile(schema.get_object());
+}
+
+Result<std::shared_ptr<const CompiledSchema>> CompiledSchema::compile(const json::object& obj) {
+  // Compiling costs far more than serializing (and a compiled schema about 1.3 KB), so each
+  // distinct schema is compiled once. Keyed by the text: a schema is immutable once compiled.
+  // Bounded, because tools come and go; dropping the cache never invalidates a schema in use.
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::shared_ptr<const CompiledSchema>> cache;
+  constexpr std::size_t kMaxEntries = 512;
+  std::string key = json::serialize(obj);
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  auto compiled = compile_uncached(obj);
+  if (!compiled) return compiled.error();
+  std::lock_guard lock(mutex);
+  if (cache.size() >= kMaxEntries) cache.clear();
+  cache.emplace(std::move(key), *compiled);
+  return compiled;
+}
+
+Result<std::shared_ptr<const CompiledSchema>> CompiledSchema::compile_uncached(
+    const json::object& obj) {
   if (auto it = obj.find("type"); it != obj.end()) {
     if (!it->value().is_string() || it->value().get_string() != "object")
       return make_error(ErrorCode::InvalidRequest,
@@ -28,6 +55,7 @@ Result<std::shared_ptr<const CompiledSchema>> CompiledSchema::compile(const json
   std::shared_ptr<CompiledSchema> compiled(new CompiledSchema());
   try {
     valijson::SchemaParser parser;
+    json::value schema(obj);  // valijson's adapter wants a value; compiling costs far more
     valijson::adapters::BoostJsonAdapter adapter(schema);
     // No fetch callback: a remote $ref is a compile error rather than a network request.
     parser.populateSchema(adapter, *compiled->schema_);

@@ -29,14 +29,14 @@ struct ToolDefinition {
   std::string session_id;  // offered only to this session; empty = to every session
 };
 
-// What the server sends a client to run ("client-tool-request").
+// What the server sends a client to run ("client-tool-request"), besides the input (which is
+// serialized into the request once and not kept: see ClientMessage::request_json).
 struct ExecutionRequest {
   std::string request_id;
   std::string session_id;
   std::string message_id;
   std::string call_id;
   std::string tool;  // the full tool id
-  json::object input;
 };
 
 // What a client answers: a success with output, or an error message the model will see.
@@ -55,9 +55,8 @@ struct ClientMessage {
   Kind kind = Kind::Request;
   std::uint64_t seq = 0;  // requests only: the SSE event id, for Last-Event-ID replay
   std::string request_id;
-  std::string reason;                           // cancels only
-  std::shared_ptr<const json::object> request;  // requests only: the wire form
-  std::string request_json;  // requests only: `request` serialized once for every delivery
+  std::string reason;        // cancels only
+  std::string request_json;  // requests only: the wire form, serialized once for every delivery
 };
 
 }  // namespace sb::clienttool

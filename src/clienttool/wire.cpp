@@ -144,14 +144,41 @@ json::object to_json(const ToolDefinition& def) {
   return out;
 }
 
-json::object to_json(const ExecutionRequest& req) {
+json::object to_json(const ExecutionRequest& req, const json::object& input) {
   return json::object{{"type", "client-tool-request"},
                       {"requestID", req.request_id},
                       {"sessionID", req.session_id},
                       {"messageID", req.message_id},
                       {"callID", req.call_id},
                       {"tool", req.tool},
-                      {"input", req.input}};
+                      {"input", input}};
+}
+
+namespace {
+// Appends `"key":` and the JSON string of `value`.
+void append_field(std::string& out, std::string_view key, std::string_view value) {
+  out.push_back('"');
+  out.append(key);
+  out.append("\":");
+  out.append(json::serialize(json::string_view(value)));
+}
+}  // namespace
+
+std::string serialize(const ExecutionRequest& req, const json::object& input) {
+  std::string out = R"({"type":"client-tool-request",)";
+  append_field(out, "requestID", req.request_id);
+  out.push_back(',');
+  append_field(out, "sessionID", req.session_id);
+  out.push_back(',');
+  append_field(out, "messageID", req.message_id);
+  out.push_back(',');
+  append_field(out, "callID", req.call_id);
+  out.push_back(',');
+  append_field(out, "tool", req.tool);
+  out.append(R"(,"input":)");
+  out.append(json::serialize(input));
+  out.push_back('}');
+  return out;
 }
 
 json::object to_json(const ToolResponse& res) {
@@ -161,6 +188,26 @@ json::object to_json(const ToolResponse& res) {
                    {"output", res.output},
                    {"metadata", res.metadata}};
   if (!res.attachments.empty()) out["attachments"] = res.attachments;
+  return out;
+}
+
+std::string serialize(const ToolResponse& res) {
+  std::string out = res.success ? R"({"status":"success",)" : R"({"status":"error",)";
+  if (!res.success) {
+    append_field(out, "error", res.error);
+    out.push_back('}');
+    return out;
+  }
+  append_field(out, "title", res.title);
+  out.push_back(',');
+  append_field(out, "output", res.output);
+  out.append(R"(,"metadata":)");
+  out.append(json::serialize(res.metadata));
+  if (!res.attachments.empty()) {
+    out.append(R"(,"attachments":)");
+    out.append(json::serialize(res.attachments));
+  }
+  out.push_back('}');
   return out;
 }
 

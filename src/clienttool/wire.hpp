@@ -38,10 +38,14 @@ Result<std::optional<std::vector<std::string>>> parse_string_list(const json::ob
 // A result body: {result: {status, ...}} or the same fields flat beside requestID.
 Result<ToolResponse> parse_tool_response(const json::object& body);
 
-json::object to_json(const ToolDefinition& def);    // {id, description, parameters}
-json::object to_json(const ExecutionRequest& req);  // {type: "client-tool-request", ...}
+json::object to_json(const ToolDefinition& def);  // {id, description, parameters}
+// {type: "client-tool-request", requestID, sessionID, messageID, callID, tool, input}
+json::object to_json(const ExecutionRequest& req, const json::object& input);
+// The same, serialized without building the tree: what every delivery sends.
+std::string serialize(const ExecutionRequest& req, const json::object& input);
 json::object to_json(
     const ToolResponse& res);  // {status: "success", ...} | {status: "error", error}
+std::string serialize(const ToolResponse& res);  // the same, without building the tree
 json::array to_json(const std::vector<std::string>& strings);
 
 }  // namespace sb::clienttool

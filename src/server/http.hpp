@@ -29,6 +29,12 @@ using tcp = asio::ip::tcp;
 using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 
+// What a route that turns its connection into a push stream (SSE, WebSocket) leaves to run: the
+// HTTP session ends first, freeing its coroutine frames, read buffer and stream, and the push
+// stream then runs on its own with the socket and the request (which it drops once it is done
+// with the head or the handshake). So an idle push connection holds only what it needs.
+using TakeOver = std::function<asio::awaitable<void>(tcp::socket, Request)>;
+
 // Something the server must stop on shutdown: a connection. Used only on the I/O thread.
 class Stoppable {
  public:
@@ -78,6 +84,8 @@ struct ServerState {
 
 // Builds a JSON response. One place maps error codes to statuses: error_response().
 Response json_response(http::status status, const boost::json::value& body, const Request& req);
+// The same with the body already serialized (replies built without a JSON tree).
+Response json_text_response(http::status status, std::string body, const Request& req);
 Response error_response(const Error& error, const Request& req);
 http::status http_status(ErrorCode code);
 

@@ -20,6 +20,44 @@ void log_exception(std::exception_ptr e) {
   }
 }
 
+// Writes a response. Beast's serializer spends more instructions on the buffer sequences of a
+// small response than the whole route does, so the head goes out as one string (the same bytes:
+// status line, the fields in order, a blank line) followed by the body. Every response the
+// routes build has its Content-Length set (prepare_payload).
+asio::awaitable<boost::system::error_code> write_response(beast::tcp_stream& stream,
+                                                          const Response& res) {
+  std::string head;
+  head.reserve(192);
+  unsigned version = res.version();
+  unsigned code = res.result_int();
+  const char line[13] = {'H',
+                         'T',
+                         'T',
+                         'P',
+                         '/',
+                         static_cast<char>('0' + version / 10),
+                         '.',
+                         static_cast<char>('0' + version % 10),
+                         ' ',
+                         static_cast<char>('0' + code / 100),
+                         static_cast<char>('0' + code / 10 % 10),
+                         static_cast<char>('0' + code % 10),
+                         ' '};
+  head.append(line, sizeof line);
+  head.append(res.reason());
+  head.append("\r\n");
+  for (const auto& field : res) {
+    head.append(field.name_string());
+    head.append(": ");
+    head.append(field.value());
+    head.append("\r\n");
+  }
+  head.append("\r\n");
+  std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(res.body())};
+  auto [ec, n] = co_await asio::async_write(stream, buffers, tuple_awaitable);
+  co_return ec;
+}
+
 // One HTTP connection: reads requests one after another (keep-alive) until the peer leaves,
 // the idle timeout passes, or a route takes the connection over.
 class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSession> {
@@ -90,10 +128,18 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
       std::optional<Response> res;
       try {
         taken_over_ = beast::websocket::is_upgrade(req);
-        res = co_await dispatch(state_, stream_, req);
+        TakeOver take_over;
+        res = co_await dispatch(state_, stream_, req, take_over);
         if (!res) {
+          // An SSE stream or a WebSocket: it runs on its own from here, and this session, with
+          // its frames, buffer and stream, ends now.
           taken_over_ = true;
-          co_return;  // an SSE stream or WebSocket ran to its end
+          if (take_over) {
+            tcp::socket socket = stream_.release_socket();
+            auto executor = socket.get_executor();
+            asio::co_spawn(executor, take_over(std::move(socket), std::move(req)), log_exception);
+          }
+          co_return;
         }
         taken_over_ = false;
       } catch (const std::exception& e) {
@@ -103,7 +149,7 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
       bool keep_alive = res->keep_alive() && !state_.stopping;
       res->keep_alive(keep_alive);
       stream_.expires_after(std::chrono::seconds(30));
-      auto [wec, wn] = co_await http::async_write(stream_, *res, tuple_awaitable);
+      auto wec = co_await write_response(stream_, *res);
       if (wec || !keep_alive) break;
     }
     boost::system::error_code ignored;
@@ -113,7 +159,7 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
   asio::awaitable<void> write_and_close(Response& res) {
     res.keep_alive(false);
     stream_.expires_after(std::chrono::seconds(10));
-    co_await http::async_write(stream_, res, tuple_awaitable);
+    co_await write_response(stream_, res);
     boost::system::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
   }

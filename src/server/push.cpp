@@ -1,7 +1,12 @@
 #include "server/push.hpp"
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/websocket.hpp>
+
+#include <sys/socket.h>
+
+#include <array>
+#include <cerrno>
+#include <charconv>
 
 #include "clienttool/wire.hpp"
 #include "server/access.hpp"
@@ -10,14 +15,13 @@
 namespace sb::server {
 
 namespace websocket = beast::websocket;
-using namespace asio::experimental::awaitable_operators;
-using asio::use_awaitable;
+using Clock = std::chrono::steady_clock;
 constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
 // ---- PushChannel ----------------------------------------------------------------------------
 
 PushChannel::PushChannel(asio::any_io_executor executor, std::size_t limit)
-    : executor_(std::move(executor)), limit_(limit), wake_(executor_) {}
+    : executor_(std::move(executor)), limit_(limit) {}
 
 void PushChannel::post(std::shared_ptr<const std::string> frame) {
   asio::dispatch(executor_, [self = shared_from_this(), frame = std::move(frame)]() mutable {
@@ -32,39 +36,69 @@ void PushChannel::close(std::string reason) {
 }
 
 void PushChannel::push_here(std::shared_ptr<const std::string> frame) {
-  if (closed_) return;
-  if (queue_.size() >= limit_) {
+  if (closed_ || disconnected_) return;
+  if (queue_.size() - head_ >= limit_) {
     // The subscriber cannot keep up. Dropping it (it may reconnect and replay) is the only
-    // choice that never stalls the publisher or grows memory without bound.
+    // choice that never stalls the publisher or grows memory without bound. The socket closes
+    // at once, because the write in flight may never finish for a peer that stopped reading.
     log::warn("dropping a subscriber that fell ", limit_, " frames behind");
-    queue_.clear();
-    close_here("subscriber too slow");
-    if (on_overflow) on_overflow();
+    closed_ = true;
+    reason_ = "subscriber too slow";
+    disconnect();
     return;
   }
   queue_.push_back(std::move(frame));
-  wake_.cancel();
+  pump();
 }
 
 void PushChannel::close_here(std::string reason) {
   if (closed_) return;
   closed_ = true;
   reason_ = std::move(reason);
-  wake_.cancel();
+  pump();
 }
 
-asio::awaitable<std::shared_ptr<const std::string>> PushChannel::next() {
-  co_await asio::this_coro::throw_if_cancelled(false);
-  while (queue_.empty() && !closed_) {
-    wake_.expires_at(asio::steady_timer::time_point::max());
-    co_await wake_.async_wait(tuple_awaitable);
-    auto cs = co_await asio::this_coro::cancellation_state;
-    if (cs.cancelled() != asio::cancellation_type::none) co_return nullptr;
+void PushChannel::start() {
+  started_ = true;
+  pump();
+}
+
+void PushChannel::pump() {
+  if (!started_ || writing_ || ending_ || disconnected_) return;
+  if (head_ < queue_.size()) {
+    auto frame = std::move(queue_[head_++]);
+    if (head_ == queue_.size()) {
+      head_ = 0;
+      // Keep the vector for the next burst, unless a burst made it large.
+      if (queue_.capacity() > 64)
+        queue_ = {};
+      else
+        queue_.clear();
+    } else if (head_ >= 64 && head_ * 2 >= queue_.size()) {
+      // A queue that never quite drains: drop the written slots in front.
+      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
+    writing_ = true;
+    start_write(std::move(frame));
+  } else if (closed_) {
+    ending_ = true;
+    start_end();
   }
-  if (queue_.empty()) co_return nullptr;
-  auto frame = std::move(queue_.front());
-  queue_.pop_front();
-  co_return frame;
+}
+
+void PushChannel::write_done(bool ok) {
+  writing_ = false;
+  if (!ok) return disconnect();
+  pump();
+}
+
+void PushChannel::disconnect() {
+  if (disconnected_) return;
+  disconnected_ = true;
+  queue_ = {};
+  head_ = 0;
+  close_socket();
 }
 
 namespace {
@@ -74,62 +108,141 @@ std::chrono::milliseconds write_timeout(const ServerState& state) {
                   state.config.client_tools.keepalive_interval * 2);
 }
 
-// Completes when the peer closes (or resets) the connection. Bytes a client sends on an SSE
-// stream are ignored.
-asio::awaitable<void> read_until_closed(tcp::socket& socket) {
-  co_await asio::this_coro::throw_if_cancelled(false);
-  std::array<char, 512> scratch;
-  for (;;) {
-    auto [ec, n] = co_await socket.async_read_some(asio::buffer(scratch), tuple_awaitable);
-    if (ec) co_return;
+// Registers a push connection for shutdown (which closes its channel) and removes it when the
+// scope ends.
+class TrackedPush {
+ public:
+  TrackedPush(ServerState& state, const std::shared_ptr<PushChannel>& channel)
+      : state_(state), handle_(state.connections.add(channel)) {
+    if (state.stopping) channel->close("server shutting down");
   }
+  ~TrackedPush() { state_.connections.remove(handle_); }
+  TrackedPush(const TrackedPush&) = delete;
+  TrackedPush& operator=(const TrackedPush&) = delete;
+
+ private:
+  ServerState& state_;
+  ConnectionSet::Handle handle_;
+};
+
+// ---- SSE ------------------------------------------------------------------------------------
+
+// An SSE stream: frames go out as HTTP chunks. One timer per stream sends the keepalive frame
+// every interval and notices a write that has hung for longer than the write timeout (a peer
+// that stopped reading): the stream is then dropped, between one and two intervals late.
+class SseConnection final : public PushChannel {
+ public:
+  SseConnection(tcp::socket socket, std::size_t limit, std::chrono::milliseconds interval,
+                std::chrono::milliseconds write_timeout,
+                std::shared_ptr<const std::string> keepalive)
+      : PushChannel(socket.get_executor(), limit),
+        socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        interval_(interval),
+        write_timeout_(write_timeout),
+        keepalive_(std::move(keepalive)) {}
+
+  tcp::socket& socket() { return socket_; }
+
+  // Writes the response head, then lets frames go out. False when the peer is gone.
+  // `issued_token`, when not empty, goes out in the X-Switchboard-Client-Token header.
+  asio::awaitable<bool> write_head(const ServerState& state, const Request& req,
+                                   const std::string& issued_token) {
+    http::response<http::empty_body> res{http::status::ok, req.version()};
+    add_cors_headers(state, req, res);
+    if (!issued_token.empty()) res.set(kClientTokenHeader, issued_token);
+    res.set(http::field::content_type, "text/event-stream");
+    res.set(http::field::cache_control, "no-cache");
+    res.set(http::field::connection, "keep-alive");
+    res.set("X-Accel-Buffering", "no");
+    res.chunked(true);
+    http::response_serializer<http::empty_body> sr{res};
+    write_started_ = Clock::now();
+    in_head_ = true;
+    arm(std::min(interval_, std::chrono::milliseconds(10000)));
+    auto [ec, n] = co_await http::async_write_header(socket_, sr, tuple_awaitable);
+    in_head_ = false;
+    if (ec) co_return false;
+    arm(interval_);
+    start();
+    co_return true;
+  }
+
+ private:
+  void start_write(std::shared_ptr<const std::string> frame) override {
+    write_started_ = Clock::now();
+    // One HTTP chunk: the size in hex, the frame, CRLF (what http::make_chunk writes, without
+    // its buffer-sequence machinery).
+    char* end = std::to_chars(chunk_size_.data(), chunk_size_.data() + 16, frame->size(), 16).ptr;
+    end[0] = '\r';
+    end[1] = '\n';
+    std::size_t size_len = static_cast<std::size_t>(end + 2 - chunk_size_.data());
+    std::array<asio::const_buffer, 3> buffers{asio::buffer(chunk_size_.data(), size_len),
+                                              asio::buffer(*frame), asio::buffer("\r\n", 2)};
+    asio::async_write(socket_, buffers,
+                      [self = shared_from_this(), this, frame](boost::system::error_code ec,
+                                                               std::size_t) { write_done(!ec); });
+  }
+
+  void start_end() override {
+    static constexpr std::string_view last_chunk = "0\r\n\r\n";
+    write_started_ = Clock::now();
+    arm(std::chrono::seconds(2));  // the end of the stream gets two seconds, then the socket closes
+    asio::async_write(socket_, asio::buffer(last_chunk),
+                      [self = shared_from_this(), this](boost::system::error_code, std::size_t) {
+                        disconnect();
+                      });
+  }
+
+  void close_socket() override {
+    boost::system::error_code ignored;
+    timer_.cancel();
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
+
+  void arm(std::chrono::milliseconds after) {
+    timer_.expires_after(after);
+    timer_.async_wait([self = shared_from_this(), this](boost::system::error_code ec) {
+      if (!ec) on_timer();
+    });
+  }
+
+  void on_timer() {
+    if (in_head_ || ending() || (writing() && Clock::now() - write_started_ >= write_timeout_)) {
+      log::warn("dropping an SSE subscriber whose write did not finish in time");
+      return disconnect();
+    }
+    post(keepalive_);
+    arm(interval_);
+  }
+
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  std::chrono::milliseconds interval_;
+  std::chrono::milliseconds write_timeout_;
+  std::shared_ptr<const std::string> keepalive_;
+  Clock::time_point write_started_{};
+  std::array<char, 18> chunk_size_;  // the size line of the chunk in flight
+  bool in_head_ = false;
+};
+
+// Reads and drops what the peer sent. False once the peer has closed or reset the connection.
+bool drain(tcp::socket& socket) {
+  char scratch[512];
+  ssize_t n = ::recv(socket.native_handle(), scratch, sizeof scratch, MSG_DONTWAIT);
+  if (n == 0) return false;
+  return n > 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 }
 
-// Writes frames as HTTP chunks until the channel closes.
-asio::awaitable<void> write_sse_frames(beast::tcp_stream& stream, PushChannel& channel,
-                                       std::chrono::milliseconds timeout) {
-  co_await asio::this_coro::throw_if_cancelled(false);
+// Completes when the peer closes (or resets) the connection, or disconnect() closes the socket.
+// Bytes a client sends on an SSE stream are ignored. Waits for readability rather than reading,
+// so that an idle stream holds no read buffer.
+asio::awaitable<void> wait_until_closed(tcp::socket& socket) {
   for (;;) {
-    auto frame = co_await channel.next();
-    if (!frame && !channel.closed()) co_return;  // cancelled: the peer went away
-    if (!frame) break;
-    stream.expires_after(timeout);
-    auto [ec, n] =
-        co_await asio::async_write(stream, http::make_chunk(asio::buffer(*frame)), tuple_awaitable);
-    if (ec) co_return;
+    auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, tuple_awaitable);
+    if (ec || !socket.is_open() || !drain(socket)) co_return;
   }
-  stream.expires_after(std::chrono::seconds(2));
-  co_await asio::async_write(stream, http::make_chunk_last(), tuple_awaitable);
-}
-
-asio::awaitable<void> keepalive(PushChannel& channel, std::chrono::milliseconds interval,
-                                std::shared_ptr<const std::string> frame) {
-  co_await asio::this_coro::throw_if_cancelled(false);
-  asio::steady_timer timer(co_await asio::this_coro::executor);
-  for (;;) {
-    timer.expires_after(interval);
-    auto [ec] = co_await timer.async_wait(tuple_awaitable);
-    if (ec) co_return;
-    channel.post(frame);
-  }
-}
-
-// Writes the SSE response head. Chunked, so that proxies and HTTP/1.1 clients see a well-formed
-// stream that can end cleanly.
-asio::awaitable<bool> write_sse_head(const ServerState& state, beast::tcp_stream& stream,
-                                     const Request& req, const std::string& issued_token) {
-  http::response<http::empty_body> res{http::status::ok, req.version()};
-  add_cors_headers(state, req, res);
-  if (!issued_token.empty()) res.set(kClientTokenHeader, issued_token);
-  res.set(http::field::content_type, "text/event-stream");
-  res.set(http::field::cache_control, "no-cache");
-  res.set(http::field::connection, "keep-alive");
-  res.set("X-Accel-Buffering", "no");
-  res.chunked(true);
-  http::response_serializer<http::empty_body> sr{res};
-  stream.expires_after(std::chrono::seconds(10));
-  auto [ec, n] = co_await http::async_write_header(stream, sr, tuple_awaitable);
-  co_return !ec;
 }
 
 std::string sse_frame_for(const clienttool::ClientMessage& m) {
@@ -163,91 +276,90 @@ class ChannelSink : public clienttool::ClientSink {
   Format format_;
 };
 
-// Registers a push connection for shutdown and removes it when the scope ends.
-class TrackedPush {
- public:
-  TrackedPush(ServerState& state, const std::shared_ptr<PushChannel>& channel)
-      : state_(state),
-        stopper_(std::make_shared<PushStopper>(channel)),
-        handle_(state.connections.add(stopper_)) {
-    if (state.stopping) channel->close("server shutting down");
-  }
-  ~TrackedPush() { state_.connections.remove(handle_); }
-  TrackedPush(const TrackedPush&) = delete;
-  TrackedPush& operator=(const TrackedPush&) = delete;
-
- private:
-  ServerState& state_;
-  std::shared_ptr<PushStopper> stopper_;
-  ConnectionSet::Handle handle_;
-};
-
 }  // namespace
 
-// ---- SSE ------------------------------------------------------------------------------------
-
-asio::awaitable<void> run_client_sse(ServerState& state, beast::tcp_stream& stream,
-                                     const Request& req, std::string client_id,
-                                     std::uint64_t last_event_id, std::string issued_token) {
-  auto executor = co_await asio::this_coro::executor;
-  auto channel =
-      std::make_shared<PushChannel>(executor, state.config.server.subscriber_queue_limit);
-  channel->on_overflow = [&stream] {
-    boost::system::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream.socket().close(ignored);
-  };
-  TrackedPush tracked(state, channel);
+asio::awaitable<void> run_client_sse(ServerState& state, tcp::socket socket, Request req,
+                                     std::string client_id, std::uint64_t last_event_id,
+                                     std::string issued_token) {
+  static const auto ping = std::make_shared<const std::string>("event: ping\ndata: \n\n");
+  auto conn = std::make_shared<SseConnection>(
+      std::move(socket), state.config.server.subscriber_queue_limit,
+      state.config.client_tools.keepalive_interval, write_timeout(state), ping);
+  TrackedPush tracked(state, conn);
   // Attach before the head goes out: once a client sees the 200, its requests reach it.
-  auto sink = std::make_shared<ChannelSink>(channel, &sse_frame_for);
+  auto sink = std::make_shared<ChannelSink>(conn, &sse_frame_for);
   std::uint64_t connection = state.registry->attach(client_id, sink, last_event_id, "sse");
+  sink.reset();
   log::debug("client ", client_id, " connected over SSE");
-  if (co_await write_sse_head(state, stream, req, issued_token)) {
-    static const auto ping = std::make_shared<const std::string>("event: ping\ndata: \n\n");
-    co_await (read_until_closed(stream.socket()) ||
-              write_sse_frames(stream, *channel, write_timeout(state)) ||
-              keepalive(*channel, state.config.client_tools.keepalive_interval, ping));
-  }
-  channel->on_overflow = nullptr;
+  bool head_ok = co_await conn->write_head(state, req, issued_token);
+  req = Request();
+  if (head_ok) co_await wait_until_closed(conn->socket());
+  conn->disconnect();
   state.registry->detach(client_id, connection);
   log::debug("client ", client_id,
-             " SSE stream ended: ", channel->closed() ? channel->close_reason() : "peer closed");
+             " SSE stream ended: ", conn->closed() ? conn->close_reason() : "peer closed");
 }
 
-asio::awaitable<void> run_event_sse(ServerState& state, beast::tcp_stream& stream,
-                                    const Request& req) {
-  auto executor = co_await asio::this_coro::executor;
-  auto channel =
-      std::make_shared<PushChannel>(executor, state.config.server.subscriber_queue_limit);
-  channel->on_overflow = [&stream] {
-    boost::system::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream.socket().close(ignored);
-  };
-  TrackedPush tracked(state, channel);
-  channel->post(std::make_shared<const std::string>(
+asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Request req) {
+  static const auto heartbeat = std::make_shared<const std::string>(
+      "data: {\"type\":\"server.heartbeat\",\"properties\":{}}\n\n");
+  auto conn = std::make_shared<SseConnection>(
+      std::move(socket), state.config.server.subscriber_queue_limit,
+      state.config.client_tools.keepalive_interval, write_timeout(state), heartbeat);
+  TrackedPush tracked(state, conn);
+  conn->post(std::make_shared<const std::string>(
       "data: {\"type\":\"server.connected\",\"properties\":{}}\n\n"));
-  auto subscription = state.bus->subscribe(
-      [weak = std::weak_ptr<PushChannel>(channel)](const bus::EventPtr& event) {
+  auto subscription =
+      state.bus->subscribe([weak = std::weak_ptr<PushChannel>(conn)](const bus::EventPtr& event) {
         if (auto ch = weak.lock())
           ch->post(std::make_shared<const std::string>("data: " + event->frame + "\n\n"));
       });
   const std::string no_token;
-  if (co_await write_sse_head(state, stream, req, no_token)) {
-    static const auto heartbeat = std::make_shared<const std::string>(
-        "data: {\"type\":\"server.heartbeat\",\"properties\":{}}\n\n");
-    co_await (read_until_closed(stream.socket()) ||
-              write_sse_frames(stream, *channel, write_timeout(state)) ||
-              keepalive(*channel, state.config.client_tools.keepalive_interval, heartbeat));
-  }
-  channel->on_overflow = nullptr;
+  bool head_ok = co_await conn->write_head(state, req, no_token);
+  req = Request();
+  if (head_ok) co_await wait_until_closed(conn->socket());
+  conn->disconnect();
 }
 
 // ---- WebSocket ------------------------------------------------------------------------------
 
 namespace {
 
-using WsStream = websocket::stream<beast::tcp_stream>;
+// The WebSocket over the plain socket: Beast's own timeouts (handshake, idle with pings) need no
+// basic_stream, and moving a basic_stream would allocate a second implementation.
+using WsStream = websocket::stream<tcp::socket>;
+
+class WsConnection final : public PushChannel {
+ public:
+  WsConnection(tcp::socket socket, std::size_t limit)
+      : PushChannel(socket.get_executor(), limit), ws_(std::move(socket)) {}
+
+  WsStream& ws() { return ws_; }
+
+ private:
+  void start_write(std::shared_ptr<const std::string> frame) override {
+    ws_.text(true);
+    ws_.async_write(asio::buffer(*frame),
+                    [self = shared_from_this(), this, frame](boost::system::error_code ec,
+                                                             std::size_t) { write_done(!ec); });
+  }
+
+  void start_end() override {
+    websocket::close_reason reason(websocket::close_code::going_away);
+    if (close_reason().starts_with("superseded")) reason.code = websocket::close_code::normal;
+    reason.reason = close_reason().substr(0, 120);
+    ws_.async_close(reason,
+                    [self = shared_from_this(), this](boost::system::error_code) { disconnect(); });
+  }
+
+  void close_socket() override {
+    boost::system::error_code ignored;
+    ws_.next_layer().shutdown(tcp::socket::shutdown_both, ignored);
+    ws_.next_layer().close(ignored);
+  }
+
+  WsStream ws_;
+};
 
 std::shared_ptr<const std::string> ws_error(const Error& e, const std::string& request_id = {}) {
   json::object msg{{"type", "error"}, {"error", e.message}, {"code", error_code_name(e.code)}};
@@ -258,7 +370,11 @@ std::shared_ptr<const std::string> ws_error(const Error& e, const std::string& r
 // Handles one client -> server message; replies go through the channel (the one writer).
 void handle_ws_message(ServerState& state, const std::string& client_id, PushChannel& channel,
                        std::string_view text) {
-  auto doc = parse_json(text);
+  // The message is read and dropped here: its document lives in a buffer on this stack, and
+  // what outlives the call is copied out (into the heap) field by field.
+  unsigned char buffer[4096];
+  json::monotonic_resource resource(buffer, sizeof buffer);
+  auto doc = parse_json(text, 64, json::storage_ptr(&resource));
   if (!doc) return channel.post(ws_error(doc.error()));
   if (!doc->is_object())
     return channel.post(
@@ -308,7 +424,8 @@ void handle_ws_message(ServerState& state, const std::string& client_id, PushCha
     if (!metadata) return channel.post(ws_error(metadata.error(), *request_id));
     auto title = get_string(msg, "title");
     if (!title) return channel.post(ws_error(title.error(), *request_id));
-    clienttool::Progress progress{*metadata ? **metadata : json::object{}, *title};
+    clienttool::Progress progress{
+        *metadata ? json::object(**metadata, json::storage_ptr()) : json::object{}, *title};
     auto r = state.registry->report_progress(*request_id, client_id, std::move(progress));
     if (!r) channel.post(ws_error(r.error(), *request_id));
     return;
@@ -318,57 +435,13 @@ void handle_ws_message(ServerState& state, const std::string& client_id, PushCha
                                        "\" (expected register, unregister, result or progress)")));
 }
 
-asio::awaitable<void> ws_reader(ServerState& state, WsStream& ws, const std::string& client_id,
-                                PushChannel& channel) {
-  co_await asio::this_coro::throw_if_cancelled(false);
-  beast::flat_buffer buffer;
-  for (;;) {
-    auto [ec, n] = co_await ws.async_read(buffer, tuple_awaitable);
-    if (ec) {
-      if (ec == websocket::error::message_too_big)
-        log::warn("client ", client_id, " sent a WebSocket message over the size limit");
-      co_return;
-    }
-    if (!ws.got_text()) {
-      channel.post(ws_error(
-          make_error(ErrorCode::InvalidRequest, "binary frames are not accepted; send JSON text")));
-    } else {
-      auto data = buffer.cdata();
-      handle_ws_message(state, client_id, channel,
-                        std::string_view(static_cast<const char*>(data.data()), data.size()));
-    }
-    buffer.consume(buffer.size());
-    // Keep an idle connection small: a large message must not pin its buffer forever.
-    if (buffer.capacity() > 64 * 1024) buffer = beast::flat_buffer();
-  }
-}
-
-asio::awaitable<void> ws_writer(WsStream& ws, PushChannel& channel) {
-  co_await asio::this_coro::throw_if_cancelled(false);
-  for (;;) {
-    auto frame = co_await channel.next();
-    if (!frame && !channel.closed()) co_return;  // cancelled: the peer went away
-    if (!frame) break;
-    ws.text(true);
-    auto [ec, n] = co_await ws.async_write(asio::buffer(*frame), tuple_awaitable);
-    if (ec) co_return;
-  }
-  websocket::close_reason reason(websocket::close_code::going_away);
-  if (channel.close_reason() == "subscriber too slow")
-    reason.code = websocket::close_code::policy_error;
-  else if (channel.close_reason().starts_with("superseded"))
-    reason.code = websocket::close_code::normal;
-  reason.reason = channel.close_reason().substr(0, 120);
-  co_await ws.async_close(reason, tuple_awaitable);
-}
-
 }  // namespace
 
-asio::awaitable<void> run_client_websocket(ServerState& state, beast::tcp_stream stream,
-                                           Request req, std::string client_id,
-                                           std::string issued_token) {
-  WsStream ws(std::move(stream));
-  beast::get_lowest_layer(ws).expires_never();
+asio::awaitable<void> run_client_websocket(ServerState& state, tcp::socket socket, Request req,
+                                           std::string client_id, std::string issued_token) {
+  auto conn =
+      std::make_shared<WsConnection>(std::move(socket), state.config.server.subscriber_queue_limit);
+  WsStream& ws = conn->ws();
   websocket::stream_base::timeout timeouts;
   timeouts.handshake_timeout = std::chrono::seconds(30);
   timeouts.idle_timeout = state.config.client_tools.keepalive_interval;
@@ -381,29 +454,48 @@ asio::awaitable<void> run_client_websocket(ServerState& state, beast::tcp_stream
     if (!issued_token.empty()) res.set(kClientTokenHeader, issued_token);
   }));
   auto [ec] = co_await ws.async_accept(req, tuple_awaitable);
-  if (ec) co_return;
+  req = Request();  // the upgrade request's headers are not needed any more
+  if (ec) {
+    conn->disconnect();
+    co_return;
+  }
 
-  auto executor = co_await asio::this_coro::executor;
-  auto channel =
-      std::make_shared<PushChannel>(executor, state.config.server.subscriber_queue_limit);
-  channel->on_overflow = [&ws] {
-    boost::system::error_code ignored;
-    beast::get_lowest_layer(ws).socket().shutdown(tcp::socket::shutdown_both, ignored);
-    beast::get_lowest_layer(ws).socket().close(ignored);
-  };
-  TrackedPush tracked(state, channel);
+  TrackedPush tracked(state, conn);
   if (!issued_token.empty())  // first in the queue: before any request the client must answer
-    channel->post(std::make_shared<const std::string>(json::serialize(json::object{
+    conn->post(std::make_shared<const std::string>(json::serialize(json::object{
         {"type", "credentials"}, {"clientID", client_id}, {"clientToken", issued_token}})));
-  auto sink = std::make_shared<ChannelSink>(channel, &ws_frame_for);
+  auto sink = std::make_shared<ChannelSink>(conn, &ws_frame_for);
   // A WebSocket client that reconnects gets every still-pending request again.
   std::uint64_t connection = state.registry->attach(client_id, sink, 0, "websocket");
+  sink.reset();
   log::debug("client ", client_id, " connected over WebSocket");
-  co_await (ws_reader(state, ws, client_id, *channel) || ws_writer(ws, *channel));
-  channel->on_overflow = nullptr;
+  conn->start();
+
+  // This coroutine reads; writes are driven by the channel. When the channel ends the stream
+  // (close frame, overflow, write error), the read fails and the loop ends.
+  beast::flat_buffer buffer;
+  for (;;) {
+    auto [rec, n] = co_await ws.async_read(buffer, tuple_awaitable);
+    if (rec) {
+      if (rec == websocket::error::message_too_big)
+        log::warn("client ", client_id, " sent a WebSocket message over the size limit");
+      break;
+    }
+    if (!ws.got_text()) {
+      conn->post(ws_error(
+          make_error(ErrorCode::InvalidRequest, "binary frames are not accepted; send JSON text")));
+    } else {
+      auto data = buffer.cdata();
+      handle_ws_message(state, client_id, *conn,
+                        std::string_view(static_cast<const char*>(data.data()), data.size()));
+    }
+    // An idle connection keeps no read buffer: the next message gets a fresh one.
+    buffer = beast::flat_buffer();
+  }
+  conn->disconnect();
   state.registry->detach(client_id, connection);
   log::debug("client ", client_id,
-             " WebSocket ended: ", channel->closed() ? channel->close_reason() : "peer closed");
+             " WebSocket ended: ", conn->closed() ? conn->close_reason() : "peer closed");
 }
 
 }  // namespace sb::server

@@ -1,47 +1,71 @@
 #pragma once
 // Push connections: the client-tool SSE stream, the /event SSE stream and the client-tool
-// WebSocket. Each runs a reader and a writer on the connection's executor, with a bounded
-// outbound queue and at most one write in flight; a subscriber that falls behind is dropped.
+// WebSocket. Each is one coroutine that reads (or waits for the peer to leave) plus a writer
+// driven by completion handlers, with a bounded outbound queue and at most one write in flight;
+// a subscriber that falls behind is dropped. A push connection owns its socket on its own: the
+// HTTP session that routed the request has ended (see TakeOver in http.hpp), so an idle
+// connection holds only what it needs.
 #include <boost/asio/awaitable.hpp>
 
-#include <deque>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
+#include <vector>
 
 #include "server/http.hpp"
 
 namespace sb::server {
 
-// The outbound side of one push connection. post()/close() from any thread; next() on the
-// connection's executor only.
-class PushChannel : public std::enable_shared_from_this<PushChannel> {
+// The outbound side of one push connection. post()/close() from any thread; the rest on the
+// connection's executor.
+class PushChannel : public Stoppable, public std::enable_shared_from_this<PushChannel> {
  public:
   PushChannel(asio::any_io_executor executor, std::size_t limit);
 
   // Queues a frame. When the queue is full the connection is closed as too slow.
   void post(std::shared_ptr<const std::string> frame);
-  // The writer finishes the frame in flight, then ends; later posts are dropped.
+  // Queued frames are still written, then the stream ends; later posts are dropped.
   void close(std::string reason);
-  // The next frame, or nullptr once closed.
-  asio::awaitable<std::shared_ptr<const std::string>> next();
 
   bool closed() const { return closed_; }
-  // Called on the executor when the queue overflows: closes the socket at once, because the
-  // write in flight may never finish for a peer that stopped reading.
-  std::function<void()> on_overflow;
   const std::string& close_reason() const { return reason_; }
   asio::any_io_executor executor() const { return executor_; }
+
+  // Frames are written once start() was called (after the response head, or the handshake).
+  void start();
+  // The connection is over (the peer left, the stream ended, a write failed): closes the
+  // socket, drops what is queued and ends every wait. Idempotent.
+  void disconnect();
+  // Shutdown: the stream ends after the frames already queued.
+  void stop() override { close("server shutting down"); }
+
+ protected:
+  // Writes one frame and calls write_done() when finished. At most one at a time.
+  virtual void start_write(std::shared_ptr<const std::string> frame) = 0;
+  // Every frame is written and the channel is closed: end the stream (last chunk, close frame)
+  // and then call disconnect().
+  virtual void start_end() = 0;
+  // Closes the socket now (disconnect()).
+  virtual void close_socket() = 0;
+  void write_done(bool ok);
+  bool writing() const { return writing_; }
+  bool ending() const { return ending_; }
 
  private:
   void push_here(std::shared_ptr<const std::string> frame);
   void close_here(std::string reason);
+  void pump();
 
   asio::any_io_executor executor_;
   std::size_t limit_;
-  std::deque<std::shared_ptr<const std::string>> queue_;
-  asio::steady_timer wake_;
+  // A vector with a read index rather than a std::deque, which allocates 576 bytes up front even
+  // for the idle connection that never gets a frame.
+  std::vector<std::shared_ptr<const std::string>> queue_;
+  std::size_t head_ = 0;
+  bool started_ = false;
+  bool writing_ = false;
+  bool ending_ = false;
+  bool disconnected_ = false;
   bool closed_ = false;
   std::string reason_;
 };
@@ -49,28 +73,16 @@ class PushChannel : public std::enable_shared_from_this<PushChannel> {
 // GET /client-tools/pending/{clientID}: attaches the client and streams its requests.
 // `issued_token`, when not empty, is the client token this first use issued: it goes out in the
 // X-Switchboard-Client-Token response header.
-asio::awaitable<void> run_client_sse(ServerState& state, beast::tcp_stream& stream,
-                                     const Request& req, std::string client_id,
-                                     std::uint64_t last_event_id, std::string issued_token);
+asio::awaitable<void> run_client_sse(ServerState& state, tcp::socket socket, Request req,
+                                     std::string client_id, std::uint64_t last_event_id,
+                                     std::string issued_token);
 
 // GET /event: every bus event.
-asio::awaitable<void> run_event_sse(ServerState& state, beast::tcp_stream& stream,
-                                    const Request& req);
+asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Request req);
 
-// GET /client-tools/ws/{clientID}: takes the stream over for a WebSocket session.
+// GET /client-tools/ws/{clientID}: the WebSocket handshake, then the client's session.
 // `issued_token`, when not empty, is sent first: {"type": "credentials", clientID, clientToken}.
-asio::awaitable<void> run_client_websocket(ServerState& state, beast::tcp_stream stream,
-                                           Request req, std::string client_id,
-                                           std::string issued_token);
-
-// The connection-tracking entry of a push connection: shutdown closes its channel.
-class PushStopper : public Stoppable {
- public:
-  explicit PushStopper(std::shared_ptr<PushChannel> channel) : channel_(std::move(channel)) {}
-  void stop() override { channel_->close("server shutting down"); }
-
- private:
-  std::shared_ptr<PushChannel> channel_;
-};
+asio::awaitable<void> run_client_websocket(ServerState& state, tcp::socket socket, Request req,
+                                           std::string client_id, std::string issued_token);
 
 }  // namespace sb::server

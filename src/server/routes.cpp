@@ -1,7 +1,6 @@
 #include "server/routes.hpp"
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/url/parse.hpp>
 
@@ -17,9 +16,6 @@
 #include "util/log.hpp"
 
 namespace sb::server {
-
-using namespace asio::experimental::awaitable_operators;
-constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
 // ---- the one place that maps errors to HTTP -------------------------------------------------
 
@@ -50,10 +46,14 @@ http::status http_status(ErrorCode code) {
 }
 
 Response json_response(http::status status, const json::value& body, const Request& req) {
+  return json_text_response(status, json::serialize(body), req);
+}
+
+Response json_text_response(http::status status, std::string body, const Request& req) {
   Response res{status, req.version()};
   res.set(http::field::server, "switchboard/" SWITCHBOARD_VERSION);
   res.set(http::field::content_type, "application/json");
-  res.body() = json::serialize(body);
+  res.body() = std::move(body);
   res.keep_alive(req.keep_alive());
   res.prepare_payload();
   return res;
@@ -72,13 +72,16 @@ struct Call {
   Request& req;
   std::vector<std::string> params;  // the {…} segments of the route, decoded
   boost::urls::url_view url;
+  TakeOver& take_over;  // set by a route that turns the connection into a push stream
 };
 
 using Reply = std::optional<Response>;
 using Handler = asio::awaitable<Reply> (*)(Call&);
 
-Result<json::object> body_object(const Request& req) {
-  auto doc = parse_json(req.body());
+// `sp`: where the document lives; a route that is done with the body before it returns parses
+// into a monotonic resource on its stack instead of the heap.
+Result<json::object> body_object(const Request& req, json::storage_ptr sp = {}) {
+  auto doc = parse_json(req.body(), 64, std::move(sp));
   if (!doc) return doc.error();
   if (!doc->is_object())
     return make_error(ErrorCode::InvalidRequest,
@@ -91,6 +94,9 @@ Reply fail(const Call& c, const Error& e) {
 }
 Reply ok(const Call& c, const json::value& body) {
   return json_response(http::status::ok, body, c.req);
+}
+Reply ok_text(const Call& c, std::string body) {
+  return json_text_response(http::status::ok, std::move(body), c.req);
 }
 
 Result<std::string> client_id_param(const std::string& id) {
@@ -175,87 +181,121 @@ asio::awaitable<Reply> unregister_tools(Call& c) {
   co_return ok(c, json::object{{"success", true}, {"unregistered", clienttool::to_json(removed)}});
 }
 
-// Completes when the HTTP caller closes its connection while we wait for a result.
-asio::awaitable<void> wait_peer_closed(tcp::socket& socket) {
-  co_await asio::this_coro::throw_if_cancelled(false);
-  auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, tuple_awaitable);
-  if (ec) co_return;  // cancelled: the result came first
-  char byte;
-  ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) co_return;
-  // The caller pipelined another request; it is still there. Wait for the result alone.
-  asio::steady_timer never(co_await asio::this_coro::executor,
-                           asio::steady_timer::time_point::max());
-  co_await never.async_wait(tuple_awaitable);
-}
+// A call's outcome on its way from the registry to the route waiting for it: one small object
+// and a timer wait per execution, instead of a channel and two raced coroutines.
+struct CallWaiter {
+  explicit CallWaiter(asio::any_io_executor ex)
+      : signal(std::move(ex), asio::steady_timer::time_point::max()) {}
+  asio::steady_timer signal;  // never expires; cancelled when the outcome is in
+  std::optional<clienttool::ExecuteOutcome> outcome;
+  bool finished = false;     // the route has its outcome; the peer watch is moot
+  bool peer_closed = false;  // the caller left before the outcome
+};
 
-asio::awaitable<Reply> execute(Call& c) {
-  auto body = body_object(c.req);
-  if (!body) co_return fail(c, body.error());
-  clienttool::ExecuteParams params;
+// Parses the body of POST /client-tools/execute and starts the call. Plain function, so that
+// the body's document lives in a buffer on this stack: only `input` is copied out (once, by
+// the registry, when it serializes the request).
+Result<clienttool::StartedCall> start_execution(ServerState& state, const Request& req,
+                                                clienttool::CompletionHandler done) {
+  unsigned char buffer[4096];
+  json::monotonic_resource resource(buffer, sizeof buffer);
+  json::storage_ptr sp(&resource);
+  auto body = body_object(req, sp);
+  if (!body) return body.error();
+  clienttool::ExecuteParams params{.input = json::object(sp)};
   auto client_id = get_string(*body, "clientID");
-  if (!client_id) co_return fail(c, client_id.error());
+  if (!client_id) return client_id.error();
   params.client_id = client_id->value_or("");
   auto tool = get_string(*body, "tool");
-  if (!tool) co_return fail(c, tool.error());
+  if (!tool) return tool.error();
   auto tool_id = get_string(*body, "toolID");
-  if (!tool_id) co_return fail(c, tool_id.error());
+  if (!tool_id) return tool_id.error();
   params.tool = tool->value_or(tool_id->value_or(""));
   if (params.tool.empty())
-    co_return fail(c, make_error(ErrorCode::InvalidRequest, "tool (or toolID) is required"));
+    return make_error(ErrorCode::InvalidRequest, "tool (or toolID) is required");
   auto input = get_object(*body, "input");
-  if (!input) co_return fail(c, input.error());
+  if (!input) return input.error();
   if (*input) params.input = **input;
   for (auto [key, field] :
        {std::pair{"sessionID", &params.session_id}, std::pair{"messageID", &params.message_id},
         std::pair{"callID", &params.call_id}}) {
     auto v = get_string(*body, key);
-    if (!v) co_return fail(c, v.error());
+    if (!v) return v.error();
     *field = v->value_or("");
   }
   auto timeout = get_int(*body, "timeout");
-  if (!timeout) co_return fail(c, timeout.error());
+  if (!timeout) return timeout.error();
   if (*timeout) {
     if (**timeout <= 0)
-      co_return fail(
-          c, make_error(ErrorCode::InvalidRequest, "timeout must be a positive number of ms"));
+      return make_error(ErrorCode::InvalidRequest, "timeout must be a positive number of ms");
     params.timeout = std::chrono::milliseconds(**timeout);
   }
+  return state.registry->execute(std::move(params), std::move(done));
+}
 
-  using Channel = asio::experimental::concurrent_channel<void(boost::system::error_code,
-                                                              clienttool::ExecuteOutcome)>;
-  auto channel = std::make_shared<Channel>(co_await asio::this_coro::executor, 1);
-  auto started =
-      c.state.registry->execute(std::move(params), [channel](clienttool::ExecuteOutcome outcome) {
-        channel->try_send(boost::system::error_code{}, std::move(outcome));
-      });
+// Cancels the call when the HTTP caller closes its connection while it waits for the result.
+void watch_caller(tcp::socket& socket, std::shared_ptr<CallWaiter> waiter,
+                  std::shared_ptr<clienttool::ClientToolRegistry> registry,
+                  std::string request_id) {
+  socket.async_wait(tcp::socket::wait_read,
+                    [&socket, waiter = std::move(waiter), registry = std::move(registry),
+                     request_id = std::move(request_id)](boost::system::error_code ec) {
+                      if (ec || waiter->finished) return;  // the outcome came first
+                      char byte;
+                      ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+                      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+                        waiter->peer_closed = true;
+                        registry->cancel(request_id, "caller disconnected");
+                      }
+                      // Otherwise the caller pipelined another request: it is still there; wait for
+                      // the result alone.
+                    });
+}
+
+asio::awaitable<Reply> execute(Call& c) {
+  auto waiter = std::make_shared<CallWaiter>(co_await asio::this_coro::executor);
+  auto started = start_execution(c.state, c.req, [waiter](clienttool::ExecuteOutcome outcome) {
+    // Any thread; the route continues on its own executor.
+    asio::post(waiter->signal.get_executor(), [waiter, outcome = std::move(outcome)]() mutable {
+      waiter->outcome = std::move(outcome);
+      waiter->signal.cancel();
+    });
+  });
   if (!started) co_return fail(c, started.error());
-
-  auto winner =
-      co_await (channel->async_receive(tuple_awaitable) || wait_peer_closed(c.stream.socket()));
-  if (winner.index() == 1) {
-    c.state.registry->cancel(started->request_id, "caller disconnected");
+  watch_caller(c.stream.socket(), waiter, c.state.registry, started->request_id);
+  while (!waiter->outcome)
+    co_await waiter->signal.async_wait(asio::as_tuple(asio::use_awaitable));
+  waiter->finished = true;
+  boost::system::error_code ignored;
+  c.stream.socket().cancel(ignored);  // ends the watch
+  if (waiter->peer_closed)
     co_return fail(c, make_error(ErrorCode::Unavailable, "caller disconnected"));
-  }
-  auto [ec, outcome] = std::move(std::get<0>(winner));
-  if (ec) co_return fail(c, make_error(ErrorCode::Internal, "result channel: " + ec.message()));
+  const auto& outcome = *waiter->outcome;
   if (!outcome) co_return fail(c, outcome.error());
-  co_return ok(c, clienttool::to_json(*outcome));
+  co_return ok_text(c, clienttool::serialize(*outcome));
+}
+
+// Parses the body and hands the result over. Plain function: the document lives in a buffer on
+// this stack, and only the result's fields are copied out.
+Result<void> submit_result_body(const Call& c) {
+  unsigned char buffer[4096];
+  json::monotonic_resource resource(buffer, sizeof buffer);
+  auto body = body_object(c.req, json::storage_ptr(&resource));
+  if (!body) return body.error();
+  auto request_id = require_string(*body, "requestID");
+  if (!request_id) return request_id.error();
+  auto client_id = get_string(*body, "clientID");
+  if (!client_id) return client_id.error();
+  auto response = clienttool::parse_tool_response(*body);
+  if (!response) return response.error();
+  if (auto v = verify_client(c, *client_id); !v) return v.error();
+  return c.state.registry->submit_result(*request_id, *client_id, std::move(*response));
 }
 
 asio::awaitable<Reply> submit_result(Call& c) {
-  auto body = body_object(c.req);
-  if (!body) co_return fail(c, body.error());
-  auto request_id = require_string(*body, "requestID");
-  if (!request_id) co_return fail(c, request_id.error());
-  auto client_id = get_string(*body, "clientID");
-  if (!client_id) co_return fail(c, client_id.error());
-  auto response = clienttool::parse_tool_response(*body);
-  if (!response) co_return fail(c, response.error());
-  if (auto v = verify_client(c, *client_id); !v) co_return fail(c, v.error());
-  auto r = c.state.registry->submit_result(*request_id, *client_id, std::move(*response));
+  auto r = submit_result_body(c);
   if (!r) co_return fail(c, r.error());
-  co_return ok(c, json::object{{"success", true}});
+  co_return ok_text(c, R"({"success":true})");
 }
 
 asio::awaitable<Reply> report_progress(Call& c) {
@@ -308,8 +348,11 @@ asio::awaitable<Reply> pending_stream(Call& c) {
   }
   auto issued = authenticate_client(c, *client_id);
   if (!issued) co_return fail(c, issued.error());
-  std::string token = issued->value_or("");
-  co_await run_client_sse(c.state, c.stream, c.req, *client_id, last_seq, std::move(token));
+  c.take_over = [&state = c.state, client_id = std::move(*client_id), last_seq,
+                 token = issued->value_or("")](tcp::socket socket, Request req) mutable {
+    return run_client_sse(state, std::move(socket), std::move(req), std::move(client_id), last_seq,
+                          std::move(token));
+  };
   co_return std::nullopt;
 }
 
@@ -321,14 +364,18 @@ asio::awaitable<Reply> client_websocket(Call& c) {
                                  "this route is a WebSocket: send an Upgrade: websocket request"));
   auto issued = authenticate_client(c, *client_id);
   if (!issued) co_return fail(c, issued.error());
-  std::string token = issued->value_or("");
-  co_await run_client_websocket(c.state, std::move(c.stream), std::move(c.req), *client_id,
+  c.take_over = [&state = c.state, client_id = std::move(*client_id), token = issued->value_or("")](
+                    tcp::socket socket, Request req) mutable {
+    return run_client_websocket(state, std::move(socket), std::move(req), std::move(client_id),
                                 std::move(token));
+  };
   co_return std::nullopt;
 }
 
 asio::awaitable<Reply> event_stream(Call& c) {
-  co_await run_event_sse(c.state, c.stream, c.req);
+  c.take_over = [&state = c.state](tcp::socket socket, Request req) {
+    return run_event_sse(state, std::move(socket), std::move(req));
+  };
   co_return std::nullopt;
 }
 
@@ -739,7 +786,7 @@ bool matches(const Route& route, const std::vector<std::string>& segments,
 }  // namespace
 
 asio::awaitable<std::optional<Response>> dispatch(ServerState& state, beast::tcp_stream& stream,
-                                                  Request& req) {
+                                                  Request& req, TakeOver& take_over) {
   auto url = boost::urls::parse_origin_form(req.target());
   if (!url)
     co_return error_response(make_error(ErrorCode::InvalidRequest,
@@ -761,7 +808,7 @@ asio::awaitable<std::optional<Response>> dispatch(ServerState& state, beast::tcp
       allowed += std::string(http::to_string(route.method));
       continue;
     }
-    Call call{state, stream, req, std::move(params), *url};
+    Call call{state, stream, req, std::move(params), *url, take_over};
     auto res = co_await route.handler(call);
     if (res) add_cors_headers(state, req, *res);
     co_return res;

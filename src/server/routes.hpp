@@ -7,9 +7,10 @@
 
 namespace sb::server {
 
-// Routes one request. Returns the response to write, or nullopt when the route took the
-// connection over (SSE, WebSocket) and is done with it; the caller then closes nothing.
+// Routes one request. Returns the response to write, or nullopt when the route turns the
+// connection into a push stream (SSE, WebSocket): it has then set `take_over`, which the caller
+// runs with the socket and the request once its HTTP session has ended.
 asio::awaitable<std::optional<Response>> dispatch(ServerState& state, beast::tcp_stream& stream,
-                                                  Request& req);
+                                                  Request& req, TakeOver& take_over);
 
 }  // namespace sb::server

@@ -6,10 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "clienttool/schema.hpp"
@@ -19,27 +17,6 @@ namespace sb::tool {
 namespace {
 
 using clienttool::CompiledSchema;
-
-// Compiling a schema with valijson costs far more than serializing it, and the processor
-// prepares arguments for every call: compile each distinct schema once. Keyed by the text, not
-// the Tool's address, so that a tool replaced by another at the same address is never confused.
-Result<std::shared_ptr<const CompiledSchema>> compiled_schema(const json::object& parameters) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::shared_ptr<const CompiledSchema>> cache;
-  constexpr std::size_t kMaxEntries = 512;  // tools come and go (client tools); stay bounded
-
-  std::string key = json::serialize(parameters);
-  {
-    std::lock_guard lock(mutex);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-  }
-  auto compiled = CompiledSchema::compile(json::value(parameters));
-  if (!compiled) return compiled.error();
-  std::lock_guard lock(mutex);
-  if (cache.size() >= kMaxEntries) cache.clear();
-  cache.emplace(std::move(key), *compiled);
-  return *compiled;
-}
 
 constexpr int kMaxDepth = 32;  // of $ref and combinator chasing, so a cyclic schema terminates
 
@@ -571,7 +548,7 @@ Result<json::object> prepare_arguments(const Tool& tool, json::value args) {
   if (!args.is_object())
     return invalid(tool, "the arguments must be a JSON object, got " + describe(args));
 
-  auto compiled = compiled_schema(tool.parameters());
+  auto compiled = CompiledSchema::compile(tool.parameters());
   if (!compiled)
     return make_error(ErrorCode::Internal, "the " + tool.id() +
                                                " tool has a parameters schema that cannot be "

@@ -15,7 +15,10 @@ namespace sb {
 namespace json = boost::json;
 
 // Parses a whole document. Errors are InvalidRequest and say where ("line 3, column 7").
-Result<json::value> parse_json(std::string_view text, std::size_t max_depth = 64);
+// `sp`: where the document lives (e.g. a monotonic_resource over a stack buffer for a document
+// that is read and dropped); the default heap when null.
+Result<json::value> parse_json(std::string_view text, std::size_t max_depth = 64,
+                               json::storage_ptr sp = {});
 
 // "prefix.key", or "key" when prefix is empty.
 std::string field_path(std::string_view prefix, std::string_view key);
