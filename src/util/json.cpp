@@ -30,10 +30,14 @@ void throw_exception_from_error(const Error& e, const boost::source_location&) {
   throw std::runtime_error(std::string(error_code_name(e.code)) + ": " + e.message);
 }
 
-Result<json::value> parse_json(std::string_view text, std::size_t max_depth) {
+Result<json::value> parse_json(std::string_view text, std::size_t max_depth,
+                               json::storage_ptr storage) {
   json::parse_options opts;
   opts.max_depth = max_depth;
-  json::stream_parser parser({}, opts);
+  // The parser's own working memory starts on the stack.
+  unsigned char temp[1024];
+  json::stream_parser parser({}, opts, temp);
+  parser.reset(std::move(storage));
   boost::system::error_code ec;
   std::size_t used = parser.write_some(text.data(), text.size(), ec);
   if (!ec && used < text.size()) ec = json::error::extra_data;

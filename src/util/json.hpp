@@ -15,7 +15,11 @@ namespace sb {
 namespace json = boost::json;
 
 // Parses a whole document. Errors are InvalidRequest and say where ("line 3, column 7").
-Result<json::value> parse_json(std::string_view text, std::size_t max_depth = 64);
+// `storage`: where the document lives (a short-lived one can use a monotonic_resource on the
+// stack; copies of its parts made by assignment use the target's storage, copy construction
+// does not).
+Result<json::value> parse_json(std::string_view text, std::size_t max_depth = 64,
+                               json::storage_ptr storage = {});
 
 // "prefix.key", or "key" when prefix is empty.
 std::string field_path(std::string_view prefix, std::string_view key);
