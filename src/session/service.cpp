@@ -483,10 +483,13 @@ Result<std::vector<tool::ToolPtr>> SessionService::offered_tools(
 }
 
 provider::ToolSet SessionService::tool_set_for(const std::vector<tool::ToolPtr>& offered) {
-  auto same = [&](const provider::ToolSet& set) {
-    if (set.size() != offered.size()) return false;
+  auto same = [&](const KnownToolSet& known) {
+    if (known.tools.size() != offered.size()) return false;
     for (std::size_t i = 0; i < offered.size(); ++i) {
-      const auto& schema = set.schemas()[i];
+      // The same tool object has the same schema (built-in and custom tools are immutable);
+      // client tools are new objects on every lookup, so theirs are compared.
+      if (known.tools[i] == offered[i]) continue;
+      const auto& schema = known.set.schemas()[i];
       const auto& tool = *offered[i];
       if (schema.name != tool.id() || schema.description != tool.description() ||
           schema.parameters != tool.parameters())
@@ -496,8 +499,8 @@ provider::ToolSet SessionService::tool_set_for(const std::vector<tool::ToolPtr>&
   };
   {
     std::lock_guard lock(mutex_);
-    for (const auto& set : tool_sets_)
-      if (same(set)) return set;
+    for (const auto& known : tool_sets_)
+      if (same(known)) return known.set;
   }
   std::vector<provider::ToolSchema> schemas;
   schemas.reserve(offered.size());
@@ -505,7 +508,7 @@ provider::ToolSet SessionService::tool_set_for(const std::vector<tool::ToolPtr>&
     schemas.push_back({t->id(), t->description(), t->parameters()});
   provider::ToolSet set(std::move(schemas));
   std::lock_guard lock(mutex_);
-  tool_sets_.push_front(set);
+  tool_sets_.push_front({offered, set});
   if (tool_sets_.size() > kToolSetsKept) tool_sets_.pop_back();
   return set;
 }

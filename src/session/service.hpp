@@ -137,7 +137,11 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   std::set<std::string> deleted_;  // so that an aborted turn winding down stores nothing
   std::map<std::string, std::shared_ptr<Conversation>> conversations_;
   std::uint64_t conversation_uses_ = 0;
-  std::deque<provider::ToolSet> tool_sets_;  // most recently made first
+  struct KnownToolSet {
+    std::vector<tool::ToolPtr> tools;  // what it was made from
+    provider::ToolSet set;
+  };
+  std::deque<KnownToolSet> tool_sets_;  // most recently made first
   bool shutting_down_ = false;
 };
 
