@@ -8,6 +8,9 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/url.hpp>
 
+#include <unistd.h>
+
+#include <charconv>
 #include <optional>
 
 namespace sb::net {
@@ -29,6 +32,29 @@ std::string HttpResponseHead::header(std::string_view name) const {
     if (same) return v;
   }
   return {};
+}
+
+ConnectionPool::~ConnectionPool() {
+  for (auto& [origin, idle] : idle_)
+    ::close(idle.fd);
+}
+
+std::optional<ConnectionPool::Idle> ConnectionPool::take(const std::string& origin) {
+  std::lock_guard lock(mutex_);
+  auto it = idle_.find(origin);
+  if (it == idle_.end()) return std::nullopt;
+  Idle idle = it->second;
+  idle_.erase(it);
+  return idle;
+}
+
+void ConnectionPool::give_back(const std::string& origin, Idle connection) {
+  std::lock_guard lock(mutex_);
+  if (idle_.count(origin) >= kMaxIdlePerOrigin) {
+    ::close(connection.fd);
+    return;
+  }
+  idle_.emplace(origin, connection);
 }
 
 namespace {
@@ -82,12 +108,66 @@ auto with_timeout(Op op, std::chrono::milliseconds timeout)
   co_return std::get<0>(std::move(r));
 }
 
+// Closes `socket` once nothing has been sent or received for `idle`: the bound on every wait of
+// an exchange, with one timer per request that is re-armed only when it fires (a timer per
+// read cost more than the read). Runs on the socket's executor; inert once destroyed.
+class Watchdog {
+ public:
+  Watchdog(tcp::socket& socket, std::chrono::milliseconds idle)
+      : state_(std::make_shared<State>(socket, idle)) {
+    state_->timer.expires_after(idle);
+    arm(state_);
+  }
+  ~Watchdog() {
+    state_->socket = nullptr;
+    state_->timer.cancel();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void activity() { state_->last = std::chrono::steady_clock::now(); }
+  bool fired() const { return state_->fired; }
+
+ private:
+  struct State {
+    State(tcp::socket& s, std::chrono::milliseconds i)
+        : timer(s.get_executor()), socket(&s), idle(i), last(std::chrono::steady_clock::now()) {}
+    asio::steady_timer timer;
+    tcp::socket* socket;
+    std::chrono::milliseconds idle;
+    std::chrono::steady_clock::time_point last;
+    bool fired = false;
+  };
+  static void arm(std::shared_ptr<State> state) {
+    auto& timer = state->timer;
+    timer.async_wait([state = std::move(state)](boost::system::error_code ec) {
+      if (ec || !state->socket) return;
+      auto due = state->last + state->idle;
+      if (std::chrono::steady_clock::now() < due) {
+        state->timer.expires_at(due);
+        arm(state);
+        return;
+      }
+      state->fired = true;
+      boost::system::error_code ignored;
+      state->socket->close(ignored);
+    });
+  }
+  std::shared_ptr<State> state_;
+};
+
+// How an exchange ended, beyond its result.
+struct ExchangeState {
+  bool answered = false;  // a response head arrived (a retry on a new connection is not safe)
+  bool reusable = false;  // the whole response was read and the server keeps the connection
+};
+
 // One exchange over a connected stream (plain or TLS).
 template <class Stream>
 asio::awaitable<Result<HttpResponseHead>> exchange(
     Stream& stream, const HttpRequestSpec& spec, const Target& target,
     const std::function<void(const HttpResponseHead&)>& on_head,
-    const std::function<void(std::string_view)>& on_body) {
+    const std::function<void(std::string_view)>& on_body, ExchangeState& state) {
   http::request<http::string_body> req{http::string_to_verb(spec.method), target.path, 11};
   req.set(http::field::host, target.host);
   req.set(http::field::user_agent, "switchboard/" SWITCHBOARD_VERSION);
@@ -96,24 +176,25 @@ asio::awaitable<Result<HttpResponseHead>> exchange(
   req.body() = spec.body;
   req.prepare_payload();
 
-  auto wrote = co_await with_timeout(
-      [&] { return http::async_write(stream, req, tuple_awaitable); }, spec.read_timeout);
-  if (!wrote)
+  Watchdog watchdog(beast::get_lowest_layer(stream).socket(), spec.read_timeout);
+  auto [wec, wn] = co_await http::async_write(stream, req, tuple_awaitable);
+  if (watchdog.fired())
     co_return make_error(ErrorCode::Timeout, "timed out sending the request to " + target.host);
-  if (auto [ec, n] = *wrote; ec)
+  if (wec)
     co_return make_error(ErrorCode::Unavailable,
-                         "sending to " + target.host + " failed: " + ec.message());
+                         "sending to " + target.host + " failed: " + wec.message());
+  watchdog.activity();
 
   beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(boost::none);  // enforced below, so that long streams are not cut at 8 MB
-  auto head_read = co_await with_timeout(
-      [&] { return http::async_read_header(stream, buffer, parser, tuple_awaitable); },
-      spec.read_timeout);
-  if (!head_read) co_return make_error(ErrorCode::Timeout, "no response from " + target.host);
-  if (auto [ec, n] = *head_read; ec)
+  auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, tuple_awaitable);
+  if (watchdog.fired()) co_return make_error(ErrorCode::Timeout, "no response from " + target.host);
+  if (hec)
     co_return make_error(ErrorCode::Unavailable,
-                         "reading the response of " + target.host + " failed: " + ec.message());
+                         "reading the response of " + target.host + " failed: " + hec.message());
+  watchdog.activity();
+  state.answered = true;
 
   HttpResponseHead head;
   head.status = static_cast<int>(parser.get().result_int());
@@ -126,18 +207,16 @@ asio::awaitable<Result<HttpResponseHead>> exchange(
   while (!parser.is_done()) {
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
-    auto r = co_await with_timeout(
-        [&] { return http::async_read_some(stream, buffer, parser, tuple_awaitable); },
-        spec.read_timeout);
-    if (!r)
+    auto [ec, n] = co_await http::async_read_some(stream, buffer, parser, tuple_awaitable);
+    if (watchdog.fired())
       co_return make_error(ErrorCode::Timeout, target.host + " stopped sending for " +
                                                    std::to_string(spec.read_timeout.count()) +
                                                    " ms");
-    auto [ec, n] = *r;
     if (ec == http::error::need_buffer) ec = {};
     if (ec)
       co_return make_error(ErrorCode::Unavailable,
                            "the response of " + target.host + " broke off: " + ec.message());
+    watchdog.activity();
     std::size_t got = chunk.size() - parser.get().body().size;
     total += got;
     if (total > spec.max_body_bytes)
@@ -145,6 +224,8 @@ asio::awaitable<Result<HttpResponseHead>> exchange(
                                                     std::to_string(spec.max_body_bytes) + " bytes");
     if (got && on_body) on_body(std::string_view(chunk.data(), got));
   }
+  // Bytes past the response would belong to no request: such a connection is not reused.
+  state.reusable = parser.get().keep_alive() && buffer.size() == 0;
   co_return head;
 }
 
@@ -168,11 +249,27 @@ class CloseOnAbort {
   AbortSignal::Registration registration_;
 };
 
-asio::awaitable<Result<HttpResponseHead>> fetch_once(
-    const HttpRequestSpec& spec, const Target& target,
-    const std::function<void(const HttpResponseHead&)>& on_head,
-    const std::function<void(std::string_view)>& on_body) {
+// Connects `stream` to the target: directly for an IP address, through the resolver otherwise.
+asio::awaitable<Result<void>> connect(beast::tcp_stream& stream, const HttpRequestSpec& spec,
+                                      const Target& target) {
   auto executor = co_await asio::this_coro::executor;
+  boost::system::error_code aec;
+  auto address = asio::ip::make_address(target.host, aec);
+  std::uint16_t port = 0;
+  auto [end, pec] =
+      std::from_chars(target.port.data(), target.port.data() + target.port.size(), port);
+  if (!aec && pec == std::errc() && end == target.port.data() + target.port.size()) {
+    tcp::endpoint endpoint(address, port);
+    auto connected = co_await with_timeout(
+        [&] { return stream.async_connect(endpoint, tuple_awaitable); }, spec.connect_timeout);
+    if (!connected)
+      co_return make_error(ErrorCode::Timeout,
+                           "connecting to " + target.host + ":" + target.port + " timed out");
+    if (auto [cec] = *connected; cec)
+      co_return make_error(ErrorCode::Unavailable, "cannot connect to " + target.host + ":" +
+                                                       target.port + ": " + cec.message());
+    co_return Result<void>{};
+  }
   tcp::resolver resolver(executor);
   auto resolved = co_await with_timeout(
       [&] { return resolver.async_resolve(target.host, target.port, tuple_awaitable); },
@@ -185,23 +282,65 @@ asio::awaitable<Result<HttpResponseHead>> fetch_once(
   if (rec)
     co_return make_error(ErrorCode::Unavailable,
                          "cannot resolve " + target.host + ": " + rec.message());
-
-  beast::tcp_stream tcp_stream(executor);
   auto connected = co_await with_timeout(
-      [&] { return tcp_stream.async_connect(endpoints, tuple_awaitable); }, spec.connect_timeout);
+      [&] { return stream.async_connect(endpoints, tuple_awaitable); }, spec.connect_timeout);
   if (!connected)
     co_return make_error(ErrorCode::Timeout,
                          "connecting to " + target.host + ":" + target.port + " timed out");
   if (auto [cec, ep] = *connected; cec)
     co_return make_error(ErrorCode::Unavailable, "cannot connect to " + target.host + ":" +
                                                      target.port + ": " + cec.message());
+  co_return Result<void>{};
+}
 
-  // An abort closes the socket, which ends whatever read or write is in flight.
+asio::awaitable<Result<HttpResponseHead>> fetch_once(
+    const HttpRequestSpec& spec, const Target& target,
+    const std::function<void(const HttpResponseHead&)>& on_head,
+    const std::function<void(std::string_view)>& on_body) {
+  auto executor = co_await asio::this_coro::executor;
+  const std::string origin = target.host + ":" + target.port;
   Result<HttpResponseHead> result = make_error(ErrorCode::Internal, "not run");
   if (!target.tls) {
-    CloseOnAbort on_abort(spec.abort, tcp_stream.socket());
-    result = co_await exchange(tcp_stream, spec, target, on_head, on_body);
+    // A pooled connection the server has closed meanwhile fails before any answer; the request
+    // then goes once more on a new connection.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      beast::tcp_stream tcp_stream(executor);
+      bool reused = false;
+      if (auto idle = spec.pool && attempt == 0 ? spec.pool->take(origin) : std::nullopt) {
+        boost::system::error_code ec;
+        tcp_stream.socket().assign(idle->v6 ? tcp::v6() : tcp::v4(), idle->fd, ec);
+        if (ec) {
+          ::close(idle->fd);
+        } else {
+          reused = true;
+        }
+      }
+      if (!reused) {
+        auto connected = co_await connect(tcp_stream, spec, target);
+        if (!connected) co_return connected.error();
+      }
+      ExchangeState state;
+      {
+        // An abort closes the socket, which ends whatever read or write is in flight.
+        CloseOnAbort on_abort(spec.abort, tcp_stream.socket());
+        result = co_await exchange(tcp_stream, spec, target, on_head, on_body, state);
+      }
+      bool aborted = spec.abort && spec.abort->aborted();
+      if (!result && reused && !state.answered && !aborted &&
+          result.error().code == ErrorCode::Unavailable)
+        continue;
+      if (result && state.reusable && spec.pool && !aborted && tcp_stream.socket().is_open()) {
+        boost::system::error_code ec;
+        bool v6 = tcp_stream.socket().local_endpoint(ec).address().is_v6();
+        int fd = ec ? -1 : tcp_stream.socket().release(ec);
+        if (!ec) spec.pool->give_back(origin, {fd, v6});
+      }
+      break;
+    }
   } else {
+    beast::tcp_stream tcp_stream(executor);
+    auto connected = co_await connect(tcp_stream, spec, target);
+    if (!connected) co_return connected.error();
     beast::ssl_stream<beast::tcp_stream> tls(std::move(tcp_stream), tls_context());
     if (!SSL_set_tlsext_host_name(tls.native_handle(), target.host.c_str()))
       co_return make_error(ErrorCode::Unavailable,
@@ -216,7 +355,8 @@ asio::awaitable<Result<HttpResponseHead>> fetch_once(
     if (auto [hec] = *hs; hec)
       co_return make_error(ErrorCode::Unavailable,
                            "TLS handshake with " + target.host + " failed: " + hec.message());
-    result = co_await exchange(tls, spec, target, on_head, on_body);
+    ExchangeState state;
+    result = co_await exchange(tls, spec, target, on_head, on_body, state);
     boost::system::error_code ignored;
     beast::get_lowest_layer(tls).socket().close(ignored);
   }

@@ -32,7 +32,21 @@ json::array results_first(json::array content) {
 
 }  // namespace
 
-json::object build_anthropic_request(const ModelRequest& request) {
+json::array anthropic_tools(const std::vector<ToolSchema>& schemas) {
+  json::array tools;
+  tools.reserve(schemas.size());
+  for (const auto& tool : schemas) {
+    tools.push_back(json::object{{"name", tool.name},
+                                 {"description", tool.description},
+                                 {"input_schema", anthropic_tool_schema(tool.parameters)}});
+  }
+  return tools;
+}
+
+namespace {
+
+// The request without its tools.
+json::object anthropic_body(const ModelRequest& request) {
   std::string system = request.system;
   std::vector<Turn> turns;
   auto add = [&](std::string_view role, json::object block) {
@@ -83,19 +97,21 @@ json::object build_anthropic_request(const ModelRequest& request) {
   body["max_tokens"] = request.max_tokens.value_or(kAnthropicDefaultMaxTokens);
   if (!system.empty()) body["system"] = system;
   body["messages"] = std::move(messages);
-  if (!request.tools.empty()) {
-    json::array tools;
-    tools.reserve(request.tools.size());
-    for (const auto& tool : request.tools) {
-      tools.push_back(json::object{{"name", tool.name},
-                                   {"description", tool.description},
-                                   {"input_schema", anthropic_tool_schema(tool.parameters)}});
-    }
-    body["tools"] = std::move(tools);
-  }
   if (request.temperature) body["temperature"] = *request.temperature;
   body["stream"] = true;
   return body;
+}
+
+}  // namespace
+
+json::object build_anthropic_request(const ModelRequest& request) {
+  json::object body = anthropic_body(request);
+  if (!request.tools.empty()) body["tools"] = anthropic_tools(request.tools.schemas());
+  return body;
+}
+
+std::string serialize_anthropic_request(const ModelRequest& request) {
+  return serialize_with_tools(anthropic_body(request), request.tools, "anthropic", anthropic_tools);
 }
 
 // ---- Stream ----------------------------------------------------------------------------------
@@ -161,7 +177,11 @@ void AnthropicStreamParser::handle_event(std::string_view event_name, std::strin
                                          std::vector<StreamEvent>& out) {
   data = trim_ascii_space(data);
   if (data.empty()) return;
-  auto parsed = parse_json(data);
+  // The chunk lives for this call only: parsed into a buffer on the stack, not the heap (what
+  // the events keep is copied out of it).
+  alignas(16) unsigned char buffer[4096];
+  json::monotonic_resource scratch(buffer, sizeof buffer);
+  auto parsed = parse_json(data, 64, &scratch);
   if (!parsed) {
     fail("malformed event in the model stream: " + parsed.error().message, false, out);
     return;
@@ -226,6 +246,7 @@ void AnthropicStreamParser::handle_block_start(const json::object& event,
     block.id = string_field(*content, "id");
     if (block.id.empty()) block.id = ids::make("call");
     block.name = string_field(*content, "name");
+    // Assigned, not copy-constructed: the copy lives in the block's storage, not the event's.
     if (auto it = content->find("input"); it != content->end()) block.initial_input = it->value();
     out.push_back(ToolInputStart{tool_calls_++, block.id, block.name});
   }

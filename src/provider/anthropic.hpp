@@ -33,6 +33,11 @@ inline constexpr std::int64_t kAnthropicDefaultMaxTokens = 8192;
 // - Empty or whitespace-only text is left out (the API rejects empty text blocks), and a message
 //   left with no content at all is dropped.
 json::object build_anthropic_request(const ModelRequest& request);
+// The same body as JSON text, with the tools array serialized once per ToolSet (what the HTTP
+// provider sends).
+std::string serialize_anthropic_request(const ModelRequest& request);
+// The "tools" array of a request.
+json::array anthropic_tools(const std::vector<ToolSchema>& schemas);
 
 // Parses a streamed Messages response body: message_start (usage), content_block_start
 // (text / tool_use / thinking), content_block_delta (text_delta, input_json_delta,

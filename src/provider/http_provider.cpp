@@ -39,21 +39,22 @@ class HttpProvider final : public ModelProvider {
   std::string type() const override { return o_.type; }
   std::vector<std::string> models() const override { return o_.models; }
 
-  boost::asio::awaitable<void> stream(ModelRequest request, EventHandler on_event,
+  boost::asio::awaitable<void> stream(const ModelRequest& request, EventHandler on_event,
                                       std::shared_ptr<AbortSignal> abort) override {
     bool anthropic = o_.type == "anthropic";
     net::HttpRequestSpec spec;
     spec.abort = abort;
+    spec.pool = pool_;
     spec.headers.emplace_back("content-type", "application/json");
     spec.headers.emplace_back("accept", "text/event-stream");
     if (anthropic) {
       spec.url = o_.base_url + "/messages";
-      spec.body = json::serialize(build_anthropic_request(request));
+      spec.body = serialize_anthropic_request(request);
       if (!o_.api_key.empty()) spec.headers.emplace_back("x-api-key", o_.api_key);
       spec.headers.emplace_back("anthropic-version", std::string(kAnthropicVersion));
     } else {
       spec.url = o_.base_url + "/chat/completions";
-      spec.body = json::serialize(build_openai_request(request));
+      spec.body = serialize_openai_request(request);
       if (!o_.api_key.empty()) spec.headers.emplace_back("authorization", "Bearer " + o_.api_key);
     }
     for (const auto& [k, v] : o_.headers)
@@ -103,6 +104,8 @@ class HttpProvider final : public ModelProvider {
 
  private:
   HttpProviderOptions o_;
+  // One provider, one server: its connections are kept open between steps.
+  std::shared_ptr<net::ConnectionPool> pool_ = std::make_shared<net::ConnectionPool>();
 };
 
 }  // namespace

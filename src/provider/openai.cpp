@@ -43,8 +43,23 @@ json::object openai_message(const ModelMessage& m) {
 
 }  // namespace
 
-json::object build_openai_request(const ModelRequest& request,
-                                  const OpenAIRequestOptions& options) {
+json::array openai_tools(const std::vector<ToolSchema>& schemas) {
+  json::array tools;
+  tools.reserve(schemas.size());
+  for (const auto& tool : schemas) {
+    tools.push_back(json::object{
+        {"type", "function"},
+        {"function", json::object{{"name", tool.name},
+                                  {"description", tool.description},
+                                  {"parameters", openai_tool_schema(tool.parameters)}}}});
+  }
+  return tools;
+}
+
+namespace {
+
+// The request without its tools.
+json::object openai_body(const ModelRequest& request, const OpenAIRequestOptions& options) {
   json::object body;
   body["model"] = request.model;
   json::array messages;
@@ -54,18 +69,6 @@ json::object build_openai_request(const ModelRequest& request,
   for (const auto& m : request.messages)
     messages.push_back(openai_message(m));
   body["messages"] = std::move(messages);
-  if (!request.tools.empty()) {
-    json::array tools;
-    tools.reserve(request.tools.size());
-    for (const auto& tool : request.tools) {
-      tools.push_back(json::object{
-          {"type", "function"},
-          {"function", json::object{{"name", tool.name},
-                                    {"description", tool.description},
-                                    {"parameters", openai_tool_schema(tool.parameters)}}}});
-    }
-    body["tools"] = std::move(tools);
-  }
   if (request.max_tokens)
     body[options.use_max_completion_tokens ? "max_completion_tokens" : "max_tokens"] =
         *request.max_tokens;
@@ -73,6 +76,20 @@ json::object build_openai_request(const ModelRequest& request,
   body["stream"] = true;
   if (options.include_usage) body["stream_options"] = json::object{{"include_usage", true}};
   return body;
+}
+
+}  // namespace
+
+json::object build_openai_request(const ModelRequest& request,
+                                  const OpenAIRequestOptions& options) {
+  json::object body = openai_body(request, options);
+  if (!request.tools.empty()) body["tools"] = openai_tools(request.tools.schemas());
+  return body;
+}
+
+std::string serialize_openai_request(const ModelRequest& request,
+                                     const OpenAIRequestOptions& options) {
+  return serialize_with_tools(openai_body(request, options), request.tools, "openai", openai_tools);
 }
 
 // ---- Stream ----------------------------------------------------------------------------------
@@ -196,7 +213,11 @@ void OpenAIStreamParser::handle_data(std::string_view data, std::vector<StreamEv
     finish_step(out);
     return;
   }
-  auto parsed = parse_json(data);
+  // The chunk lives for this call only: parsed into a buffer on the stack, not the heap (what
+  // the events keep is copied out of it).
+  alignas(16) unsigned char buffer[4096];
+  json::monotonic_resource scratch(buffer, sizeof buffer);
+  auto parsed = parse_json(data, 64, &scratch);
   if (!parsed) {
     fail("malformed chunk in the model stream: " + parsed.error().message, false, out);
     return;

@@ -33,6 +33,12 @@ struct OpenAIRequestOptions {
 // as its text alone (the tool's message says what went wrong).
 json::object build_openai_request(const ModelRequest& request,
                                   const OpenAIRequestOptions& options = {});
+// The same body as JSON text, with the tools array serialized once per ToolSet (what the HTTP
+// provider sends).
+std::string serialize_openai_request(const ModelRequest& request,
+                                     const OpenAIRequestOptions& options = {});
+// The "tools" array of a request.
+json::array openai_tools(const std::vector<ToolSchema>& schemas);
 
 // Parses a streamed Chat Completions response body (SSE of chat.completion.chunk objects).
 //

@@ -24,8 +24,9 @@ class ModelProvider {
   virtual std::string type() const = 0;  // "openai-compatible" | "anthropic" | "scripted"
   virtual std::vector<std::string> models() const = 0;
   // Streams one step. Delivers every event to `on_event` and ends with exactly one terminal
-  // event (StepFinish or StreamError); an abort ends it with StreamError("aborted").
-  virtual boost::asio::awaitable<void> stream(ModelRequest request, EventHandler on_event,
+  // event (StepFinish or StreamError); an abort ends it with StreamError("aborted"). The caller
+  // keeps `request` alive until the stream ends.
+  virtual boost::asio::awaitable<void> stream(const ModelRequest& request, EventHandler on_event,
                                               std::shared_ptr<AbortSignal> abort) = 0;
 };
 

@@ -792,6 +792,30 @@ TEST(OpenAIRequest, ProducesTheDocumentedShape) {
   EXPECT_EQ(body.at("tools"), expected_tools) << json::serialize(body.at("tools"));
 }
 
+// What the HTTP provider sends: the same document as the builders make, the tools spliced in
+// from the ToolSet's serialized copy, which later requests with the same set reuse.
+TEST(RequestBody, SerializedBodyIsTheBuiltDocumentWithTheToolsMadeOnce) {
+  ModelRequest r = sample_request();
+  json::value openai = parse_json(serialize_openai_request(r)).value();
+  EXPECT_EQ(openai, json::value(build_openai_request(r))) << json::serialize(openai);
+  json::value anthropic = parse_json(serialize_anthropic_request(r)).value();
+  EXPECT_EQ(anthropic, json::value(build_anthropic_request(r))) << json::serialize(anthropic);
+
+  const std::string& tools = r.tools.serialized("openai", openai_tools);
+  ModelRequest next = r;  // a later step: the same tools, one more message
+  next.messages.push_back(ModelMessage::user("again"));
+  EXPECT_EQ(&next.tools.serialized("openai", openai_tools), &tools);
+  json::value again = parse_json(serialize_openai_request(next)).value();
+  EXPECT_EQ(again, json::value(build_openai_request(next))) << json::serialize(again);
+
+  ModelRequest bare;
+  bare.model = "m";
+  bare.messages = {ModelMessage::user("hi")};
+  json::value no_tools = parse_json(serialize_openai_request(bare)).value();
+  EXPECT_FALSE(no_tools.as_object().contains("tools")) << json::serialize(no_tools);
+  EXPECT_EQ(no_tools, json::value(build_openai_request(bare)));
+}
+
 TEST(OpenAIRequest, OmitsWhatIsUnsetAndSendsInvalidHistoryInputAsEmptyObject) {
   ModelRequest r;
   r.model = "llama";

@@ -80,7 +80,7 @@ class ScriptedProvider final : public ModelProvider {
   std::string type() const override { return "scripted"; }
   std::vector<std::string> models() const override { return {"default"}; }
 
-  boost::asio::awaitable<void> stream(ModelRequest request, EventHandler on_event,
+  boost::asio::awaitable<void> stream(const ModelRequest& request, EventHandler on_event,
                                       std::shared_ptr<AbortSignal> abort) override {
     History h = summarize(request);
     json::object step;

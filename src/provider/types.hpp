@@ -4,6 +4,8 @@
 // anthropic.hpp) translates to and from these; nothing here knows about HTTP.
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,11 +62,34 @@ struct ToolSchema {
   json::object parameters;
 };
 
+// The tools of a request: an immutable list shared by copies (every step of a turn offers the
+// same), with each wire format's serialized tools array built once for it (`serialized`).
+class ToolSet {
+ public:
+  ToolSet() = default;
+  ToolSet(std::vector<ToolSchema> tools);  // NOLINT: implicit, a request's tools are a list
+  ToolSet(std::initializer_list<ToolSchema> tools) : ToolSet(std::vector<ToolSchema>(tools)) {}
+
+  const std::vector<ToolSchema>& schemas() const;
+  bool empty() const { return schemas().empty(); }
+  std::size_t size() const { return schemas().size(); }
+  auto begin() const { return schemas().begin(); }
+  auto end() const { return schemas().end(); }
+
+  // The JSON text of `build(schemas())`, made on the first call for `format` and kept.
+  const std::string& serialized(std::string_view format,
+                                json::array (*build)(const std::vector<ToolSchema>&)) const;
+
+ private:
+  struct Shared;
+  std::shared_ptr<Shared> shared_;
+};
+
 struct ModelRequest {
   std::string model;
   std::string system;  // the system prompt; empty for none
   std::vector<ModelMessage> messages;
-  std::vector<ToolSchema> tools;
+  ToolSet tools;
   std::optional<std::int64_t> max_tokens;  // Anthropic requires one: kAnthropicDefaultMaxTokens
   std::optional<double> temperature;
 };

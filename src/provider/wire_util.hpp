@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "provider/types.hpp"
 #include "util/json.hpp"
 
 namespace sb::provider {
@@ -48,6 +49,25 @@ inline bool is_transient_error_name(std::string_view name) {
   return name == "rate_limit_error" || name == "rate_limit_exceeded" ||
          name == "overloaded_error" || name == "api_error" || name == "server_error" ||
          name == "timeout_error" || name == "service_unavailable" || name == "internal_error";
+}
+
+// `body` serialized, with the member "tools" (the tools array as JSON text, made once per tool
+// set) added unless the set is empty: the tools are most of a request body and the same at every
+// step, so they are not rebuilt and serialized again each time.
+inline std::string serialize_with_tools(const json::object& body, const ToolSet& tools,
+                                        std::string_view format,
+                                        json::array (*build)(const std::vector<ToolSchema>&)) {
+  std::string out = json::serialize(body);
+  if (tools.empty()) return out;
+  const std::string& array = tools.serialized(format, build);
+  // `out` is an object, so it ends with '}'; the new member goes in front of it.
+  out.pop_back();
+  out.reserve(out.size() + array.size() + 11);
+  if (!body.empty()) out += ',';
+  out += "\"tools\":";
+  out += array;
+  out += '}';
+  return out;
 }
 
 }  // namespace sb::provider

@@ -29,7 +29,24 @@ struct SessionService::Turn {
   int awaiting = 0;                           // permission asks / interactive tools waiting
   Agent agent;
   permission::Ruleset session_rules;
+  std::shared_ptr<Conversation> conversation;
+  StoreChanges unsaved;  // staged writes, stored together by flush()
 };
+
+// The conversation of a session as the model sees it (history() of its stored messages), kept
+// up to date as steps end so that a step does not read the whole session back from the store.
+struct SessionService::Conversation {
+  std::vector<provider::ModelMessage> messages;
+  std::uint64_t used = 0;  // conversation_uses_ at the last turn, for eviction
+};
+
+namespace {
+// Idle conversations kept in memory; the least recently used beyond this are dropped (and
+// read from the store again when their session has another turn).
+constexpr std::size_t kConversationsKept = 64;
+// Distinct tool lists kept with their serialized forms (agents, per-session client tools).
+constexpr std::size_t kToolSetsKept = 32;
+}  // namespace
 
 // One model step: one assistant message.
 struct SessionService::Step {
@@ -84,34 +101,41 @@ NamedError named_error(const provider::StreamError& e) {
   return {"APIError", e.message, std::move(data)};
 }
 
-// The conversation so far, as the model sees it.
-std::vector<provider::ModelMessage> history(const std::vector<MessageWithParts>& messages) {
-  std::vector<provider::ModelMessage> out;
-  for (const auto& m : messages) {
-    std::string text;
-    for (const auto& p : m.parts)
-      if (p.type == Part::Type::Text) text += (text.empty() ? "" : "\n") + p.text;
-    if (m.info.role == MessageInfo::Role::User) {
-      out.push_back(provider::ModelMessage::user(text));
-      continue;
-    }
-    std::vector<provider::ModelToolCall> calls;
-    std::vector<provider::ModelMessage> results;
-    for (const auto& p : m.parts) {
-      if (p.type != Part::Type::Tool) continue;
-      bool done = p.state.status == ToolState::Status::Completed;
-      bool failed = p.state.status == ToolState::Status::Error;
-      if (!done && !failed) continue;
-      calls.push_back({p.call_id, p.tool, p.state.input});
-      results.push_back(provider::ModelMessage::tool_result(
-          p.call_id, done ? p.state.output : "Error: " + p.state.error, failed));
-    }
-    if (text.empty() && calls.empty()) continue;
-    out.push_back(provider::ModelMessage::assistant(text, std::move(calls)));
-    for (auto& r : results)
-      out.push_back(std::move(r));
+// One stored message as the model sees it, appended to `out`.
+void append_history(const MessageWithParts& m, std::vector<provider::ModelMessage>& out) {
+  std::string text;
+  for (const auto& p : m.parts)
+    if (p.type == Part::Type::Text) text += (text.empty() ? "" : "\n") + p.text;
+  if (m.info.role == MessageInfo::Role::User) {
+    out.push_back(provider::ModelMessage::user(text));
+    return;
   }
-  return out;
+  std::vector<provider::ModelToolCall> calls;
+  std::vector<provider::ModelMessage> results;
+  for (const auto& p : m.parts) {
+    if (p.type != Part::Type::Tool) continue;
+    bool done = p.state.status == ToolState::Status::Completed;
+    bool failed = p.state.status == ToolState::Status::Error;
+    if (!done && !failed) continue;
+    calls.push_back({p.call_id, p.tool, p.state.input});
+    results.push_back(provider::ModelMessage::tool_result(
+        p.call_id, done ? p.state.output : "Error: " + p.state.error, failed));
+  }
+  if (text.empty() && calls.empty()) return;
+  out.push_back(provider::ModelMessage::assistant(text, std::move(calls)));
+  for (auto& r : results)
+    out.push_back(std::move(r));
+}
+
+// Replaces the staged copy of the same object, or adds it.
+template <class T>
+void upsert(std::vector<T>& staged, const T& item) {
+  for (auto& s : staged)
+    if (s.id == item.id) {
+      s = item;
+      return;
+    }
+  staged.push_back(item);
 }
 
 }  // namespace
@@ -190,6 +214,7 @@ Result<void> SessionService::delete_session(const std::string& id) {
   {
     std::lock_guard lock(mutex_);
     deleted_.insert(id);
+    conversations_.erase(id);
   }
   abort(id, "the session was deleted");
   deps_.permissions->forget_session(id);
@@ -233,18 +258,64 @@ json::object SessionService::status() const {
   return out;
 }
 
-void SessionService::publish_part(const Part& part, bool store) {
+void SessionService::publish_part(const Part& part) {
+  // Parts are the largest events: not built when nobody listens.
+  if (!deps_.bus->has_subscribers()) return;
   if (is_deleted(part.session_id)) return;  // an aborted turn of a deleted session winding down
-  if (store)
-    if (auto r = deps_.store->put_part(part); !r) log::error("storing a part: ", r.error().message);
   deps_.bus->publish("message.part.updated", json::object{{"part", to_json(part)}});
 }
 
-void SessionService::publish_message(const MessageInfo& info) {
+void SessionService::stage_part(Turn& turn, const Part& part) {
+  if (is_deleted(part.session_id)) return;
+  upsert(turn.unsaved.parts, part);
+  if (deps_.bus->has_subscribers())
+    deps_.bus->publish("message.part.updated", json::object{{"part", to_json(part)}});
+}
+
+void SessionService::stage_message(Turn& turn, const MessageInfo& info) {
   if (is_deleted(info.session_id)) return;
-  if (auto r = deps_.store->put_message(info); !r)
-    log::error("storing a message: ", r.error().message);
-  deps_.bus->publish("message.updated", json::object{{"info", to_json(info)}});
+  upsert(turn.unsaved.messages, info);
+  if (deps_.bus->has_subscribers())
+    deps_.bus->publish("message.updated", json::object{{"info", to_json(info)}});
+}
+
+void SessionService::flush(Turn& turn) {
+  if (turn.unsaved.empty()) return;
+  StoreChanges changes = std::exchange(turn.unsaved, {});
+  if (is_deleted(turn.session.id)) return;
+  if (auto r = deps_.store->write(changes); !r)
+    log::error("storing the changes of a turn: ", r.error().message);
+}
+
+Result<std::shared_ptr<SessionService::Conversation>> SessionService::conversation(
+    const std::string& session_id) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = conversations_.find(session_id); it != conversations_.end()) {
+      it->second->used = ++conversation_uses_;
+      return it->second;
+    }
+  }
+  auto stored = deps_.store->list_messages(session_id);
+  if (!stored) return stored.error();
+  auto loaded = std::make_shared<Conversation>();
+  for (const auto& m : *stored)
+    append_history(m, loaded->messages);
+  std::lock_guard lock(mutex_);
+  loaded->used = ++conversation_uses_;
+  conversations_[session_id] = loaded;
+  while (conversations_.size() > kConversationsKept) {
+    // The least recently used one whose session is not running a turn (a running turn holds
+    // its conversation and keeps it current).
+    auto victim = conversations_.end();
+    for (auto it = conversations_.begin(); it != conversations_.end(); ++it)
+      if (!turns_.count(it->first) &&
+          (victim == conversations_.end() || it->second->used < victim->second->used))
+        victim = it;
+    if (victim == conversations_.end()) break;
+    conversations_.erase(victim);
+  }
+  return loaded;
 }
 
 // ---- turns ----------------------------------------------------------------------------------
@@ -431,6 +502,37 @@ Result<std::vector<tool::ToolPtr>> SessionService::offered_tools(
   return out;
 }
 
+provider::ToolSet SessionService::tool_set_for(const std::vector<tool::ToolPtr>& offered) {
+  auto same = [&](const KnownToolSet& known) {
+    if (known.tools.size() != offered.size()) return false;
+    for (std::size_t i = 0; i < offered.size(); ++i) {
+      // The same tool object has the same schema (built-in and custom tools are immutable);
+      // client tools are new objects on every lookup, so theirs are compared.
+      if (known.tools[i] == offered[i]) continue;
+      const auto& schema = known.set.schemas()[i];
+      const auto& tool = *offered[i];
+      if (schema.name != tool.id() || schema.description != tool.description() ||
+          schema.parameters != tool.parameters())
+        return false;
+    }
+    return true;
+  };
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& known : tool_sets_)
+      if (same(known)) return known.set;
+  }
+  std::vector<provider::ToolSchema> schemas;
+  schemas.reserve(offered.size());
+  for (const auto& t : offered)
+    schemas.push_back({t->id(), t->description(), t->parameters()});
+  provider::ToolSet set(std::move(schemas));
+  std::lock_guard lock(mutex_);
+  tool_sets_.push_front({offered, set});
+  if (tool_sets_.size() > kToolSetsKept) tool_sets_.pop_back();
+  return set;
+}
+
 asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_ptr<Turn> turn,
                                                                    PromptInput input) {
   const std::string& session_id = turn->session.id;
@@ -461,6 +563,11 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
                                      get_string(o, "pattern")->value_or("*"), *action});
   }
 
+  // Read before the user's message is added to it.
+  auto conversation = this->conversation(session_id);
+  if (!conversation) co_return conversation.error();
+  turn->conversation = *conversation;
+
   // The user's message.
   MessageInfo user;
   user.id = ids::make("msg");
@@ -470,7 +577,7 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
   user.agent = agent_name;
   user.provider_id = provider_id;
   user.model_id = model_id;
-  publish_message(user);
+  stage_message(*turn, user);
   Part text;
   text.id = ids::make("prt");
   text.session_id = session_id;
@@ -478,20 +585,17 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
   text.type = Part::Type::Text;
   text.text = input.text;
   text.start = text.end = user.created;
-  publish_part(text);
+  stage_part(*turn, text);
+  turn->conversation->messages.push_back(provider::ModelMessage::user(input.text));
   turn->session.updated = now_ms();
-  (void)deps_.store->put_session(turn->session);
+  turn->unsaved.session = turn->session;
   deps_.bus->publish("session.updated", json::object{{"info", to_json(turn->session)}});
 
-  std::vector<provider::ToolSchema> tool_schemas;
-  for (const auto& t : *offered)
-    tool_schemas.push_back({t->id(), t->description(), t->parameters()});
+  provider::ToolSet tool_set = tool_set_for(*offered);
 
   MessageWithParts last;
   for (int step_no = 0; step_no < turn->agent.max_steps; ++step_no) {
     if (turn->abort->aborted()) break;
-    auto stored = deps_.store->list_messages(session_id);
-    if (!stored) co_return stored.error();
 
     auto step = std::make_shared<Step>();
     step->turn = turn;
@@ -499,8 +603,7 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
     step->running = std::make_unique<WaitGroup>(co_await asio::this_coro::executor);
     step->request.model = model_id;
     step->request.system = system_prompt(turn->agent, options_.directory);
-    step->request.messages = history(*stored);
-    step->request.tools = tool_schemas;
+    step->request.tools = tool_set;
     MessageInfo& m = step->message;
     m.id = ids::make("msg");
     m.session_id = session_id;
@@ -511,15 +614,28 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
     m.model_id = model_id;
     m.parent_id = user.id;
     m.cwd = options_.directory.string();
-    publish_message(m);
+    stage_message(*turn, m);
     Part start;
     start.id = ids::make("prt");
     start.session_id = session_id;
     start.message_id = m.id;
     start.type = Part::Type::StepStart;
-    publish_part(start);
+    stage_part(*turn, start);
+    // The open assistant message is what a restart marks as interrupted.
+    flush(*turn);
 
-    co_await run_step(step);
+    {
+      // The step's request holds the conversation while the model answers; it comes back
+      // however the step ends.
+      Conversation& conv = *turn->conversation;
+      step->request.messages = std::move(conv.messages);
+      struct GiveBack {
+        Conversation& conv;
+        provider::ModelRequest& request;
+        ~GiveBack() { conv.messages = std::move(request.messages); }
+      } give_back{conv, step->request};
+      co_await run_step(step);
+    }
 
     // The step's end: usage, finish reason, errors.
     Part finish;
@@ -533,7 +649,7 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
       m.finish = std::string(provider::finish_reason_name(step->finish->reason));
       finish.reason = m.finish;
       finish.tokens = m.tokens;
-      publish_part(finish);
+      stage_part(*turn, finish);
     }
     if (turn->abort->aborted()) {
       m.error = NamedError{"MessageAbortedError", turn->abort->reason(), {}};
@@ -547,14 +663,24 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
                                      {"data", json::object{{"message", m.error->message}}}}}});
     }
     m.completed = now_ms();
-    publish_message(m);
+    stage_message(*turn, m);
 
+    // The message with its parts as stored (in id order), which the conversation gains.
     last.info = m;
-    auto parts = deps_.store->list_parts(m.id);
-    if (parts) last.parts = std::move(*parts);
+    last.parts.clear();
+    last.parts.push_back(std::move(start));
+    for (auto* slot : {&step->reasoning, &step->text})
+      if (*slot) last.parts.push_back(**slot);
+    for (const auto& id : step->tool_order)
+      last.parts.push_back(step->tools[id]);
+    if (step->finish) last.parts.push_back(std::move(finish));
+    std::sort(last.parts.begin(), last.parts.end(),
+              [](const Part& a, const Part& b) { return a.id < b.id; });
+    append_history(last, turn->conversation->messages);
     bool called_tools = !step->tools.empty();
     if (m.error || step->halt || !called_tools) break;
   }
+  flush(*turn);
   co_return last;
 }
 
@@ -580,15 +706,16 @@ asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {
               p.type = reasoning ? Part::Type::Reasoning : Part::Type::Text;
               p.start = now_ms();
               slot = p;
-              publish_part(*slot);
+              stage_part(turn, *slot);
             }
             slot->text += e.text;
             step->emitted = true;
-            deps_.bus->publish("message.part.delta", json::object{{"sessionID", session_id},
-                                                                  {"messageID", step->message.id},
-                                                                  {"partID", slot->id},
-                                                                  {"field", "text"},
-                                                                  {"delta", e.text}});
+            if (deps_.bus->has_subscribers())
+              deps_.bus->publish("message.part.delta", json::object{{"sessionID", session_id},
+                                                                    {"messageID", step->message.id},
+                                                                    {"partID", slot->id},
+                                                                    {"field", "text"},
+                                                                    {"delta", e.text}});
           } else if constexpr (std::is_same_v<E, provider::ToolInputStart>) {
             Part p;
             p.id = ids::make("prt");
@@ -601,7 +728,7 @@ asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {
             step->tools[e.id] = p;
             step->tool_order.push_back(e.id);
             step->emitted = true;
-            publish_part(p);
+            stage_part(turn, p);
           } else if constexpr (std::is_same_v<E, provider::ToolInputDelta>) {
             if (auto it = step->tools.find(e.id); it != step->tools.end())
               it->second.state.raw += e.delta;
@@ -660,7 +787,7 @@ asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {
   for (auto* slot : {&step->text, &step->reasoning}) {
     if (!*slot) continue;
     (*slot)->end = now;
-    publish_part(**slot);
+    stage_part(turn, **slot);
   }
   // A call whose input never finished streaming cannot run: it fails rather than hang.
   for (const auto& id : step->tool_order) {
@@ -670,7 +797,7 @@ asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {
     p.state.error = turn.abort->aborted() ? "Tool execution aborted"
                                           : "The model did not finish this tool call";
     p.state.start = p.state.end = now;
-    publish_part(p);
+    stage_part(turn, p);
   }
 }
 
@@ -762,7 +889,9 @@ asio::awaitable<void> SessionService::run_tool(std::shared_ptr<Step> step,
   part.state.status = ToolState::Status::Running;
   part.state.input = args;
   part.state.start = now_ms();
-  publish_part(part);
+  // A restart must find the call running (and then mark it failed).
+  stage_part(turn, part);
+  flush(turn);
 
   auto finish = [&](Result<tool::ToolResult> result) {
     Part& p = step->tools[call.id];
@@ -785,7 +914,7 @@ asio::awaitable<void> SessionService::run_tool(std::shared_ptr<Step> step,
       if (truncated.output_path) p.state.metadata["outputPath"] = truncated.output_path->string();
       p.state.attachments = std::move(result->attachments);
     }
-    publish_part(p);
+    stage_part(turn, p);
     step->running->done();
   };
 
@@ -840,7 +969,7 @@ asio::awaitable<void> SessionService::run_tool(std::shared_ptr<Step> step,
     if (title) p.state.title = *title;
     for (auto& [k, v] : meta)
       p.state.metadata[k] = v;
-    self->publish_part(p, false);
+    self->publish_part(p);
   };
   ctx.awaiting_person = [self, step](bool waiting) {
     Turn& t = *step->turn;

@@ -4,11 +4,15 @@
 // message (text, reasoning and tool parts), runs the tool calls (server tools concurrently,
 // client tools delivered to their clients) and feeds their results to the next step.
 //
-// Every change is stored (SQLite) and published on the bus. Thread-safe; turns run on the
-// executor given at construction.
+// Every change is published on the bus at once and stored (SQLite) in a few transactions per
+// step: what a restart must find (the open assistant message, a running tool call) when it
+// happens, the rest at the next of those points or at the turn's end. The conversation as the
+// model sees it is kept in memory per session and read from the store only on a session's first
+// turn after a start. Thread-safe; turns run on the executor given at construction.
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -104,6 +108,7 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
  private:
   struct Turn;
   struct Step;
+  struct Conversation;
   SessionService(ServiceDeps deps, ServiceOptions options);
 
   Result<std::shared_ptr<Turn>> begin_turn(const std::string& session_id);
@@ -115,9 +120,17 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   boost::asio::awaitable<Result<void>> ask(std::shared_ptr<Step> step, const std::string& call_id,
                                            tool::PermissionRequest request);
   void set_status(const std::string& session_id, json::object status);
-  void publish_part(const Part& part, bool store = true);
-  void publish_message(const MessageInfo& info);
+  // The session's conversation, loaded from the store when it is not in memory.
+  Result<std::shared_ptr<Conversation>> conversation(const std::string& session_id);
+  // Publish now; store at the turn's next flush().
+  void stage_part(Turn& turn, const Part& part);
+  void stage_message(Turn& turn, const MessageInfo& info);
+  void flush(Turn& turn);               // one transaction with everything staged
+  void publish_part(const Part& part);  // the event only
   bool is_deleted(const std::string& session_id) const;
+  // The offered tools as a ToolSet: the same object (with its serialized forms) as long as the
+  // tools are the same.
+  provider::ToolSet tool_set_for(const std::vector<tool::ToolPtr>& offered);
 
   ServiceDeps deps_;
   ServiceOptions options_;
@@ -125,6 +138,13 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   std::map<std::string, std::shared_ptr<Turn>> turns_;
   std::map<std::string, json::object> status_;
   std::set<std::string> deleted_;  // so that an aborted turn winding down stores nothing
+  std::map<std::string, std::shared_ptr<Conversation>> conversations_;
+  std::uint64_t conversation_uses_ = 0;
+  struct KnownToolSet {
+    std::vector<tool::ToolPtr> tools;  // what it was made from
+    provider::ToolSet set;
+  };
+  std::deque<KnownToolSet> tool_sets_;  // most recently made first
   bool shutting_down_ = false;
 };
 

@@ -24,6 +24,7 @@ CREATE TABLE IF NOT EXISTS part (
   data TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS part_by_message ON part(message_id, id);
+CREATE INDEX IF NOT EXISTS part_by_session ON part(session_id, message_id, id);
 )sql";
 
 template <class T, class F>
@@ -72,6 +73,10 @@ Result<void> SessionStore::migrate() {
 
 Result<void> SessionStore::put_session(const SessionInfo& s) {
   std::lock_guard lock(mutex_);
+  return put_session_locked(s);
+}
+
+Result<void> SessionStore::put_session_locked(const SessionInfo& s) {
   auto st = db_->prepare(
       "INSERT INTO session(id, updated, data) VALUES(?1, ?2, ?3) "
       "ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, data = excluded.data");
@@ -121,6 +126,10 @@ Result<bool> SessionStore::delete_session(const std::string& id) {
 
 Result<void> SessionStore::put_message(const MessageInfo& m) {
   std::lock_guard lock(mutex_);
+  return put_message_locked(m);
+}
+
+Result<void> SessionStore::put_message_locked(const MessageInfo& m) {
   auto st = db_->prepare(
       "INSERT INTO message(id, session_id, completed, data) VALUES(?1, ?2, ?3, ?4) "
       "ON CONFLICT(id) DO UPDATE SET completed = excluded.completed, data = excluded.data");
@@ -152,18 +161,51 @@ Result<std::vector<MessageWithParts>> SessionStore::list_messages(const std::str
   auto infos = read_all<MessageInfo>(*st, message_from_json);
   if (!infos) return infos.error();
   std::vector<MessageWithParts> out;
+  out.reserve(infos->size());
   for (auto& info : *infos)
     out.push_back({std::move(info), {}});
-  for (auto& m : out) {
-    auto parts = list_parts_locked(m.info.id);
-    if (!parts) return parts.error();
-    m.parts = std::move(*parts);
+  // Every part of the session in one query, in message order, merged into `out` (also sorted
+  // by message id); a part whose message is gone is skipped.
+  auto parts = db_->prepare(
+      "SELECT message_id, data FROM part WHERE session_id = ?1 ORDER BY message_id, id");
+  if (!parts) return parts.error();
+  parts->bind(1, session_id);
+  auto m = out.begin();
+  for (;;) {
+    auto row = parts->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    auto message_id = parts->text(0);
+    while (m != out.end() && m->info.id < message_id)
+      ++m;
+    if (m == out.end()) break;
+    if (m->info.id != message_id) continue;
+    auto part = parse_row<Part>(parts->text(1), part_from_json);
+    if (!part) return part.error();
+    m->parts.push_back(std::move(*part));
   }
   return out;
 }
 
 Result<void> SessionStore::put_part(const Part& p) {
   std::lock_guard lock(mutex_);
+  return put_part_locked(p);
+}
+
+Result<void> SessionStore::write(const StoreChanges& changes) {
+  if (changes.empty()) return {};
+  std::lock_guard lock(mutex_);
+  store::Database::Transaction tx(*db_);
+  if (changes.session)
+    if (auto r = put_session_locked(*changes.session); !r) return r.error();
+  for (const auto& m : changes.messages)
+    if (auto r = put_message_locked(m); !r) return r.error();
+  for (const auto& p : changes.parts)
+    if (auto r = put_part_locked(p); !r) return r.error();
+  return tx.commit();
+}
+
+Result<void> SessionStore::put_part_locked(const Part& p) {
   auto st = db_->prepare(
       "INSERT INTO part(id, message_id, session_id, data) VALUES(?1, ?2, ?3, ?4) "
       "ON CONFLICT(id) DO UPDATE SET data = excluded.data");

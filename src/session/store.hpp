@@ -20,6 +20,15 @@ struct MessageWithParts {
   std::vector<Part> parts;
 };
 
+// Writes that belong together, stored in one transaction by SessionStore::write (a session,
+// then messages, then parts, each an insert or replace).
+struct StoreChanges {
+  std::optional<SessionInfo> session;
+  std::vector<MessageInfo> messages;
+  std::vector<Part> parts;
+  bool empty() const { return !session && messages.empty() && parts.empty(); }
+};
+
 class SessionStore {
  public:
   // Opens `<data_dir>/switchboard.db`, creating the schema when needed.
@@ -36,6 +45,7 @@ class SessionStore {
   Result<std::vector<MessageWithParts>> list_messages(const std::string& session_id);
 
   Result<void> put_part(const Part& p);
+  Result<void> write(const StoreChanges& changes);  // all or nothing
   Result<std::vector<Part>> list_parts(const std::string& message_id);
 
   // After a crash: every assistant message that never completed gets an error and a completion
@@ -46,6 +56,9 @@ class SessionStore {
   explicit SessionStore(std::unique_ptr<store::Database> db) : db_(std::move(db)) {}
   Result<void> migrate();
   Result<std::vector<Part>> list_parts_locked(const std::string& message_id);
+  Result<void> put_session_locked(const SessionInfo& s);
+  Result<void> put_message_locked(const MessageInfo& m);
+  Result<void> put_part_locked(const Part& p);
 
   std::mutex mutex_;
   std::unique_ptr<store::Database> db_;

@@ -136,6 +136,69 @@ TEST(SessionStore, MessagesComeBackInOrderWithTheirParts) {
   EXPECT_EQ(a.parts[1].state.input.at("command").as_string(), "ls");
 }
 
+TEST(SessionStore, PartsGoToTheirOwnMessagesOnly) {
+  auto store = *SessionStore::open_memory();
+  auto s = make_session("s", 1);
+  auto other = make_session("other", 2);
+  ASSERT_TRUE(store->put_session(s));
+  ASSERT_TRUE(store->put_session(other));
+  auto first = make_assistant(s);
+  auto empty = make_assistant(s);
+  auto second = make_assistant(s);
+  auto foreign = make_assistant(other);
+  for (const auto& m : {first, empty, second, foreign})
+    ASSERT_TRUE(store->put_message(m));
+  // Written out of order: they come back by message, then by id.
+  auto b = tool_part(second, ToolState::Status::Completed);
+  auto a1 = tool_part(first, ToolState::Status::Completed);
+  auto a2 = tool_part(first, ToolState::Status::Error);
+  auto x = tool_part(foreign, ToolState::Status::Completed);
+  for (const auto& p : {x, b, a2, a1})
+    ASSERT_TRUE(store->put_part(p));
+
+  auto list = store->list_messages(s.id);
+  ASSERT_TRUE(list) << list.error().message;
+  ASSERT_EQ(list->size(), 3u);
+  ASSERT_EQ((*list)[0].parts.size(), 2u);
+  EXPECT_EQ((*list)[0].parts[0].id, a1.id);
+  EXPECT_EQ((*list)[0].parts[1].id, a2.id);
+  EXPECT_TRUE((*list)[1].parts.empty());
+  ASSERT_EQ((*list)[2].parts.size(), 1u);
+  EXPECT_EQ((*list)[2].parts[0].id, b.id);
+}
+
+TEST(SessionStore, WriteStoresAllOrNothing) {
+  auto store = *SessionStore::open_memory();
+  auto s = make_session("s", 1);
+  ASSERT_TRUE(store->put_session(s));
+  auto m = make_assistant(s);
+  StoreChanges changes;
+  s.title = "renamed";
+  changes.session = s;
+  changes.messages.push_back(m);
+  changes.parts.push_back(tool_part(m, ToolState::Status::Running));
+  ASSERT_TRUE(store->write(changes));
+  EXPECT_EQ((*store->get_session(s.id))->title, "renamed");
+  auto list = store->list_messages(s.id);
+  ASSERT_TRUE(list);
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].parts.size(), 1u);
+
+  // A part of a message that does not exist breaks the foreign key: nothing of it is kept.
+  StoreChanges broken;
+  auto m2 = make_assistant(s);
+  broken.messages.push_back(m2);
+  auto orphan = tool_part(m2, ToolState::Status::Running);
+  orphan.message_id = "msg_missing";
+  broken.parts.push_back(orphan);
+  EXPECT_FALSE(store->write(broken));
+  EXPECT_FALSE(*store->get_message(m2.id));
+  EXPECT_EQ(store->list_messages(s.id)->size(), 1u);
+  // The store is still usable (the failed transaction was rolled back).
+  ASSERT_TRUE(store->put_message(m2));
+  EXPECT_EQ(store->list_messages(s.id)->size(), 2u);
+}
+
 TEST(SessionStore, SurvivesReopeningAndFailsInterruptedTurns) {
   TempDir dir;
   std::string session_id, message_id;

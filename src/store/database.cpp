@@ -9,10 +9,20 @@ Error sqlite_error(sqlite3* db, std::string_view what) {
 }  // namespace
 
 Statement::Statement(Statement&& other) noexcept
-    : db_(other.db_), stmt_(std::exchange(other.stmt_, nullptr)) {}
+    : db_(other.db_),
+      stmt_(std::exchange(other.stmt_, nullptr)),
+      in_use_(std::exchange(other.in_use_, nullptr)) {}
 
 Statement::~Statement() {
-  if (stmt_) sqlite3_finalize(stmt_);
+  if (!stmt_) return;
+  if (!in_use_) {
+    sqlite3_finalize(stmt_);
+    return;
+  }
+  // Back to the cache: a reset ends any read still open (and its lock), and the cleared
+  // bindings release the text this run bound.
+  reset();
+  *in_use_ = false;
 }
 
 Statement& Statement::bind(int index, std::string_view text) {
@@ -100,6 +110,8 @@ Result<std::unique_ptr<Database>> Database::open_memory() {
 }
 
 Database::~Database() {
+  for (auto& [sql, cached] : statements_)
+    sqlite3_finalize(cached.stmt);
   sqlite3_close(db_);
 }
 
@@ -115,28 +127,42 @@ Result<void> Database::exec(std::string_view sql) {
 }
 
 Result<Statement> Database::prepare(std::string_view sql) {
+  auto it = statements_.find(sql);
+  if (it != statements_.end() && !it->second.in_use) {
+    it->second.in_use = true;
+    return Statement(db_, it->second.stmt, &it->second.in_use);
+  }
+  bool keep = it == statements_.end();
   sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr) !=
-      SQLITE_OK)
+  if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
+                         keep ? SQLITE_PREPARE_PERSISTENT : 0, &stmt, nullptr) != SQLITE_OK)
     return sqlite_error(db_, "prepare");
-  return Statement(db_, stmt);
+  if (!keep) return Statement(db_, stmt);
+  auto& cached = statements_.emplace(std::string(sql), Cached{stmt, true}).first->second;
+  return Statement(db_, stmt, &cached.in_use);
 }
 
 std::int64_t Database::changes() const {
   return sqlite3_changes64(db_);
 }
 
+Result<void> Database::run(std::string_view sql) {
+  auto st = prepare(sql);
+  if (!st) return st.error();
+  return st->run();
+}
+
 Database::Transaction::Transaction(Database& db) : db_(db) {
-  (void)db_.exec("BEGIN IMMEDIATE");
+  (void)db_.run("BEGIN IMMEDIATE");
 }
 
 Database::Transaction::~Transaction() {
-  if (!done_) (void)db_.exec("ROLLBACK");
+  if (!done_) (void)db_.run("ROLLBACK");
 }
 
 Result<void> Database::Transaction::commit() {
   done_ = true;
-  return db_.exec("COMMIT");
+  return db_.run("COMMIT");
 }
 
 }  // namespace sb::store

@@ -2,6 +2,10 @@
 // A small RAII layer over SQLite: one connection, prepared statements, transactions. The store
 // is opened in WAL mode so readers never wait for the writer.
 //
+// Statements are prepared once per SQL text and kept (compiling a statement cost more than
+// running it): prepare() hands out the cached statement, which is reset and its bindings
+// cleared when the Statement is destroyed.
+//
 // Not thread-safe on its own: the owner serializes access (one mutex per Database).
 #include <sqlite3.h>
 
@@ -11,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "util/error.hpp"
 
@@ -18,7 +23,9 @@ namespace sb::store {
 
 class Statement {
  public:
-  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  // `in_use`: the statement belongs to the Database's cache and is only reset at the end.
+  Statement(sqlite3* db, sqlite3_stmt* stmt, bool* in_use = nullptr)
+      : db_(db), stmt_(stmt), in_use_(in_use) {}
   Statement(Statement&& other) noexcept;
   Statement& operator=(Statement&&) = delete;
   Statement(const Statement&) = delete;
@@ -41,6 +48,7 @@ class Statement {
  private:
   sqlite3* db_;
   sqlite3_stmt* stmt_;
+  bool* in_use_;  // the cache's flag for this statement; null for one the Statement owns
 };
 
 class Database {
@@ -52,7 +60,11 @@ class Database {
   ~Database();
 
   Result<void> exec(std::string_view sql);
+  // The statement for `sql`, compiled on first use. A statement still in use (the same SQL run
+  // inside its own loop) gets a fresh one-off copy.
   Result<Statement> prepare(std::string_view sql);
+  // Prepares (cached) and runs one statement without parameters or rows.
+  Result<void> run(std::string_view sql);
   std::int64_t changes() const;
 
   // BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the guard is destroyed uncommitted.
@@ -68,8 +80,19 @@ class Database {
   };
 
  private:
+  // Lets the cache be searched by string_view without building a std::string.
+  struct StringHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  struct Cached {
+    sqlite3_stmt* stmt = nullptr;
+    bool in_use = false;
+  };
   explicit Database(sqlite3* db) : db_(db) {}
   sqlite3* db_;
+  // By SQL text; node-based, so the `in_use` flags that Statements point to never move.
+  std::unordered_map<std::string, Cached, StringHash, std::equal_to<>> statements_;
 };
 
 }  // namespace sb::store

@@ -1078,6 +1078,37 @@ TEST_F(SessionProvider, RateLimitIsRetriedAndTheTurnSucceeds) {
   EXPECT_EQ(model_.request_count(), 2u);
 }
 
+TEST_F(SessionProvider, KeepAliveConnectionIsReusedAndOneTheModelClosedIsReplaced) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  auto keep = [](FakeResponse r, FakeResponse::Connection c = FakeResponse::Connection::KeepAlive) {
+    r.connection = c;
+    return r;
+  };
+  model_.push(keep(FakeResponse::with_tool_call(
+      "call_k", "bash", json::object{{"command", "echo kept"}, {"description", "echo"}})));
+  model_.push(keep(FakeResponse::with_text("first")));
+  model_.push(
+      keep(FakeResponse::with_text("second"), FakeResponse::Connection::KeepAliveThenClose));
+  model_.push(keep(FakeResponse::with_text("third")));
+  auto first = prompt(sid, "one");
+  ASSERT_TRUE(IsOk(first));
+  EXPECT_EQ(text_of(first.json()), "first");
+  auto second = prompt(sid, "two");
+  ASSERT_TRUE(IsOk(second));
+  EXPECT_EQ(text_of(second.json()), "second");
+  EXPECT_EQ(model_.request_count(), 3u);
+  EXPECT_EQ(model_.connection_count(), 1u) << "three requests should share one connection";
+  // The model closed the connection after its answer: the next request, which finds it
+  // closed, goes again on a new one, and the turn does not notice.
+  auto third = prompt(sid, "three");
+  ASSERT_TRUE(IsOk(third));
+  EXPECT_EQ(text_of(third.json()), "third");
+  EXPECT_EQ(find(third.json(), "/info/error"), nullptr) << third.describe();
+  EXPECT_EQ(model_.request_count(), 4u);
+  EXPECT_EQ(model_.connection_count(), 2u);
+}
+
 TEST_F(SessionProvider, UnauthorizedIsAProviderAuthErrorWithoutRetries) {
   start_server(openai_config());
   std::string sid = create_session();
@@ -1395,6 +1426,21 @@ TEST_F(SessionRestart, SessionsPersistAcrossACleanRestart) {
   EXPECT_EQ(messages(sid), before);
   EXPECT_EQ(string_at(http_get(port(), "/session").json(), "/0/title"), "keep me");
   EXPECT_FALSE(contains(server().log(), "interrupted")) << server().log();
+
+  // The model gets the same conversation from the restarted server (read back from the store)
+  // as the first one sent from memory: what the last request had, then the answer and the new
+  // prompt.
+  model_.push(FakeResponse::with_text("still here"));
+  ASSERT_TRUE(IsOk(prompt(sid, "and now?")));
+  auto requests = model_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  const json::array& sent_before = array_at(requests[1].json, "/messages");
+  const json::array& sent_after = array_at(requests[2].json, "/messages");
+  ASSERT_EQ(sent_after.size(), sent_before.size() + 2) << requests[2].body;
+  for (std::size_t i = 0; i < sent_before.size(); ++i)
+    EXPECT_EQ(sent_after[i], sent_before[i]) << "message " << i << ": " << requests[2].body;
+  EXPECT_EQ(string_at(json::value(sent_after[sent_before.size()]), "/content"), "stored answer");
+  EXPECT_EQ(string_at(json::value(sent_after.back()), "/content"), "and now?");
 }
 
 // ---- the session routes -------------------------------------------------------------------------

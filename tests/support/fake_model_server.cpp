@@ -229,14 +229,28 @@ struct FakeModelServer::Impl {
     }
   }
 
-  // One connection, one request: the response ends with the connection (Connection: close).
+  // Requests on one connection: by default one, and the response ends with the connection
+  // (Connection: close); a response with keep_alive leaves it open for the next request.
   static asio::awaitable<void> serve(FakeModelServer& self, tcp::socket socket) {
+    {
+      std::lock_guard lock(self.mutex_);
+      ++self.connections_;
+    }
     beast::flat_buffer buffer;
+    for (;;) {
+      bool again = co_await serve_one(self, socket, buffer);
+      if (!again) co_return;
+    }
+  }
+
+  // One request; true when the connection stays open for another.
+  static asio::awaitable<bool> serve_one(FakeModelServer& self, tcp::socket& socket,
+                                         beast::flat_buffer& buffer) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(64 * 1024 * 1024);
     auto [rec, read_bytes] = co_await http::async_read(socket, buffer, parser, tuple_awaitable);
     (void)read_bytes;
-    if (rec) co_return;
+    if (rec) co_return false;
     auto& req = parser.get();
 
     RecordedRequest recorded;
@@ -285,7 +299,7 @@ struct FakeModelServer::Impl {
       res.prepare_payload();
       co_await http::async_write(socket, res, tuple_awaitable);
       socket.shutdown(tcp::socket::shutdown_both, ec);
-      co_return;
+      co_return false;
     }
 
     Frames frames = anthropic ? anthropic_frames(r, model) : openai_frames(r, model);
@@ -307,12 +321,14 @@ struct FakeModelServer::Impl {
     http::response<http::empty_body> head{http::status::ok, 11};
     head.set(http::field::content_type, "text/event-stream");
     head.set(http::field::cache_control, "no-cache");
-    head.set(http::field::connection, "close");
+    bool keep_alive =
+        r.connection != FakeResponse::Connection::Close && r.cut == FakeResponse::Cut::None;
+    head.set(http::field::connection, keep_alive ? "keep-alive" : "close");
     head.chunked(true);
     http::response_serializer<http::empty_body> serializer{head};
     auto [hec, head_bytes] = co_await http::async_write_header(socket, serializer, tuple_awaitable);
     (void)head_bytes;
-    if (hec) co_return;
+    if (hec) co_return false;
     for (std::size_t i = 0; i < count; ++i) {
       if (i > 0 && r.chunk_delay.count() > 0) {
         timer.expires_after(r.chunk_delay);
@@ -321,12 +337,15 @@ struct FakeModelServer::Impl {
       auto [wec, n] = co_await asio::async_write(
           socket, http::make_chunk(asio::buffer(frames.events[i])), tuple_awaitable);
       (void)n;
-      if (wec) co_return;
+      if (wec) co_return false;
     }
     if (count == frames.events.size())
       co_await asio::async_write(socket, http::make_chunk_last(), tuple_awaitable);
-    // A cut stream ends here too: the connection closes without the last chunk.
+    if (r.connection == FakeResponse::Connection::KeepAlive && keep_alive) co_return true;
+    // A cut stream ends here too: the connection closes without the last chunk. So does a
+    // KeepAliveThenClose one, after promising to stay open.
     socket.shutdown(tcp::socket::shutdown_both, ec);
+    co_return false;
   }
 };
 
@@ -369,6 +388,11 @@ void FakeModelServer::push(FakeResponse response) {
 std::size_t FakeModelServer::queued() const {
   std::lock_guard lock(mutex_);
   return queue_.size();
+}
+
+std::size_t FakeModelServer::connection_count() const {
+  std::lock_guard lock(mutex_);
+  return connections_;
 }
 
 std::size_t FakeModelServer::request_count() const {

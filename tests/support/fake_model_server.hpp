@@ -53,6 +53,13 @@ struct FakeResponse {
   std::chrono::milliseconds delay{0};        // before the response head
   std::chrono::milliseconds chunk_delay{0};  // between two events
   Cut cut = Cut::None;
+  // What becomes of the connection after a complete answer.
+  enum class Connection {
+    Close,               // "Connection: close", then closed
+    KeepAlive,           // "Connection: keep-alive", and the next request may come on it
+    KeepAliveThenClose,  // says keep-alive but closes (like a server dropping idle connections)
+  };
+  Connection connection = Connection::Close;
 
   static FakeResponse with_text(std::string text);
   static FakeResponse with_tool_call(std::string id, std::string name,
@@ -88,6 +95,7 @@ class FakeModelServer {
   std::size_t queued() const;
 
   std::size_t request_count() const;
+  std::size_t connection_count() const;  // connections accepted so far
   std::vector<RecordedRequest> requests() const;
   // Request number `index` (0-based) once it has arrived; nullopt if it does not within the
   // timeout.
@@ -110,6 +118,7 @@ class FakeModelServer {
   mutable std::condition_variable changed_;
   std::deque<FakeResponse> queue_;
   std::vector<RecordedRequest> requests_;
+  std::size_t connections_ = 0;
 };
 
 }  // namespace sb::test
