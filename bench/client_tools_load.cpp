@@ -1776,16 +1776,24 @@ asio::awaitable<void> run_all(asio::io_context& io, const Options& opt, TempRoot
 void raise_fd_limit(const Options& opt) {
   rlimit lim{};
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) throw Fatal("getrlimit failed");
-  lim.rlim_cur = lim.rlim_max;
-  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0)
-    throw Fatal(std::string("setrlimit(RLIMIT_NOFILE): ") + std::strerror(errno));
-  // Each side holds one descriptor per idle client (SSE and WebSocket alike), plus a few.
+  // Each side holds one descriptor per idle client (SSE and WebSocket alike), two per SSE
+  // client that answers (its stream and its result connection), plus a few.
   std::size_t needed = static_cast<std::size_t>(opt.memory ? opt.idle_clients : 0) + 256;
   if (opt.soak)
     needed = std::max(needed, static_cast<std::size_t>(opt.soak_clients) * 2 +
                                   static_cast<std::size_t>(opt.soak_drivers) + 256);
   for (int n : opt.clients)
     needed = std::max(needed, static_cast<std::size_t>(n) * 3 + 256);
+  // As root the hard limit can be raised too (up to fs.nr_open); otherwise this fails quietly
+  // and the check below explains.
+  if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < needed) {
+    rlimit higher{needed, needed};
+    if (::setrlimit(RLIMIT_NOFILE, &higher) == 0) lim = higher;
+  }
+  lim.rlim_cur = lim.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0)
+    throw Fatal(std::string("setrlimit(RLIMIT_NOFILE): ") + std::strerror(errno));
+
   if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < needed)
     throw Fatal("RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) + " (hard limit), " +
                 std::to_string(needed) + " needed: lower --idle-clients / --clients");
