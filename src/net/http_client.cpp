@@ -225,7 +225,7 @@ asio::awaitable<Result<HttpResponseHead>> exchange(
     if (got && on_body) on_body(std::string_view(chunk.data(), got));
   }
   // Bytes past the response would belong to no request: such a connection is not reused.
-  state.reusable = parser.get().keep_alive() && buffer.size() == 0;
+  state.reusable = parser.keep_alive() && buffer.size() == 0;
   co_return head;
 }
 

@@ -30,6 +30,25 @@ bool same_origin(const Request& req, std::string_view origin) {
   return !host.empty() && iequals(origin.substr(scheme + 3), host);
 }
 
+// The name of a Host header without its port: "127.0.0.1:4096" -> "127.0.0.1", "[::1]:80" ->
+// "[::1]".
+std::string_view host_name(std::string_view host) {
+  if (host.starts_with('[')) {
+    auto end = host.find(']');
+    return end == std::string_view::npos ? host : host.substr(0, end + 1);
+  }
+  auto colon = host.rfind(':');
+  return colon == std::string_view::npos ? host : host.substr(0, colon);
+}
+
+// A name that only ever means this machine: localhost (and *.localhost, RFC 6761), 127.x.y.z,
+// [::1], or the address the server was told to listen on.
+bool loopback_name(const ServerState& state, std::string_view name) {
+  return iequals(name, "localhost") ||
+         (name.size() > 10 && iequals(name.substr(name.size() - 10), ".localhost")) ||
+         name.starts_with("127.") || name == "[::1]" || iequals(name, state.config.server.hostname);
+}
+
 bool origin_allowed(const ServerState& state, std::string_view origin) {
   for (const auto& allowed : state.config.server.cors)
     if (allowed == "*" || allowed == origin) return true;
@@ -168,6 +187,21 @@ void add_cors_headers(const ServerState& state, const Request& req, http::fields
 std::optional<Response> check_access(const ServerState& state, const Request& req,
                                      const boost::urls::url_view& url,
                                      const std::vector<std::string>& segments) {
+  // Without a password, the page of any site could reach a server on loopback by pointing its
+  // own name at 127.0.0.1 (DNS rebinding): the browser then sends that name as Host and as
+  // Origin, so the origin check below would see "the same origin". Such a server therefore
+  // answers only requests addressed to a loopback name. (No Host at all is not a browser.)
+  if (state.config.server.password.empty() && !state.config.server.allow_remote) {
+    auto host = req[http::field::host];
+    if (!host.empty() && !loopback_name(state, host_name(host)))
+      return error_response(
+          make_error(ErrorCode::Forbidden,
+                     "this server has no password, so it answers only requests addressed to "
+                     "localhost, 127.0.0.1 or [::1], not to \"" +
+                         std::string(host) +
+                         "\" (set server.password to serve other names, e.g. behind a proxy)"),
+          req);
+  }
   auto origin = req[http::field::origin];
   // A browser sends Origin on cross-origin requests and WebSocket handshakes. A page from an
   // origin not in server.cors is refused outright, not merely left unable to read the answer:

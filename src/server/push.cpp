@@ -202,6 +202,9 @@ class SseConnection final : public PushChannel {
   }
 
   void arm(std::chrono::milliseconds after) {
+    // A wait that had already completed when disconnect() cancelled the timer still runs its
+    // handler: it must not start another wait, which would keep the connection alive forever.
+    if (disconnected()) return;
     timer_.expires_after(after);
     timer_.async_wait([self = shared_from_this(), this](boost::system::error_code ec) {
       if (!ec) on_timer();
@@ -293,6 +296,10 @@ asio::awaitable<void> run_client_sse(ServerState& state, tcp::socket socket, Req
   log::debug("client ", client_id, " connected over SSE");
   bool head_ok = co_await conn->write_head(state, req, issued_token);
   req = Request();
+  // The client never saw a token issued for a stream that did not start: take it back, or the
+  // clientID would be locked to a token nobody has.
+  if (!head_ok && !issued_token.empty() && state.credentials)
+    state.credentials->withdraw(client_id);
   if (head_ok) co_await wait_until_closed(conn->socket());
   conn->disconnect();
   state.registry->detach(client_id, connection);
@@ -456,6 +463,8 @@ asio::awaitable<void> run_client_websocket(ServerState& state, tcp::socket socke
   auto [ec] = co_await ws.async_accept(req, tuple_awaitable);
   req = Request();  // the upgrade request's headers are not needed any more
   if (ec) {
+    // As for SSE: a token issued for a handshake that failed never reached the client.
+    if (!issued_token.empty() && state.credentials) state.credentials->withdraw(client_id);
     conn->disconnect();
     co_return;
   }

@@ -50,6 +50,7 @@ class PushChannel : public Stoppable, public std::enable_shared_from_this<PushCh
   void write_done(bool ok);
   bool writing() const { return writing_; }
   bool ending() const { return ending_; }
+  bool disconnected() const { return disconnected_; }
 
  private:
   void push_here(std::shared_ptr<const std::string> frame);

@@ -283,8 +283,12 @@ void SessionService::flush(Turn& turn) {
   if (turn.unsaved.empty()) return;
   StoreChanges changes = std::exchange(turn.unsaved, {});
   if (is_deleted(turn.session.id)) return;
-  if (auto r = deps_.store->write(changes); !r)
-    log::error("storing the changes of a turn: ", r.error().message);
+  if (auto r = deps_.store->write(changes); !r) {
+    // Kept for the next flush (the write is one transaction: nothing of it was stored), so a
+    // passing failure (a full disk that gets space back) loses nothing.
+    log::error("storing the changes of a turn (kept to retry): ", r.error().message);
+    turn.unsaved = std::move(changes);
+  }
 }
 
 Result<std::shared_ptr<SessionService::Conversation>> SessionService::conversation(

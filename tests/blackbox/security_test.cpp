@@ -243,6 +243,47 @@ TEST_F(Cors, ByDefaultOnlyTheServersOwnPageMayCall) {
   EXPECT_EQ(http_get(port(), "/client-tools/tools/c1").json(), json::array{});
 }
 
+// DNS rebinding: a page at http://evil.example:PORT points evil.example at 127.0.0.1; the
+// browser then sends Host and Origin both naming evil.example, which look like "the same origin".
+// Without a password the server answers only requests addressed to a loopback name.
+TEST_F(Cors, WithoutAPasswordOnlyLoopbackNamesAreServed) {
+  start(test_config());
+  std::string port_text = std::to_string(port());
+  auto raw_request = [&](const std::string& method, const std::string& host,
+                         const std::string& extra) {
+    RawConnection raw(port());
+    raw.send(method + " /session HTTP/1.1\r\nHost: " + host + "\r\n" + extra +
+             "Content-Length: 0\r\n\r\n");
+    auto res = raw.read_response();
+    if (!res) throw std::runtime_error("no answer for Host " + host + ": " + raw.received());
+    return *res;
+  };
+  std::string evil = "evil.example:" + port_text;
+  auto rebound = raw_request("GET", evil, "Origin: http://" + evil + "\r\n");
+  EXPECT_TRUE(IsError(rebound, 403, "FORBIDDEN", {"evil.example", "localhost"}));
+  auto post = raw_request("POST", evil, "Origin: http://" + evil + "\r\n");
+  EXPECT_TRUE(IsError(post, 403, "FORBIDDEN"));
+  auto no_origin = raw_request("POST", evil, "");
+  EXPECT_TRUE(IsError(no_origin, 403, "FORBIDDEN"));
+  EXPECT_EQ(http_get(port(), "/session").json(), json::array{}) << "a refused request acted";
+
+  for (std::string host : {"localhost:" + port_text, "127.0.0.1:" + port_text, "[::1]:" + port_text,
+                           "app.localhost:" + port_text}) {
+    auto res = raw_request("GET", host, "");
+    EXPECT_EQ(res.status, 200u) << host << ": " << res.describe();
+  }
+}
+
+TEST_F(Cors, WithAPasswordOtherNamesAreServed) {
+  start(test_config({}, json::object{{"password", kPassword}}));
+  RawConnection raw(port());
+  raw.send("GET /session HTTP/1.1\r\nHost: switchboard.internal:" + std::to_string(port()) +
+           "\r\nAuthorization: Bearer " + std::string(kPassword) + "\r\n\r\n");
+  auto res = raw.read_response();
+  ASSERT_TRUE(res) << raw.received();
+  EXPECT_TRUE(IsOk(*res)) << res->describe();
+}
+
 TEST_F(Cors, ConfiguredOriginsGetPreflightAndHeaders) {
   start(test_config(
       {}, json::object{{"cors", json::array{"http://app.example"}}, {"password", kPassword}}));
