@@ -9,5 +9,8 @@ mkdir -p "$work/corpus" "$work/artifacts"
 dict=()
 name=$(basename "$seeds")
 [ -f "$seeds/../../$name.dict" ] && dict=(-dict="$seeds/../../$name.dict")
-exec "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+# A fixed seed (FUZZ_SEED, default 1) makes a test run repeat the same inputs, so a failure in CI
+# can be reproduced; longer runs by hand vary it.
+exec "$bin" -seed="${FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  -max_len=8192 \
   -print_final_stats=1 "${dict[@]}" -artifact_prefix="$work/artifacts/" "$work/corpus" "$seeds"

@@ -386,6 +386,10 @@ TEST_F(RegistryTest, RejectsSchemasThatAreNotCompilableObjectSchemas) {
       schema(R"({"type": "object", "required": "a"})"),
       schema(R"({"type": "object", "properties": {"a": {"minLength": "x"}}})"),
       schema(R"({"$ref": "http://example.com/schema.json"})"),
+      // multipleOf must be > 0: valijson would divide by it (SIGFPE) when validating an integer.
+      schema(R"({"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 0}}})"),
+      schema(R"({"type": "object", "properties": {"n": {"anyOf": [{"multipleOf": -2}]}}})"),
+      schema(R"({"multipleOf": 0.0})"),
   };
   for (const auto& parameters : bad) {
     auto r = registry_->register_tools("c1", {spec("ok"), spec("t", parameters)});

@@ -10,6 +10,7 @@
 #include <valijson/validator.hpp>
 
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 namespace sb::clienttool {
@@ -44,8 +45,44 @@ Result<std::shared_ptr<const CompiledSchema>> CompiledSchema::compile(const json
   return compiled;
 }
 
+namespace {
+// JSON Schema requires "multipleOf" to be greater than 0. valijson does not check, and divides
+// by it when validating an integer: a client's {"multipleOf": 0} would stop the server with
+// SIGFPE at the first call. Found by fuzz_client_tools. A number under the key "multipleOf" is
+// always the keyword (a property named so maps to a schema, which is never a number).
+bool not_positive(const json::value& v) {
+  if (v.is_int64()) return v.get_int64() <= 0;
+  if (v.is_uint64()) return v.get_uint64() == 0;
+  return v.is_double() && !(v.get_double() > 0);
+}
+
+std::optional<std::string> bad_multiple_of(const json::value& v, const std::string& at) {
+  if (const auto* o = v.if_object()) {
+    for (const auto& kv : *o) {
+      std::string here = at + "/" + std::string(kv.key());
+      if (kv.key() == "multipleOf" && not_positive(kv.value())) return here;
+      if (auto bad = bad_multiple_of(kv.value(), here)) return bad;
+    }
+  } else if (const auto* a = v.if_array()) {
+    for (std::size_t i = 0; i < a->size(); ++i)
+      if (auto bad = bad_multiple_of((*a)[i], at + "/" + std::to_string(i))) return bad;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 Result<std::shared_ptr<const CompiledSchema>> CompiledSchema::compile_uncached(
     const json::object& obj) {
+  for (const auto& kv : obj) {
+    if (auto bad = bad_multiple_of(kv.value(), "/" + std::string(kv.key())))
+      return make_error(
+          ErrorCode::InvalidRequest,
+          "is not a valid JSON Schema: multipleOf must be greater than 0 (at " + *bad + ")");
+    if (kv.key() == "multipleOf" && not_positive(kv.value()))
+      return make_error(ErrorCode::InvalidRequest,
+                        "is not a valid JSON Schema: multipleOf must be greater than 0 (at "
+                        "/multipleOf)");
+  }
   if (auto it = obj.find("type"); it != obj.end()) {
     if (!it->value().is_string() || it->value().get_string() != "object")
       return make_error(ErrorCode::InvalidRequest,
