@@ -51,7 +51,12 @@ test('an interactive call waits in pendingClientTools until submit(); status sho
     const id = client.clientTools.toolID('confirm');
     assert.equal(await chat.send(`/call ${id} {"action": "deploy"}`), true);
 
-    const waiting = await chat.until((s) => s.pendingClientTools.confirm?.length === 1, { timeout: 10000 });
+    // The request (over the client's WebSocket) and the part's update (over /event) travel on
+    // different connections: either may arrive first, so wait for both.
+    const waiting = await chat.until(
+      (s) => s.pendingClientTools.confirm?.length === 1 && toolPart(s)?.state.status === 'running',
+      { timeout: 10000 },
+    );
     assert.equal(waiting.status, 'awaiting-input');
     const [call] = waiting.pendingClientTools.confirm;
     assert.equal(call.toolName, 'confirm');
