@@ -1393,6 +1393,16 @@ void stop_child(Child& child, const std::string& what) {
   if (!err.empty()) g_problems.add(what + " " + err + "; log:\n" + child.log_tail());
 }
 
+// A scenario's server must still be running at its end (else the scenario counts an error with
+// its log); it is then stopped and must exit cleanly.
+void end_scenario_server(Child& server) {
+  if (auto st = server.poll_exit())
+    g_problems.add("the server exited during the scenario (" + describe_status(*st) + "); log:\n" +
+                   server.log_tail());
+  else
+    stop_child(server, "the server");
+}
+
 asio::awaitable<void> run_baseline(asio::io_context& io, const Options& opt, TempRoot& temp,
                                    Results& results) {
   auto self = fs::read_symlink("/proc/self/exe");
@@ -1443,11 +1453,7 @@ asio::awaitable<void> run_latency(asio::io_context& io, const Options& opt, Temp
     }
     co_await clients.close_all();
   }
-  if (auto st = server->poll_exit())
-    g_problems.add("the server exited during the scenario (" + describe_status(*st) + "); log:\n" +
-                   server->log_tail());
-  else
-    stop_child(*server, "the server");
+  end_scenario_server(*server);
   row.errors = g_problems.count - errors_before;
   results.latency.push_back(row);
 }
@@ -1508,11 +1514,7 @@ asio::awaitable<void> run_memory(asio::io_context& io, const Options& opt, TempR
     }
     co_await clients.close_all();
   }
-  if (auto st = server->poll_exit())
-    g_problems.add("the server exited during the scenario (" + describe_status(*st) + "); log:\n" +
-                   server->log_tail());
-  else
-    stop_child(*server, "the server");
+  end_scenario_server(*server);
   row.errors = g_problems.count - errors_before;
   results.memory.push_back(row);
 }
@@ -1591,11 +1593,7 @@ asio::awaitable<void> run_soak(asio::io_context& io, const Options& opt, TempRoo
     }
     co_await clients.close_all();
   }
-  if (auto st = server->poll_exit())
-    g_problems.add("the server exited during the scenario (" + describe_status(*st) + "); log:\n" +
-                   server->log_tail());
-  else
-    stop_child(*server, "the server");
+  end_scenario_server(*server);
   row.errors = g_problems.count - errors_before;
   results.soak.push_back(row);
 }
