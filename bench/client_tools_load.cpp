@@ -203,7 +203,8 @@ Options parse_options(int argc, char** argv) {
       std::cout << kUsage;
       std::exit(0);
     } else if (flag == "--server") {
-      o.server_path = std::string(value());
+      // Absolute: the server starts in a temporary working directory.
+      o.server_path = fs::absolute(std::string(value())).string();
     } else if (flag == "--scenarios") {
       o.baseline = o.latency = o.memory = o.soak = false;
       for (const auto& s : split_list(value())) {
