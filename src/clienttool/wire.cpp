@@ -160,7 +160,7 @@ void append_field(std::string& out, std::string_view key, std::string_view value
   out.push_back('"');
   out.append(key);
   out.append("\":");
-  out.append(json::serialize(json::string_view(value)));
+  append_json_string(out, value);
 }
 }  // namespace
 

@@ -11,34 +11,51 @@ namespace sb::provider {
 
 namespace {
 
-json::object openai_message(const ModelMessage& m) {
+// The body is written as text, not built as a tree and then serialized: it holds the whole
+// conversation, sent again at every step, and the strings are most of its bytes.
+void append_key(std::string& out, std::string_view key) {
+  out.push_back('"');
+  out.append(key);
+  out.append("\":");
+}
+
+void append_message(std::string& out, const ModelMessage& m) {
   switch (m.role) {
     case Role::System:
-      return {{"role", "system"}, {"content", m.text}};
     case Role::User:
-      return {{"role", "user"}, {"content", m.text}};
-    case Role::Assistant: {
+      out.append(m.role == Role::System ? R"({"role":"system","content":)"
+                                        : R"({"role":"user","content":)");
+      append_json_string(out, m.text);
+      break;
+    case Role::Assistant:
       // Content stays a string even when empty: OpenAI allows null beside tool_calls, but a
       // string is the form every compatible server's chat template accepts.
-      json::object msg{{"role", "assistant"}, {"content", m.text}};
+      out.append(R"({"role":"assistant","content":)");
+      append_json_string(out, m.text);
       if (!m.tool_calls.empty()) {
-        json::array calls;
-        calls.reserve(m.tool_calls.size());
-        for (const auto& call : m.tool_calls) {
-          calls.push_back(json::object{
-              {"id", call.id},
-              {"type", "function"},
-              {"function", json::object{{"name", call.name},
-                                        {"arguments", tool_input_as_object_text(call.input)}}}});
+        out.append(R"(,"tool_calls":[)");
+        for (std::size_t i = 0; i < m.tool_calls.size(); ++i) {
+          const auto& call = m.tool_calls[i];
+          if (i) out.push_back(',');
+          out.append(R"({"id":)");
+          append_json_string(out, call.id);
+          out.append(R"(,"type":"function","function":{"name":)");
+          append_json_string(out, call.name);
+          out.append(R"(,"arguments":)");
+          append_json_string(out, tool_input_as_object_text(call.input));
+          out.append("}}");
         }
-        msg["tool_calls"] = std::move(calls);
+        out.push_back(']');
       }
-      return msg;
-    }
+      break;
     case Role::Tool:
-      return {{"role", "tool"}, {"tool_call_id", m.tool_call_id}, {"content", m.output}};
+      out.append(R"({"role":"tool","tool_call_id":)");
+      append_json_string(out, m.tool_call_id);
+      out.append(R"(,"content":)");
+      append_json_string(out, m.output);
+      break;
   }
-  return {};
+  out.push_back('}');
 }
 
 }  // namespace
@@ -56,40 +73,42 @@ json::array openai_tools(const std::vector<ToolSchema>& schemas) {
   return tools;
 }
 
-namespace {
-
-// The request without its tools.
-json::object openai_body(const ModelRequest& request, const OpenAIRequestOptions& options) {
-  json::object body;
-  body["model"] = request.model;
-  json::array messages;
-  messages.reserve(request.messages.size() + 1);
-  if (!request.system.empty())
-    messages.push_back(json::object{{"role", "system"}, {"content", request.system}});
-  for (const auto& m : request.messages)
-    messages.push_back(openai_message(m));
-  body["messages"] = std::move(messages);
-  if (request.max_tokens)
-    body[options.use_max_completion_tokens ? "max_completion_tokens" : "max_tokens"] =
-        *request.max_tokens;
-  if (request.temperature) body["temperature"] = *request.temperature;
-  body["stream"] = true;
-  if (options.include_usage) body["stream_options"] = json::object{{"include_usage", true}};
-  return body;
-}
-
-}  // namespace
-
-json::object build_openai_request(const ModelRequest& request,
-                                  const OpenAIRequestOptions& options) {
-  json::object body = openai_body(request, options);
-  if (!request.tools.empty()) body["tools"] = openai_tools(request.tools.schemas());
-  return body;
-}
-
 std::string serialize_openai_request(const ModelRequest& request,
                                      const OpenAIRequestOptions& options) {
-  return serialize_with_tools(openai_body(request, options), request.tools, "openai", openai_tools);
+  std::string out;
+  out.reserve(4096);
+  out.append(R"({"model":)");
+  append_json_string(out, request.model);
+  out.append(R"(,"messages":[)");
+  bool first = true;
+  if (!request.system.empty()) {
+    append_message(out, ModelMessage{.role = Role::System, .text = request.system});
+    first = false;
+  }
+  for (const auto& m : request.messages) {
+    if (!first) out.push_back(',');
+    append_message(out, m);
+    first = false;
+  }
+  out.push_back(']');
+  if (request.max_tokens) {
+    out.push_back(',');
+    append_key(out, options.use_max_completion_tokens ? "max_completion_tokens" : "max_tokens");
+    out.append(std::to_string(*request.max_tokens));
+  }
+  if (request.temperature) {
+    out.push_back(',');
+    append_key(out, "temperature");
+    out.append(json::serialize(json::value(*request.temperature)));
+  }
+  out.append(R"(,"stream":true)");
+  if (options.include_usage) out.append(R"(,"stream_options":{"include_usage":true})");
+  if (!request.tools.empty()) {
+    out.append(R"(,"tools":)");
+    out.append(request.tools.serialized("openai", openai_tools));
+  }
+  out.push_back('}');
+  return out;
 }
 
 // ---- Stream ----------------------------------------------------------------------------------

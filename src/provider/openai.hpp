@@ -30,11 +30,8 @@ struct OpenAIRequestOptions {
 // openai_tool_schema(); "tools" is omitted when there are none (some servers reject []).
 // Assistant tool calls carry their arguments serialized as a JSON string; tool results are
 // role "tool" messages. OpenAI has no error flag for a tool result, so an error result is sent
-// as its text alone (the tool's message says what went wrong).
-json::object build_openai_request(const ModelRequest& request,
-                                  const OpenAIRequestOptions& options = {});
-// The same body as JSON text, with the tools array serialized once per ToolSet (what the HTTP
-// provider sends).
+// as its text alone (the tool's message says what went wrong). The tools array is serialized
+// once per ToolSet and spliced in.
 std::string serialize_openai_request(const ModelRequest& request,
                                      const OpenAIRequestOptions& options = {});
 // The "tools" array of a request.

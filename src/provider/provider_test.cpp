@@ -761,8 +761,15 @@ ModelRequest sample_request() {
   return r;
 }
 
+// The body the HTTP provider sends, parsed back.
+json::object openai_body(const ModelRequest& r, const OpenAIRequestOptions& options = {}) {
+  auto body = parse_json(serialize_openai_request(r, options));
+  EXPECT_TRUE(body && body->is_object());
+  return body && body->is_object() ? body->get_object() : json::object{};
+}
+
 TEST(OpenAIRequest, ProducesTheDocumentedShape) {
-  json::object body = build_openai_request(sample_request());
+  json::object body = openai_body(sample_request());
   EXPECT_EQ(body.at("model"), "gpt-4o-mini");
   EXPECT_EQ(body.at("stream"), true);
   EXPECT_EQ(body.at("stream_options"), parse_json(R"({"include_usage":true})").value());
@@ -796,24 +803,55 @@ TEST(OpenAIRequest, ProducesTheDocumentedShape) {
 // from the ToolSet's serialized copy, which later requests with the same set reuse.
 TEST(RequestBody, SerializedBodyIsTheBuiltDocumentWithTheToolsMadeOnce) {
   ModelRequest r = sample_request();
-  json::value openai = parse_json(serialize_openai_request(r)).value();
-  EXPECT_EQ(openai, json::value(build_openai_request(r))) << json::serialize(openai);
   json::value anthropic = parse_json(serialize_anthropic_request(r)).value();
   EXPECT_EQ(anthropic, json::value(build_anthropic_request(r))) << json::serialize(anthropic);
 
+  json::object first = openai_body(r);
   const std::string& tools = r.tools.serialized("openai", openai_tools);
+  EXPECT_EQ(first.at("tools"), parse_json(tools).value());
   ModelRequest next = r;  // a later step: the same tools, one more message
   next.messages.push_back(ModelMessage::user("again"));
   EXPECT_EQ(&next.tools.serialized("openai", openai_tools), &tools);
-  json::value again = parse_json(serialize_openai_request(next)).value();
-  EXPECT_EQ(again, json::value(build_openai_request(next))) << json::serialize(again);
+  json::object again = openai_body(next);
+  EXPECT_EQ(again.at("tools"), first.at("tools"));
+  ASSERT_EQ(again.at("messages").as_array().size(), first.at("messages").as_array().size() + 1);
+  EXPECT_EQ(again.at("messages").as_array().back(),
+            parse_json(R"({"role":"user","content":"again"})").value());
 
   ModelRequest bare;
   bare.model = "m";
   bare.messages = {ModelMessage::user("hi")};
-  json::value no_tools = parse_json(serialize_openai_request(bare)).value();
-  EXPECT_FALSE(no_tools.as_object().contains("tools")) << json::serialize(no_tools);
-  EXPECT_EQ(no_tools, json::value(build_openai_request(bare)));
+  json::object no_tools = openai_body(bare);
+  EXPECT_FALSE(no_tools.contains("tools")) << json::serialize(no_tools);
+}
+
+// The body is written as text: every string of the conversation, whatever bytes it holds, comes
+// back unchanged when the model's server parses it.
+TEST(OpenAIRequest, EveryTextSurvivesTheTrip) {
+  std::string nasty = "quote \" backslash \\ newline \n tab \t nul ";
+  nasty.push_back('\0');
+  nasty += " bell \x07 unicode caf\xc3\xa9 \xf0\x9f\x98\x80 </script>";
+  ModelRequest r;
+  r.model = "m\"odel";
+  r.system = nasty;
+  r.messages = {
+      ModelMessage::user(nasty),
+      ModelMessage::assistant(nasty, {ModelToolCall{nasty, nasty, json::object{{nasty, nasty}}}}),
+      ModelMessage::tool_result(nasty, nasty)};
+  json::object body = openai_body(r);
+  EXPECT_EQ(body.at("model"), "m\"odel");
+  const auto& messages = body.at("messages").as_array();
+  ASSERT_EQ(messages.size(), 4u);
+  EXPECT_EQ(messages[0].at("content").as_string(), nasty);
+  EXPECT_EQ(messages[1].at("content").as_string(), nasty);
+  EXPECT_EQ(messages[2].at("content").as_string(), nasty);
+  const auto& call = messages[2].at("tool_calls").at(0);
+  EXPECT_EQ(call.at("id").as_string(), nasty);
+  EXPECT_EQ(call.at("function").at("name").as_string(), nasty);
+  EXPECT_EQ(parse_json(call.at("function").at("arguments").as_string()).value(),
+            json::value(json::object{{nasty, nasty}}));
+  EXPECT_EQ(messages[3].at("tool_call_id").as_string(), nasty);
+  EXPECT_EQ(messages[3].at("content").as_string(), nasty);
 }
 
 TEST(OpenAIRequest, OmitsWhatIsUnsetAndSendsInvalidHistoryInputAsEmptyObject) {
@@ -821,7 +859,7 @@ TEST(OpenAIRequest, OmitsWhatIsUnsetAndSendsInvalidHistoryInputAsEmptyObject) {
   r.model = "llama";
   r.messages = {ModelMessage::user("hi"),
                 ModelMessage::assistant("", {ModelToolCall{"c", "read", json::value("{broken")}})};
-  json::object body = build_openai_request(r);
+  json::object body = openai_body(r);
   EXPECT_FALSE(body.contains("tools"));
   EXPECT_FALSE(body.contains("max_tokens"));
   EXPECT_FALSE(body.contains("temperature"));
@@ -831,12 +869,12 @@ TEST(OpenAIRequest, OmitsWhatIsUnsetAndSendsInvalidHistoryInputAsEmptyObject) {
   EXPECT_EQ(messages[1].at("tool_calls").at(0).at("function").at("arguments"), "{}");
 
   r.max_tokens = 50;
-  json::object reasoning_model = build_openai_request(r, {.use_max_completion_tokens = true});
+  json::object reasoning_model = openai_body(r, {.use_max_completion_tokens = true});
   EXPECT_EQ(reasoning_model.at("max_completion_tokens"), 50);
   EXPECT_FALSE(reasoning_model.contains("max_tokens"));
   EXPECT_TRUE(reasoning_model.contains("stream_options"));
 
-  json::object no_usage = build_openai_request(r, {.include_usage = false});
+  json::object no_usage = openai_body(r, {.include_usage = false});
   EXPECT_FALSE(no_usage.contains("stream_options"));
   EXPECT_EQ(no_usage.at("stream"), true);
 }

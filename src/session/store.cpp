@@ -3,6 +3,11 @@
 namespace sb::session {
 namespace {
 
+// Schema version 2 (PRAGMA user_version). Messages and parts are keyed by where they live
+// (session, message) with one unique index each, and no separate index per id: every stored
+// part or message then touches two b-tree pages, not four, which is most of the pages a turn
+// writes to the WAL.
+constexpr int kSchemaVersion = 2;
 constexpr std::string_view kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS session (
   id TEXT PRIMARY KEY,
@@ -10,21 +15,39 @@ CREATE TABLE IF NOT EXISTS session (
   data TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS message (
-  id TEXT PRIMARY KEY,
   session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+  id TEXT NOT NULL,
   completed INTEGER NOT NULL DEFAULT 1,
-  data TEXT NOT NULL
+  data TEXT NOT NULL,
+  UNIQUE(session_id, id)
 );
-CREATE INDEX IF NOT EXISTS message_by_session ON message(session_id, id);
 CREATE INDEX IF NOT EXISTS message_open ON message(completed) WHERE completed = 0;
 CREATE TABLE IF NOT EXISTS part (
-  id TEXT PRIMARY KEY,
-  message_id TEXT NOT NULL REFERENCES message(id) ON DELETE CASCADE,
   session_id TEXT NOT NULL,
-  data TEXT NOT NULL
+  message_id TEXT NOT NULL,
+  id TEXT NOT NULL,
+  data TEXT NOT NULL,
+  UNIQUE(session_id, message_id, id),
+  FOREIGN KEY(session_id, message_id) REFERENCES message(session_id, id) ON DELETE CASCADE
 );
-CREATE INDEX IF NOT EXISTS part_by_message ON part(message_id, id);
-CREATE INDEX IF NOT EXISTS part_by_session ON part(session_id, message_id, id);
+)sql";
+
+// Version 1 (the first release) to 2: the rows move to tables of the new shape.
+constexpr std::string_view kMigrateFrom1 = R"sql(
+DROP INDEX IF EXISTS message_by_session;
+DROP INDEX IF EXISTS message_open;
+DROP INDEX IF EXISTS part_by_message;
+DROP INDEX IF EXISTS part_by_session;
+ALTER TABLE part RENAME TO part_v1;
+ALTER TABLE message RENAME TO message_v1;
+)sql";
+constexpr std::string_view kCopyFrom1 = R"sql(
+INSERT INTO message(session_id, id, completed, data)
+  SELECT session_id, id, completed, data FROM message_v1;
+INSERT INTO part(session_id, message_id, id, data)
+  SELECT session_id, message_id, id, data FROM part_v1;
+DROP TABLE part_v1;
+DROP TABLE message_v1;
 )sql";
 
 template <class T, class F>
@@ -67,8 +90,41 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open_memory() {
   return s;
 }
 
+namespace {
+// The integer of a one-row query (0 when it has no row).
+Result<std::int64_t> query_integer(store::Database& db, std::string_view sql) {
+  auto st = db.prepare(sql);
+  if (!st) return st.error();
+  auto row = st->step();
+  if (!row) return row.error();
+  return *row ? st->integer(0) : 0;
+}
+}  // namespace
+
 Result<void> SessionStore::migrate() {
-  return db_->exec(kSchema);
+  auto version = query_integer(*db_, "PRAGMA user_version");
+  if (!version) return version.error();
+  if (*version == kSchemaVersion) return {};
+  if (*version > kSchemaVersion)
+    return make_error(ErrorCode::Internal,
+                      "the session store was written by a newer Switchboard (schema version " +
+                          std::to_string(*version) + "; this one knows " +
+                          std::to_string(kSchemaVersion) + ")");
+  // Version 0 is a new database, or one of the first release, which had these tables without a
+  // version: then `part` is keyed by its own id.
+  auto from_v1 = query_integer(*db_,
+                               "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                               "name = 'part' AND sql LIKE '%id TEXT PRIMARY KEY%'");
+  if (!from_v1) return from_v1.error();
+  store::Database::Transaction tx(*db_);
+  if (*from_v1)
+    if (auto r = db_->exec(kMigrateFrom1); !r) return r.error();
+  if (auto r = db_->exec(kSchema); !r) return r.error();
+  if (*from_v1)
+    if (auto r = db_->exec(kCopyFrom1); !r) return r.error();
+  if (auto r = db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)); !r)
+    return r.error();
+  return tx.commit();
 }
 
 Result<void> SessionStore::put_session(const SessionInfo& s) {
@@ -132,7 +188,8 @@ Result<void> SessionStore::put_message(const MessageInfo& m) {
 Result<void> SessionStore::put_message_locked(const MessageInfo& m) {
   auto st = db_->prepare(
       "INSERT INTO message(id, session_id, completed, data) VALUES(?1, ?2, ?3, ?4) "
-      "ON CONFLICT(id) DO UPDATE SET completed = excluded.completed, data = excluded.data");
+      "ON CONFLICT(session_id, id) DO UPDATE SET completed = excluded.completed, "
+      "data = excluded.data");
   if (!st) return st.error();
   bool open = m.role == MessageInfo::Role::Assistant && !m.completed;
   st->bind(1, m.id).bind(2, m.session_id).bind(3, std::int64_t{open ? 0 : 1});
@@ -140,11 +197,12 @@ Result<void> SessionStore::put_message_locked(const MessageInfo& m) {
   return st->run();
 }
 
-Result<std::optional<MessageInfo>> SessionStore::get_message(const std::string& id) {
+Result<std::optional<MessageInfo>> SessionStore::get_message(const std::string& session_id,
+                                                             const std::string& id) {
   std::lock_guard lock(mutex_);
-  auto st = db_->prepare("SELECT data FROM message WHERE id = ?1");
+  auto st = db_->prepare("SELECT data FROM message WHERE session_id = ?1 AND id = ?2");
   if (!st) return st.error();
-  st->bind(1, id);
+  st->bind(1, session_id).bind(2, id);
   auto row = st->step();
   if (!row) return row.error();
   if (!*row) return std::optional<MessageInfo>{};
@@ -208,22 +266,20 @@ Result<void> SessionStore::write(const StoreChanges& changes) {
 Result<void> SessionStore::put_part_locked(const Part& p) {
   auto st = db_->prepare(
       "INSERT INTO part(id, message_id, session_id, data) VALUES(?1, ?2, ?3, ?4) "
-      "ON CONFLICT(id) DO UPDATE SET data = excluded.data");
+      "ON CONFLICT(session_id, message_id, id) DO UPDATE SET data = excluded.data");
   if (!st) return st.error();
   st->bind(1, p.id).bind(2, p.message_id).bind(3, p.session_id);
   st->bind(4, json::serialize(to_json(p)));
   return st->run();
 }
 
-Result<std::vector<Part>> SessionStore::list_parts(const std::string& message_id) {
+Result<std::vector<Part>> SessionStore::list_parts(const std::string& session_id,
+                                                   const std::string& message_id) {
   std::lock_guard lock(mutex_);
-  return list_parts_locked(message_id);
-}
-
-Result<std::vector<Part>> SessionStore::list_parts_locked(const std::string& message_id) {
-  auto st = db_->prepare("SELECT data FROM part WHERE message_id = ?1 ORDER BY id");
+  auto st =
+      db_->prepare("SELECT data FROM part WHERE session_id = ?1 AND message_id = ?2 ORDER BY id");
   if (!st) return st.error();
-  st->bind(1, message_id);
+  st->bind(1, session_id).bind(2, message_id);
   return read_all<Part>(*st, part_from_json);
 }
 
@@ -239,7 +295,7 @@ Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(const std:
   }
   auto now = now_ms();
   for (auto& m : open) {
-    auto parts = list_parts(m.id);
+    auto parts = list_parts(m.session_id, m.id);
     if (!parts) return parts.error();
     for (auto& p : *parts) {
       if (p.type != Part::Type::Tool) continue;

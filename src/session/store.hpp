@@ -41,12 +41,14 @@ class SessionStore {
   Result<bool> delete_session(const std::string& id);  // with its messages and parts
 
   Result<void> put_message(const MessageInfo& m);
-  Result<std::optional<MessageInfo>> get_message(const std::string& id);
+  Result<std::optional<MessageInfo>> get_message(const std::string& session_id,
+                                                 const std::string& id);
   Result<std::vector<MessageWithParts>> list_messages(const std::string& session_id);
 
   Result<void> put_part(const Part& p);
   Result<void> write(const StoreChanges& changes);  // all or nothing
-  Result<std::vector<Part>> list_parts(const std::string& message_id);
+  Result<std::vector<Part>> list_parts(const std::string& session_id,
+                                       const std::string& message_id);
 
   // After a crash: every assistant message that never completed gets an error and a completion
   // time, and its pending/running tool parts become errors. Returns the messages it changed.
@@ -55,7 +57,6 @@ class SessionStore {
  private:
   explicit SessionStore(std::unique_ptr<store::Database> db) : db_(std::move(db)) {}
   Result<void> migrate();
-  Result<std::vector<Part>> list_parts_locked(const std::string& message_id);
   Result<void> put_session_locked(const SessionInfo& s);
   Result<void> put_message_locked(const MessageInfo& m);
   Result<void> put_part_locked(const Part& p);

@@ -94,7 +94,7 @@ TEST(SessionStore, DeleteRemovesMessagesAndParts) {
   EXPECT_EQ(*store->delete_session(s.id), true);
   EXPECT_EQ(*store->delete_session(s.id), false);
   EXPECT_TRUE(store->list_messages(s.id)->empty());
-  EXPECT_TRUE(store->list_parts(m.id)->empty());
+  EXPECT_TRUE(store->list_parts(s.id, m.id)->empty());
 }
 
 TEST(SessionStore, MessagesComeBackInOrderWithTheirParts) {
@@ -192,7 +192,7 @@ TEST(SessionStore, WriteStoresAllOrNothing) {
   orphan.message_id = "msg_missing";
   broken.parts.push_back(orphan);
   EXPECT_FALSE(store->write(broken));
-  EXPECT_FALSE(*store->get_message(m2.id));
+  EXPECT_FALSE(*store->get_message(s.id, m2.id));
   EXPECT_EQ(store->list_messages(s.id)->size(), 1u);
   // The store is still usable (the failed transaction was rolled back).
   ASSERT_TRUE(store->put_message(m2));
@@ -231,6 +231,96 @@ TEST(SessionStore, SurvivesReopeningAndFailsInterruptedTurns) {
   EXPECT_EQ(msgs[0].parts[0].state.error, "The server stopped during this turn");
   // A second start finds nothing left to fail.
   EXPECT_TRUE((*store)->fail_interrupted_turns("x")->empty());
+}
+
+// A data directory of the first release (schema without a version, each row keyed by its own
+// id) is moved to the current schema at start: every session, message and part is still there,
+// an interrupted turn is still found, and new writes work.
+TEST(SessionStore, ADatabaseOfTheFirstReleaseIsMigrated) {
+  TempDir dir;
+  auto s = make_session("old", 5);
+  auto done = make_assistant(s);
+  done.completed = 6;
+  auto open = make_assistant(s);  // interrupted
+  auto done_part = tool_part(done, ToolState::Status::Completed);
+  auto open_part = tool_part(open, ToolState::Status::Running);
+  {
+    auto db = store::Database::open(dir.path() / "switchboard.db");
+    ASSERT_TRUE(db) << db.error().message;
+    ASSERT_TRUE((*db)->exec(R"sql(
+      CREATE TABLE session (id TEXT PRIMARY KEY, updated INTEGER NOT NULL, data TEXT NOT NULL);
+      CREATE TABLE message (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+        completed INTEGER NOT NULL DEFAULT 1,
+        data TEXT NOT NULL);
+      CREATE INDEX message_by_session ON message(session_id, id);
+      CREATE INDEX message_open ON message(completed) WHERE completed = 0;
+      CREATE TABLE part (
+        id TEXT PRIMARY KEY,
+        message_id TEXT NOT NULL REFERENCES message(id) ON DELETE CASCADE,
+        session_id TEXT NOT NULL,
+        data TEXT NOT NULL);
+      CREATE INDEX part_by_message ON part(message_id, id);
+      CREATE INDEX part_by_session ON part(session_id, message_id, id);)sql"));
+    auto put = [&](std::string_view sql, std::initializer_list<std::string> values) {
+      auto st = (*db)->prepare(sql);
+      ASSERT_TRUE(st);
+      int i = 1;
+      for (const auto& v : values)
+        st->bind(i++, v);
+      ASSERT_TRUE(st->run());
+    };
+    put("INSERT INTO session(id, updated, data) VALUES(?1, 5, ?2)",
+        {s.id, json::serialize(to_json(s))});
+    for (const auto* m : {&done, &open})
+      put("INSERT INTO message(id, session_id, completed, data) VALUES(?1, ?2, ?3, ?4)",
+          {m->id, s.id, m == &open ? "0" : "1", json::serialize(to_json(*m))});
+    for (const auto* p : {&done_part, &open_part})
+      put("INSERT INTO part(id, message_id, session_id, data) VALUES(?1, ?2, ?3, ?4)",
+          {p->id, p->message_id, s.id, json::serialize(to_json(*p))});
+  }
+  auto store = SessionStore::open(dir.path());
+  ASSERT_TRUE(store) << store.error().message;
+  auto messages = (*store)->list_messages(s.id);
+  ASSERT_TRUE(messages) << messages.error().message;
+  ASSERT_EQ(messages->size(), 2u);
+  EXPECT_EQ((*messages)[0].info.id, done.id);
+  ASSERT_EQ((*messages)[0].parts.size(), 1u);
+  EXPECT_EQ((*messages)[0].parts[0].id, done_part.id);
+  EXPECT_EQ((*messages)[1].parts[0].id, open_part.id);
+  auto failed = (*store)->fail_interrupted_turns("stopped");
+  ASSERT_TRUE(failed) << failed.error().message;
+  ASSERT_EQ(failed->size(), 1u);
+  EXPECT_EQ((*failed)[0].id, open.id);
+  EXPECT_EQ((*(*store)->list_parts(s.id, open.id))[0].state.status, ToolState::Status::Error);
+  // The migrated tables take new rows and upserts.
+  auto again = tool_part(done, ToolState::Status::Completed);
+  ASSERT_TRUE((*store)->put_part(again));
+  again.state.output = "changed";
+  ASSERT_TRUE((*store)->put_part(again));
+  EXPECT_EQ((*(*store)->list_parts(s.id, done.id)).size(), 2u);
+  EXPECT_EQ(*(*store)->delete_session(s.id), true);
+  EXPECT_TRUE((*store)->list_messages(s.id)->empty());
+  store->reset();
+  // A second start finds the current version and changes nothing.
+  auto reopened = SessionStore::open(dir.path());
+  ASSERT_TRUE(reopened) << reopened.error().message;
+  EXPECT_TRUE((*reopened)->list_sessions()->empty());
+}
+
+// A database written by a newer version is refused rather than misread.
+TEST(SessionStore, ANewerSchemaIsRefusedWithAClearError) {
+  TempDir dir;
+  {
+    auto db = store::Database::open(dir.path() / "switchboard.db");
+    ASSERT_TRUE(db);
+    ASSERT_TRUE((*db)->exec("PRAGMA user_version = 99"));
+  }
+  auto store = SessionStore::open(dir.path());
+  ASSERT_FALSE(store);
+  EXPECT_NE(store.error().message.find("newer Switchboard"), std::string::npos)
+      << store.error().message;
 }
 
 }  // namespace

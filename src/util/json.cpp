@@ -1,5 +1,9 @@
 #include "util/json.hpp"
 
+#include <array>
+#include <cstdint>
+#include <cstring>
+
 namespace sb {
 
 std::string_view error_code_name(ErrorCode code) {
@@ -30,6 +34,71 @@ std::string_view error_code_name(ErrorCode code) {
 
 void throw_exception_from_error(const Error& e, const boost::source_location&) {
   throw std::runtime_error(std::string(error_code_name(e.code)) + ": " + e.message);
+}
+
+namespace {
+// The escape of each byte that needs one: its letter after the backslash, 'u' for \u00XX.
+constexpr std::array<char, 256> kEscapes = [] {
+  std::array<char, 256> t{};
+  for (int c = 0; c < 0x20; ++c)
+    t[c] = 'u';
+  t['\b'] = 'b';
+  t['\f'] = 'f';
+  t['\n'] = 'n';
+  t['\r'] = 'r';
+  t['\t'] = 't';
+  t['"'] = '"';
+  t['\\'] = '\\';
+  return t;
+}();
+
+// Whether any of 8 bytes is '"', '\\' or below 0x20 (exact for "any", which is all that is
+// asked): most text has long runs without one, which are then checked 8 bytes at a time.
+bool any_needs_escape(std::uint64_t w) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ull;
+  constexpr std::uint64_t kHighs = 0x8080808080808080ull;
+  auto any_zero = [](std::uint64_t v) { return (v - kOnes) & ~v & kHighs; };
+  std::uint64_t below_space = (w - kOnes * 0x20) & ~w & kHighs;
+  return (below_space | any_zero(w ^ (kOnes * '"')) | any_zero(w ^ (kOnes * '\\'))) != 0;
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.reserve(out.size() + text.size() + 2);
+  out.push_back('"');
+  const char* run = text.data();  // the bytes since the last escape, not yet copied
+  const char* end = text.data() + text.size();
+  auto take = [&](const char* p) {
+    char escape = kEscapes[static_cast<unsigned char>(*p)];
+    if (escape == 0) return;
+    out.append(run, p);
+    run = p + 1;
+    char seq[6] = {'\\', escape};
+    if (escape != 'u') {
+      out.append(seq, 2);
+      return;
+    }
+    auto c = static_cast<unsigned char>(*p);
+    seq[2] = '0';
+    seq[3] = '0';
+    seq[4] = kHex[c >> 4];
+    seq[5] = kHex[c & 15];
+    out.append(seq, 6);
+  };
+  const char* p = run;
+  for (; end - p >= 8; p += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, p, 8);
+    if (!any_needs_escape(word)) continue;
+    for (int i = 0; i < 8; ++i)
+      take(p + i);
+  }
+  for (; p != end; ++p)
+    take(p);
+  out.append(run, end);
+  out.push_back('"');
 }
 
 Result<json::value> parse_json(std::string_view text, std::size_t max_depth, json::storage_ptr sp) {

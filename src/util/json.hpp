@@ -42,6 +42,11 @@ Result<std::string> require_string(const json::object& obj, std::string_view key
 // The JSON name of a value's kind ("string", "object", ...), for error messages.
 std::string_view kind_name(const json::value& v);
 
+// Appends `text` as a JSON string literal, quotes included, escaped as Boost.JSON's serializer
+// escapes (", \\, control characters; other bytes pass through). For documents written without
+// a tree, where the text is most of the bytes: runs that need no escape are copied whole.
+void append_json_string(std::string& out, std::string_view text);
+
 // {"error": {"code": ..., "message": ...}}
 json::object error_body(const Error& e);
 

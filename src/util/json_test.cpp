@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace sb {
 
@@ -318,6 +319,54 @@ TEST(ResultValue, ThrowsWithCodeAndMessageOnError) {
   } catch (const std::exception& e) {
     EXPECT_TRUE(Contains(std::string(e.what()), "CONFLICT"));
     EXPECT_TRUE(Contains(std::string(e.what()), "already ended"));
+  }
+}
+
+}  // namespace
+}  // namespace sb
+
+namespace sb {
+namespace {
+
+std::string json_literal(std::string_view text) {
+  std::string out;
+  append_json_string(out, text);
+  return out;
+}
+
+TEST(AppendJsonString, EscapesQuotesBackslashesAndControlCharacters) {
+  EXPECT_EQ(json_literal(""), R"("")");
+  EXPECT_EQ(json_literal("plain text"), R"("plain text")");
+  EXPECT_EQ(json_literal("a\"b\\c"), R"("a\"b\\c")");
+  EXPECT_EQ(json_literal("\b\f\n\r\t"), R"("\b\f\n\r\t")");
+  EXPECT_EQ(json_literal(std::string_view("\0\x01\x1f", 3)), R"("\u0000\u0001\u001f")");
+  EXPECT_EQ(json_literal("caf\xc3\xa9 \x7f"), "\"caf\xc3\xa9 \x7f\"") << "other bytes pass through";
+  std::string out = "prefix:";
+  append_json_string(out, "x");
+  EXPECT_EQ(out, "prefix:\"x\"") << "appends";
+}
+
+// The same text as Boost.JSON's serializer writes, for every byte in every position of an 8-byte
+// word, and the
+// literal parses back to the original (for valid UTF-8).
+TEST(AppendJsonString, MatchesBoostJsonOnEveryByte) {
+  for (int c = 0; c < 256; ++c) {
+    std::vector<std::string> texts{std::string(1, char(c)), std::string(3, char(c)),
+                                   std::string(20, char(c))};
+    // Each position of a long text, so that the byte falls in every slot of an 8-byte word.
+    for (std::size_t at = 0; at < 24; ++at) {
+      std::string text = "abcdefghijklmnopqrstuvwx";
+      text[at] = char(c);
+      texts.push_back(text);
+    }
+    for (const auto& text : texts) {
+      EXPECT_EQ(json_literal(text), json::serialize(json::string_view(text))) << "byte " << c;
+      if (c < 0x80) {
+        auto back = parse_json(json_literal(text));
+        ASSERT_TRUE(back) << "byte " << c;
+        EXPECT_EQ(back->as_string(), text) << "byte " << c;
+      }
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <memory>
 #include <system_error>
 #include <vector>
 
@@ -120,10 +121,10 @@ class LineReader {
 
   // Reads the first chunk (for the binary check) without consuming it.
   Result<std::string_view> peek(std::size_t n) {
-    if (buf_.empty() && !eof_) {
+    if (size_ == 0 && !eof_) {
       if (auto filled = fill(); !filled) return filled.error();
     }
-    return std::string_view(buf_).substr(pos_, n);
+    return chunk().substr(pos_, n);
   }
 
   // False at the end of the file. `line` gets the line without its "\n" (and without a "\r"
@@ -133,49 +134,53 @@ class LineReader {
     cut = false;
     bool any = false;
     while (true) {
-      if (pos_ == buf_.size()) {
+      if (pos_ == size_) {
         if (eof_) break;
         if (auto filled = fill(); !filled) return filled.error();
         if (eof_) break;
       }
       any = true;
-      std::size_t nl = buf_.find('\n', pos_);
-      std::size_t end = nl == std::string::npos ? buf_.size() : nl;
+      std::string_view buf = chunk();
+      std::size_t nl = buf.find('\n', pos_);
+      std::size_t end = nl == std::string_view::npos ? size_ : nl;
       std::size_t room = cap > line.size() ? cap - line.size() : 0;
       std::size_t take = std::min(end - pos_, room);
-      line.append(buf_, pos_, take);
+      line.append(buf.data() + pos_, take);
       if (take < end - pos_) cut = true;
-      if (nl != std::string::npos) {
+      if (nl != std::string_view::npos) {
         pos_ = nl + 1;
         break;
       }
-      pos_ = buf_.size();
+      pos_ = size_;
     }
     if (!cut && !line.empty() && line.back() == '\r') line.pop_back();
     return any;
   }
 
  private:
+  std::string_view chunk() const { return {buf_.get(), size_}; }
+
   Result<void> fill() {
-    buf_.resize(kChunkBytes);
     pos_ = 0;
+    size_ = 0;
     while (true) {
-      ssize_t n = ::read(fd_, buf_.data(), buf_.size());
+      ssize_t n = ::read(fd_, buf_.get(), kChunkBytes);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         int err = errno;
-        buf_.clear();
         return make_error(ErrorCode::Internal,
                           "cannot read the file: " + std::system_category().message(err));
       }
-      buf_.resize(static_cast<std::size_t>(n));
+      size_ = static_cast<std::size_t>(n);
       if (n == 0) eof_ = true;
       return {};
     }
   }
 
   int fd_;
-  std::string buf_;
+  // Not zeroed: read() fills what is used (zeroing 64 KB cost more than reading a small file).
+  std::unique_ptr<char[]> buf_ = std::make_unique_for_overwrite<char[]>(kChunkBytes);
+  std::size_t size_ = 0;  // bytes of buf_ that the last read filled
   std::size_t pos_ = 0;
   bool eof_ = false;
 };
