@@ -7,6 +7,7 @@
 #include "session/agent.hpp"
 #include "session/service.hpp"
 #include "session/store.hpp"
+#include "session/todos.hpp"
 #include "tool/builtin/bash.hpp"
 #include "tool/builtin/batch.hpp"
 #include "tool/builtin/edit.hpp"
@@ -61,8 +62,9 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   if (ec)
     return make_error(ErrorCode::Internal, "cannot create the data directory " +
                                                paths.data_dir.string() + ": " + ec.message());
-  auto store = session::SessionStore::open(paths.data_dir);
-  if (!store) return store.error();
+  auto opened = session::SessionStore::open(paths.data_dir);
+  if (!opened) return opened.error();
+  std::shared_ptr<session::SessionStore> store = std::move(*opened);
   if (config.client_tools.client_tokens) {
     auto credentials = clienttool::ClientCredentials::open(paths.data_dir / "switchboard.db");
     if (!credentials) return credentials.error();
@@ -83,7 +85,7 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
 
   // Built-in tools in seed 004's order.
   auto tools = std::make_shared<tool::ToolRegistry>(state->registry, tool::RegistryOptions{batch});
-  auto todos = std::make_shared<tool::InMemoryTodoStore>();
+  auto todos = std::make_shared<session::StoredTodos>(store);
   tools->add_builtin(tool::make_invalid_tool());
   tools->add_builtin(tool::make_question_tool(state->questions));
   tools->add_builtin(tool::make_bash_tool());
@@ -123,7 +125,7 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   session::ServiceDeps deps;
   deps.executor = io.get_executor();
   deps.bus = state->bus;
-  deps.store = std::shared_ptr<session::SessionStore>(std::move(*store));
+  deps.store = store;
   deps.providers = std::move(*providers);
   deps.tools = tools;
   deps.permissions = state->permissions;

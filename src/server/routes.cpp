@@ -461,6 +461,12 @@ asio::awaitable<Reply> list_messages(Call& c) {
   co_return ok(c, out);
 }
 
+asio::awaitable<Reply> list_todos(Call& c) {
+  auto todos = c.state.sessions->todos(c.params[0]);
+  if (!todos) co_return fail(c, todos.error());
+  co_return ok_text(c, std::move(*todos));
+}
+
 // {parts: [{type: "text", text}], model?: "P/M" | {providerID, modelID}, agent?, tools?}
 Result<session::PromptInput> prompt_input(const Request& req) {
   auto body = body_object(req);
@@ -751,6 +757,7 @@ const std::vector<Route>& routes() {
       {http::verb::get, {"session", "{}"}, &get_session},
       {http::verb::delete_, {"session", "{}"}, &delete_session},
       {http::verb::get, {"session", "{}", "message"}, &list_messages},
+      {http::verb::get, {"session", "{}", "todo"}, &list_todos},
       {http::verb::post, {"session", "{}", "message"}, &prompt},
       {http::verb::post, {"session", "{}", "prompt_async"}, &prompt_async},
       {http::verb::post, {"session", "{}", "abort"}, &abort_session},

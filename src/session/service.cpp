@@ -229,6 +229,13 @@ Result<std::vector<MessageWithParts>> SessionService::messages(const std::string
   return deps_.store->list_messages(session_id);
 }
 
+Result<std::string> SessionService::todos(const std::string& session_id) {
+  if (auto s = get_session(session_id); !s) return s.error();
+  auto text = deps_.store->get_todos(session_id);
+  if (!text) return text.error();
+  return text->empty() ? std::string("[]") : std::move(*text);
+}
+
 bool SessionService::is_deleted(const std::string& session_id) const {
   std::lock_guard lock(mutex_);
   return deleted_.count(session_id) > 0;

@@ -81,6 +81,8 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // Sessions created without a client, and ids that name no session, are open to every client.
   Result<void> validate_client_session(const std::string& client_id, const std::string& session_id);
   Result<std::vector<MessageWithParts>> messages(const std::string& session_id);
+  // The session's todo list (todowrite's) as the JSON text of an array, "[]" for none.
+  Result<std::string> todos(const std::string& session_id);
 
   // Runs a turn to its end and returns the last assistant message with its parts. Conflict
   // when the session is already running one.

@@ -30,6 +30,10 @@ CREATE TABLE IF NOT EXISTS part (
   UNIQUE(session_id, message_id, id),
   FOREIGN KEY(session_id, message_id) REFERENCES message(session_id, id) ON DELETE CASCADE
 );
+CREATE TABLE IF NOT EXISTS todo (
+  session_id TEXT PRIMARY KEY REFERENCES session(id) ON DELETE CASCADE,
+  data TEXT NOT NULL
+);
 )sql";
 
 // Version 1 (the first release) to 2: the rows move to tables of the new shape.
@@ -104,7 +108,8 @@ Result<std::int64_t> query_integer(store::Database& db, std::string_view sql) {
 Result<void> SessionStore::migrate() {
   auto version = query_integer(*db_, "PRAGMA user_version");
   if (!version) return version.error();
-  if (*version == kSchemaVersion) return {};
+  // Tables added within a version are created by their IF NOT EXISTS.
+  if (*version == kSchemaVersion) return db_->exec(kSchema);
   if (*version > kSchemaVersion)
     return make_error(ErrorCode::Internal,
                       "the session store was written by a newer Switchboard (schema version " +
@@ -165,7 +170,8 @@ Result<bool> SessionStore::delete_session(const std::string& id) {
   std::lock_guard lock(mutex_);
   store::Database::Transaction tx(*db_);
   for (auto sql :
-       {"DELETE FROM part WHERE session_id = ?1", "DELETE FROM message WHERE session_id = ?1"}) {
+       {"DELETE FROM part WHERE session_id = ?1", "DELETE FROM message WHERE session_id = ?1",
+        "DELETE FROM todo WHERE session_id = ?1"}) {
     auto st = db_->prepare(sql);
     if (!st) return st.error();
     st->bind(1, id);
@@ -281,6 +287,26 @@ Result<std::vector<Part>> SessionStore::list_parts(const std::string& session_id
   if (!st) return st.error();
   st->bind(1, session_id).bind(2, message_id);
   return read_all<Part>(*st, part_from_json);
+}
+
+Result<std::string> SessionStore::get_todos(const std::string& session_id) {
+  std::lock_guard lock(mutex_);
+  auto st = db_->prepare("SELECT data FROM todo WHERE session_id = ?1");
+  if (!st) return st.error();
+  st->bind(1, session_id);
+  auto row = st->step();
+  if (!row) return row.error();
+  return *row ? st->text(0) : std::string();
+}
+
+Result<void> SessionStore::put_todos(const std::string& session_id, std::string_view todos_json) {
+  std::lock_guard lock(mutex_);
+  auto st = db_->prepare(
+      "INSERT INTO todo(session_id, data) VALUES(?1, ?2) "
+      "ON CONFLICT(session_id) DO UPDATE SET data = excluded.data");
+  if (!st) return st.error();
+  st->bind(1, session_id).bind(2, todos_json);
+  return st->run();
 }
 
 Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(const std::string& reason) {

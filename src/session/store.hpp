@@ -50,6 +50,11 @@ class SessionStore {
   Result<std::vector<Part>> list_parts(const std::string& session_id,
                                        const std::string& message_id);
 
+  // A session's todo list (the todowrite tool's) as the JSON text of its array; "" when it has
+  // none. Deleted with the session.
+  Result<std::string> get_todos(const std::string& session_id);
+  Result<void> put_todos(const std::string& session_id, std::string_view todos_json);
+
   // After a crash: every assistant message that never completed gets an error and a completion
   // time, and its pending/running tool parts become errors. Returns the messages it changed.
   Result<std::vector<MessageInfo>> fail_interrupted_turns(const std::string& reason);

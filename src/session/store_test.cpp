@@ -233,6 +233,19 @@ TEST(SessionStore, SurvivesReopeningAndFailsInterruptedTurns) {
   EXPECT_TRUE((*store)->fail_interrupted_turns("x")->empty());
 }
 
+TEST(SessionStore, TodosAreKeptPerSessionAndDeletedWithIt) {
+  auto store = *SessionStore::open_memory();
+  auto s = make_session("s", 1);
+  ASSERT_TRUE(store->put_session(s));
+  EXPECT_EQ(*store->get_todos(s.id), "") << "none yet";
+  ASSERT_TRUE(store->put_todos(s.id, R"([{"id":"1"}])"));
+  ASSERT_TRUE(store->put_todos(s.id, R"([{"id":"2"}])"));
+  EXPECT_EQ(*store->get_todos(s.id), R"([{"id":"2"}])") << "a new list replaces the old";
+  EXPECT_FALSE(store->put_todos("ses_missing", "[]")) << "only for a session that exists";
+  ASSERT_TRUE(*store->delete_session(s.id));
+  EXPECT_EQ(*store->get_todos(s.id), "");
+}
+
 // A data directory of the first release (schema without a version, each row keyed by its own
 // id) is moved to the current schema at start: every session, message and part is still there,
 // an interrupted turn is still found, and new writes work.

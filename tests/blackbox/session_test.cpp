@@ -437,6 +437,38 @@ TEST_F(SessionTools, TodoWriteThenTodoRead) {
   EXPECT_TRUE(openai_tool_message(requests[2], "call_w").is_object()) << requests[2].body;
 }
 
+// The list is the session's: GET /session/{id}/todo shows it, it survives a restart, and it goes
+// with its session.
+TEST_F(SessionTools, TodosAreKeptWithTheirSessionAcrossARestart) {
+  start_server(openai_config());
+  json::array todos{json::object{
+      {"id", "t1"}, {"content", "keep me"}, {"status", "pending"}, {"priority", "medium"}}};
+  model_.push(FakeResponse::with_tool_call("call_w", "todowrite", json::object{{"todos", todos}}));
+  model_.push(FakeResponse::with_text("Noted."));
+  std::string sid = create_session();
+  std::string other = create_session();
+  ASSERT_TRUE(IsOk(prompt(sid, "plan")));
+  auto listed = http_get(port(), "/session/" + sid + "/todo");
+  ASSERT_TRUE(IsOk(listed));
+  EXPECT_EQ(listed.json(), json::value(todos));
+  EXPECT_EQ(http_get(port(), "/session/" + other + "/todo").json(), json::array{});
+  EXPECT_TRUE(IsError(http_get(port(), "/session/ses_missing/todo"), 404, "NOT_FOUND"));
+
+  server_.reset();
+  start_server(openai_config());
+  EXPECT_EQ(http_get(port(), "/session/" + sid + "/todo").json(), json::value(todos))
+      << "the list survives a restart";
+  model_.push(FakeResponse::with_tool_call("call_r", "todoread", json::object{}));
+  model_.push(FakeResponse::with_text("Read."));
+  ASSERT_TRUE(IsOk(prompt(sid, "what is left?")));
+  auto read = tool_part(messages(sid), "call_r");
+  ASSERT_TRUE(read);
+  EXPECT_TRUE(contains(string_at(json::value(*read), "/state/output"), "keep me")) << str(*read);
+
+  ASSERT_TRUE(IsOk(http_request(port(), "DELETE", "/session/" + sid)));
+  EXPECT_TRUE(IsError(http_get(port(), "/session/" + sid + "/todo"), 404, "NOT_FOUND"));
+}
+
 TEST_F(SessionTools, AFailingToolEndsInErrorAndTheModelIsTold) {
   start_server(openai_config());
   model_.push(FakeResponse::with_tool_call(
