@@ -232,10 +232,7 @@ TEST_F(Cors, ByDefaultOnlyTheServersOwnPageMayCall) {
                    {{"Origin", "http://evil.example"}, {"Access-Control-Request-Method", "POST"}}),
       403, "FORBIDDEN"));
   RawConnection raw(port());
-  raw.send(
-      "GET /client-tools/ws/c1 HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-      "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-      "Sec-WebSocket-Version: 13\r\nOrigin: http://evil.example\r\n\r\n");
+  raw.send(ws_upgrade_request("/client-tools/ws/c1", "Origin: http://evil.example\r\n"));
   auto ws = raw.read_response();
   ASSERT_TRUE(ws);
   EXPECT_EQ(ws->status, 403u) << ws->describe();
@@ -325,6 +322,44 @@ TEST_F(Cors, ConfiguredOriginsGetPreflightAndHeaders) {
       http_request(port(), "GET", "/session", {},
                    {{"Origin", "http://other.example"}, {"Authorization", "Bearer s3cret-pass"}}),
       403, "FORBIDDEN"));
+}
+
+// A page of an allowed origin reads why a request failed: error answers carry the CORS headers
+// too, whichever layer answers (the HTTP reader, the router, a route).
+TEST_F(Cors, AnAllowedOriginCanReadEveryErrorAnswer) {
+  start(test_config(
+      {}, json::object{{"cors", json::array{"http://app.example"}}, {"maxBodyBytes", 1024}}));
+  Headers from_app{{"Origin", "http://app.example"}};
+  struct Case {
+    const char* what;
+    HttpResponse res;
+    unsigned status;
+    const char* code;
+  };
+  const Case cases[] = {
+      {"no such route", http_request(port(), "GET", "/nowhere", {}, from_app), 404, "NOT_FOUND"},
+      {"wrong method", http_request(port(), "DELETE", "/health", {}, from_app), 405,
+       "INVALID_REQUEST"},
+      {"a target that is not a path", http_request(port(), "GET", "nowhere", {}, from_app), 400,
+       "INVALID_REQUEST"},
+      {"a body that is not JSON", http_request(port(), "POST", "/session", "{", from_app), 400,
+       "INVALID_REQUEST"},
+      {"a body over server.maxBodyBytes",
+       http_request(port(), "POST", "/session", std::string(2048, ' '), from_app), 413,
+       "TOO_LARGE"},
+      {"an unknown session", http_request(port(), "GET", "/session/ses_none", {}, from_app), 404,
+       "NOT_FOUND"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_TRUE(IsError(c.res, c.status, c.code)) << c.what;
+    EXPECT_EQ(c.res.header("Access-Control-Allow-Origin").value_or(""), "http://app.example")
+        << c.what << ": " << c.res.describe();
+    EXPECT_EQ(c.res.header("Vary").value_or(""), "Origin") << c.what;
+  }
+  // Without an Origin (not a browser) none are added.
+  auto plain = http_get(port(), "/nowhere");
+  EXPECT_EQ(plain.status, 404u);
+  EXPECT_FALSE(plain.header("Access-Control-Allow-Origin"));
 }
 
 // ---- client tokens ------------------------------------------------------------------------------
