@@ -20,6 +20,15 @@
 
 namespace {
 
+// An io_context whose pending handlers can be destroyed before the objects they refer to: Asio
+// does it only in its destructor, and the io_context is the first object main() makes and so
+// the last it destroys.
+class IoContext : public boost::asio::io_context {
+ public:
+  using boost::asio::execution_context::shutdown;
+  using io_context::io_context;
+};
+
 constexpr std::string_view kUsage = R"(usage: switchboard serve [options]
 
   --port N          port to listen on (default 4096; 0 picks a free one)
@@ -144,7 +153,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  boost::asio::io_context io(1);
+  IoContext io(1);
   auto composed = sb::app::compose(io, std::move(*cfg), paths, [](const std::string& name) {
     const char* v = std::getenv(name.c_str());
     return std::string(v ? v : "");
@@ -198,6 +207,10 @@ int main(int argc, char** argv) {
   signals.async_wait(on_signal);
 
   io.run();
+  // A forced stop (a second signal, or connections still open at the deadline) leaves
+  // connections' coroutines suspended, and their frames refer to the server's state. Destroy
+  // them now, while the server exists; ~io_context would do it after `server` is gone.
+  io.shutdown();
   sb::log::info("stopped");
   return 0;
 }

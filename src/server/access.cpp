@@ -118,10 +118,10 @@ bool open_route(const std::vector<std::string>& segments, http::verb method) {
   return segments.size() == 1 && segments[0] == "auth";
 }
 
-Response preflight(const ServerState& state, const Request& req) {
+// The CORS headers themselves are added with every other answer's (HttpSession).
+Response preflight(const Request& req) {
   Response res{http::status::no_content, req.version()};
   res.set(http::field::server, "switchboard/" SWITCHBOARD_VERSION);
-  add_cors_headers(state, req, res);
   res.set(http::field::access_control_allow_methods, "GET, POST, DELETE, OPTIONS");
   res.set(http::field::access_control_allow_headers,
           "Authorization, Content-Type, Last-Event-ID, X-Switchboard-Client-Token");
@@ -214,7 +214,7 @@ std::optional<Response> check_access(const ServerState& state, const Request& re
         req);
   if (req.method() == http::verb::options && !origin.empty() &&
       req.find(http::field::access_control_request_method) != req.end())
-    return preflight(state, req);
+    return preflight(req);
   if (open_route(segments, req.method()) || has_server_access(state, req, url)) return std::nullopt;
   auto res = error_response(
       make_error(ErrorCode::Unauthorized,
@@ -222,7 +222,6 @@ std::optional<Response> check_access(const ServerState& state, const Request& re
                  "Basic with any user name), or the token query parameter on a stream"),
       req);
   res.set(http::field::www_authenticate, "Bearer realm=\"switchboard\"");
-  add_cors_headers(state, req, res);
   return res;
 }
 

@@ -20,12 +20,15 @@ inline constexpr std::string_view kClientTokenHeader = "X-Switchboard-Client-Tok
 inline constexpr std::string_view kClientTokenQuery = "clientToken";
 
 // nullopt when the request may go on to its route; otherwise the answer to send: the reply to a
-// CORS preflight, 403 for an origin that server.cors does not allow, 401 without the password.
+// CORS preflight, 403 for an origin that server.cors does not allow, 401 without the password
+// (the CORS headers of an allowed origin are added later, as to every answer).
 std::optional<Response> check_access(const ServerState& state, const Request& req,
                                      const boost::urls::url_view& url,
                                      const std::vector<std::string>& segments);
 
 // Adds the CORS headers that an allowed cross-origin request's answer needs (none otherwise).
+// HttpSession adds them to every answer it writes, errors and preflights included; a push
+// stream adds them to its head.
 void add_cors_headers(const ServerState& state, const Request& req, http::fields& res);
 
 // Whether `presented` is the server password (constant time). True when there is none.

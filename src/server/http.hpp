@@ -67,7 +67,9 @@ class ConnectionSet {
   std::list<std::weak_ptr<Stoppable>> list_;
 };
 
-// Everything a route needs. Owned by HttpServer; lives as long as the io_context runs.
+// Everything a route needs. Owned by HttpServer. Connections' coroutines refer to it until
+// their frames are destroyed, so it must outlive every handler on the io_context: after run()
+// was stopped with work left, shut the io_context down before destroying the server (main.cpp).
 struct ServerState {
   config::Config config;
   std::shared_ptr<bus::EventBus> bus;

@@ -2,6 +2,7 @@
 
 #include <boost/beast/websocket.hpp>
 
+#include "server/access.hpp"
 #include "server/routes.hpp"
 #include "util/log.hpp"
 
@@ -99,6 +100,7 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
             make_error(ErrorCode::TooLarge, "request body over the limit of " +
                                                 std::to_string(opts.max_body_bytes) + " bytes"),
             head);
+        add_cors_headers(state_, head, res);
         co_await write_and_close(res);
         co_return;
       }
@@ -146,6 +148,8 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
         log::error("internal error on ", req.method_string(), " ", req.target(), ": ", e.what());
         res = error_response(make_error(ErrorCode::Internal, e.what()), req);
       }
+      // Every answer, errors included: a page of an allowed origin can read why it failed.
+      add_cors_headers(state_, req, *res);
       bool keep_alive = res->keep_alive() && !state_.stopping;
       res->keep_alive(keep_alive);
       stream_.expires_after(std::chrono::seconds(30));

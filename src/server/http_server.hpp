@@ -10,7 +10,8 @@ namespace sb::server {
 
 class HttpServer {
  public:
-  // `state` holds the core components, built by app/compose.
+  // `state` holds the core components, built by app/compose. Destroy the server after the
+  // io_context's pending handlers (see ServerState).
   HttpServer(asio::io_context& io, std::unique_ptr<ServerState> state);
   ~HttpServer();
 

@@ -124,6 +124,20 @@ Result<void> verify_client(const Call& c, const std::optional<std::string>& clie
   return c.state.credentials->verify(*client_id, presented_client_token(c.req, c.url));
 }
 
+// The ask of a session that a client created (a permission ask, a question of the `question`
+// tool) is answered by that client only, with its token. `session_id`: the ask's session, nullopt
+// when nothing waits under the id (the service answers that); `client_id`: who the answer says
+// it comes from.
+Result<void> verify_answerer(const Call& c, const std::optional<std::string>& session_id,
+                             const std::optional<std::string>& client_id) {
+  if (!session_id) return {};
+  if (auto own = c.state.sessions->validate_client_session(client_id.value_or(""), *session_id);
+      !own)
+    return own.error();
+  if (client_id) return verify_client(c, client_id);
+  return {};
+}
+
 // Takes back a token issued for a request that then failed: the client never saw it.
 void withdraw_issued(const Call& c, const std::string& client_id,
                      const std::optional<std::string>& issued) {
@@ -565,17 +579,12 @@ asio::awaitable<Reply> reply_permission(Call& c) {
                       "reply must be \"once\", \"always\" or \"reject\", got \"" + *reply + "\""));
   auto message = get_string(*body, "message");
   if (!message) co_return fail(c, message.error());
-  // The ask of a session that a client created is answered by that client only.
   auto client_id = get_string(*body, "clientID");
   if (!client_id) co_return fail(c, client_id.error());
-  for (const auto& ask : c.state.permissions->list()) {
-    if (ask.id != c.params[0]) continue;
-    auto own = c.state.sessions->validate_client_session(client_id->value_or(""), ask.session_id);
-    if (!own) co_return fail(c, own.error());
-    if (*client_id) {
-      if (auto v = verify_client(c, *client_id); !v) co_return fail(c, v.error());
-    }
-  }
+  std::optional<std::string> session_id;
+  for (const auto& ask : c.state.permissions->list())
+    if (ask.id == c.params[0]) session_id = ask.session_id;
+  if (auto v = verify_answerer(c, session_id, *client_id); !v) co_return fail(c, v.error());
   auto r = c.state.permissions->reply(c.params[0], *parsed, *message);
   if (!r) co_return fail(c, r.error());
   co_return ok(c, true);
@@ -618,9 +627,20 @@ asio::awaitable<Reply> list_questions(Call& c) {
   co_return ok(c, out);
 }
 
+// Only the owner of the question's session answers it (verify_answerer). `client_id`: the
+// clientID of the body.
+Result<void> verify_question_answerer(const Call& c, const std::optional<std::string>& client_id) {
+  std::optional<std::string> session_id;
+  for (const auto& q : c.state.questions->list())
+    if (q.id == c.params[0]) session_id = q.session_id;
+  return verify_answerer(c, session_id, client_id);
+}
+
 asio::awaitable<Reply> reply_question(Call& c) {
   auto body = body_object(c.req);
   if (!body) co_return fail(c, body.error());
+  auto client_id = get_string(*body, "clientID");
+  if (!client_id) co_return fail(c, client_id.error());
   auto answers = get_array(*body, "answers");
   if (!answers) co_return fail(c, answers.error());
   if (!*answers)
@@ -641,12 +661,23 @@ asio::awaitable<Reply> reply_question(Call& c) {
     }
     parsed.push_back(std::move(chosen));
   }
+  if (auto v = verify_question_answerer(c, *client_id); !v) co_return fail(c, v.error());
   auto r = c.state.questions->reply(c.params[0], std::move(parsed));
   if (!r) co_return fail(c, r.error());
   co_return ok(c, true);
 }
 
+// The body is optional: {clientID} for a question of a client's session.
 asio::awaitable<Reply> reject_question(Call& c) {
+  std::optional<std::string> client_id;
+  if (!c.req.body().empty()) {
+    auto body = body_object(c.req);
+    if (!body) co_return fail(c, body.error());
+    auto named = get_string(*body, "clientID");
+    if (!named) co_return fail(c, named.error());
+    client_id = std::move(*named);
+  }
+  if (auto v = verify_question_answerer(c, client_id); !v) co_return fail(c, v.error());
   auto r = c.state.questions->reject(c.params[0]);
   if (!r) co_return fail(c, r.error());
   co_return ok(c, true);
@@ -816,9 +847,7 @@ asio::awaitable<std::optional<Response>> dispatch(ServerState& state, beast::tcp
       continue;
     }
     Call call{state, stream, req, std::move(params), *url, take_over};
-    auto res = co_await route.handler(call);
-    if (res) add_cors_headers(state, req, *res);
-    co_return res;
+    co_return co_await route.handler(call);
   }
   if (!allowed.empty()) {
     auto res = json_response(

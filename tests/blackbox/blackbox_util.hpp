@@ -80,6 +80,16 @@ inline json::value register_tools(unsigned short port, std::string_view client_i
   return res.json();
 }
 
+// The bytes of a WebSocket upgrade request for `target`, for a RawConnection (a client that
+// does what no WebSocket library would). `extra_headers`: whole lines, each ending in CRLF.
+inline std::string ws_upgrade_request(std::string_view target,
+                                      std::string_view extra_headers = {}) {
+  return "GET " + std::string(target) +
+         " HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
+         std::string(extra_headers) + "\r\n";
+}
+
 // Starts POST /client-tools/execute on its own thread. The HTTP timeout is generous: the server's
 // own timeouts are what the tests measure.
 inline std::future<HttpResponse> execute_async(unsigned short port, json::object body,

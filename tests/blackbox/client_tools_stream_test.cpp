@@ -778,10 +778,7 @@ TEST_F(ClientToolsStream, WebSocketThatDoesNotAnswerPingsIsClosed) {
   start(test_config(json::object{{"keepaliveInterval", 100}}));
   // A client that completes the handshake and then never reads, so never answers a ping.
   RawConnection mute(port());
-  mute.send(
-      "GET /client-tools/ws/mute HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-      "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-      "Sec-WebSocket-Version: 13\r\n\r\n");
+  mute.send(ws_upgrade_request("/client-tools/ws/mute"));
   auto handshake = mute.read_response(3s);
   ASSERT_TRUE(handshake.has_value()) << mute.received();
   ASSERT_EQ(handshake->status, 101u) << handshake->describe();

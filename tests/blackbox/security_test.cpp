@@ -3,8 +3,8 @@
 // query token of streams, the web page's cookie), loopback-only without a password, browser
 // origins (server.cors, preflight), client tokens (issued on a clientID's first use, required
 // for its later registrations, streams, WebSockets, answers; kept across a restart), and session
-// ownership (tools attach to and are offered in their client's sessions; permission replies come
-// from the owner).
+// ownership (tools attach to and are offered in their client's sessions; permission and question
+// replies come from the owner).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -232,10 +232,7 @@ TEST_F(Cors, ByDefaultOnlyTheServersOwnPageMayCall) {
                    {{"Origin", "http://evil.example"}, {"Access-Control-Request-Method", "POST"}}),
       403, "FORBIDDEN"));
   RawConnection raw(port());
-  raw.send(
-      "GET /client-tools/ws/c1 HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-      "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-      "Sec-WebSocket-Version: 13\r\nOrigin: http://evil.example\r\n\r\n");
+  raw.send(ws_upgrade_request("/client-tools/ws/c1", "Origin: http://evil.example\r\n"));
   auto ws = raw.read_response();
   ASSERT_TRUE(ws);
   EXPECT_EQ(ws->status, 403u) << ws->describe();
@@ -325,6 +322,44 @@ TEST_F(Cors, ConfiguredOriginsGetPreflightAndHeaders) {
       http_request(port(), "GET", "/session", {},
                    {{"Origin", "http://other.example"}, {"Authorization", "Bearer s3cret-pass"}}),
       403, "FORBIDDEN"));
+}
+
+// A page of an allowed origin reads why a request failed: error answers carry the CORS headers
+// too, whichever layer answers (the HTTP reader, the router, a route).
+TEST_F(Cors, AnAllowedOriginCanReadEveryErrorAnswer) {
+  start(test_config(
+      {}, json::object{{"cors", json::array{"http://app.example"}}, {"maxBodyBytes", 1024}}));
+  Headers from_app{{"Origin", "http://app.example"}};
+  struct Case {
+    const char* what;
+    HttpResponse res;
+    unsigned status;
+    const char* code;
+  };
+  const Case cases[] = {
+      {"no such route", http_request(port(), "GET", "/nowhere", {}, from_app), 404, "NOT_FOUND"},
+      {"wrong method", http_request(port(), "DELETE", "/health", {}, from_app), 405,
+       "INVALID_REQUEST"},
+      {"a target that is not a path", http_request(port(), "GET", "nowhere", {}, from_app), 400,
+       "INVALID_REQUEST"},
+      {"a body that is not JSON", http_request(port(), "POST", "/session", "{", from_app), 400,
+       "INVALID_REQUEST"},
+      {"a body over server.maxBodyBytes",
+       http_request(port(), "POST", "/session", std::string(2048, ' '), from_app), 413,
+       "TOO_LARGE"},
+      {"an unknown session", http_request(port(), "GET", "/session/ses_none", {}, from_app), 404,
+       "NOT_FOUND"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_TRUE(IsError(c.res, c.status, c.code)) << c.what;
+    EXPECT_EQ(c.res.header("Access-Control-Allow-Origin").value_or(""), "http://app.example")
+        << c.what << ": " << c.res.describe();
+    EXPECT_EQ(c.res.header("Vary").value_or(""), "Origin") << c.what;
+  }
+  // Without an Origin (not a browser) none are added.
+  auto plain = http_get(port(), "/nowhere");
+  EXPECT_EQ(plain.status, 404u);
+  EXPECT_FALSE(plain.header("Access-Control-Allow-Origin"));
 }
 
 // ---- client tokens ------------------------------------------------------------------------------
@@ -517,6 +552,19 @@ class SessionOwnership : public ClientTokens {
     if (res.status != 200) throw std::runtime_error("setup: POST /session: " + res.describe());
     return {string_at(res.json(), "/id"), string_at(res.json(), "/clientToken")};
   }
+
+  // Prompts the scripted model with `text` in session `sid` and returns the id of the ask that
+  // the `asked` event (permission.asked, question.asked) announces.
+  std::string prompt_until_asked(BusEvents& bus, const std::string& sid, std::string_view text,
+                                 std::string_view asked) {
+    auto prompt =
+        json::object{{"parts", json::array{json::object{{"type", "text"}, {"text", text}}}}};
+    auto res = http_post(port(), "/session/" + sid + "/prompt_async", prompt);
+    if (res.status != 204) throw std::runtime_error("setup: prompt_async: " + res.describe());
+    auto event = bus.next(asked, 10s);
+    if (!event) throw std::runtime_error("setup: no " + std::string(asked));
+    return string_at(json::value(*event), "/properties/id");
+  }
 };
 
 TEST_F(SessionOwnership, CreatingASessionForAClientNeedsItsToken) {
@@ -587,15 +635,9 @@ TEST_F(SessionOwnership, OnlyTheOwnerAnswersItsSessionsPermissionAsks) {
   auto [sid, token] = owned_session("owner");
   std::string other = first_registration("other", {tool_def("a")});
   BusEvents bus(port());
-  auto prompt = json::object{
-      {"parts",
-       json::array{json::object{
-           {"type", "text"},
-           {"text", "/call bash {\"command\": \"echo hi\", \"description\": \"echo\"}"}}}}};
-  ASSERT_EQ(http_post(port(), "/session/" + sid + "/prompt_async", prompt).status, 204u);
-  auto asked = bus.next("permission.asked", 10s);
-  ASSERT_TRUE(asked) << "no permission.asked";
-  std::string id = string_at(json::value(*asked), "/properties/id");
+  std::string id = prompt_until_asked(
+      bus, sid, "/call bash {\"command\": \"echo hi\", \"description\": \"echo\"}",
+      "permission.asked");
   std::string route = "/permission/" + id + "/reply";
 
   EXPECT_TRUE(IsError(http_post(port(), route, json::object{{"reply", "once"}}), 403, "FORBIDDEN",
@@ -612,6 +654,53 @@ TEST_F(SessionOwnership, OnlyTheOwnerAnswersItsSessionsPermissionAsks) {
                                 body(json::object{{"reply", "once"}, {"clientID", "owner"}}),
                                 client_token(token))));
   EXPECT_TRUE(bus.next_where("session.idle", "/properties/sessionID", json::value(sid), 10s));
+}
+
+TEST_F(SessionOwnership, OnlyTheOwnerAnswersItsSessionsQuestions) {
+  auto [sid, token] = owned_session("owner");
+  std::string other = first_registration("other", {tool_def("a")});
+  BusEvents bus(port());
+  const std::string_view ask =
+      "/call question {\"questions\": [{\"question\": \"Which color?\", \"options\": "
+      "[{\"label\": \"red\"}, {\"label\": \"blue\"}]}]}";
+  std::string id = prompt_until_asked(bus, sid, ask, "question.asked");
+  std::string reply = "/question/" + id + "/reply";
+  std::string reject = "/question/" + id + "/reject";
+  json::array answers{json::array{"blue"}};
+
+  // Unnamed, another client (with its own token), the owner without its token: refused, both
+  // the reply and the dismissal.
+  EXPECT_TRUE(IsError(http_post(port(), reply, json::object{{"answers", answers}}), 403,
+                      "FORBIDDEN", {"another client"}));
+  EXPECT_TRUE(IsError(http_request(port(), "POST", reject, {}), 403, "FORBIDDEN"));
+  EXPECT_TRUE(IsError(http_request(port(), "POST", reply,
+                                   body(json::object{{"answers", answers}, {"clientID", "other"}}),
+                                   client_token(other)),
+                      403, "FORBIDDEN"));
+  EXPECT_TRUE(IsError(http_request(port(), "POST", reject,
+                                   body(json::object{{"clientID", "other"}}), client_token(other)),
+                      403, "FORBIDDEN"));
+  EXPECT_TRUE(
+      IsError(http_post(port(), reply, json::object{{"answers", answers}, {"clientID", "owner"}}),
+              401, "UNAUTHORIZED"));
+  EXPECT_EQ(http_get(port(), "/question").json().as_array().size(), 1u) << "still waiting";
+
+  EXPECT_TRUE(IsOk(http_request(port(), "POST", reply,
+                                body(json::object{{"answers", answers}, {"clientID", "owner"}}),
+                                client_token(token))));
+  EXPECT_TRUE(bus.next_where("session.idle", "/properties/sessionID", json::value(sid), 10s));
+
+  // The owner may dismiss one too; a session without an owner takes answers from anyone.
+  std::string second = prompt_until_asked(bus, sid, ask, "question.asked");
+  EXPECT_TRUE(IsOk(http_request(port(), "POST", "/question/" + second + "/reject",
+                                body(json::object{{"clientID", "owner"}}), client_token(token))));
+  EXPECT_TRUE(bus.next_where("session.idle", "/properties/sessionID", json::value(sid), 10s));
+  auto open = http_post(port(), "/session", json::object{});
+  ASSERT_TRUE(IsOk(open));
+  std::string open_id = string_at(open.json(), "/id");
+  std::string third = prompt_until_asked(bus, open_id, ask, "question.asked");
+  EXPECT_TRUE(
+      IsOk(http_post(port(), "/question/" + third + "/reply", json::object{{"answers", answers}})));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <cctype>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -166,6 +167,41 @@ TEST_F(Server, SigintExitsZero) {
   auto status = server().wait_exit(5s);
   ASSERT_TRUE(status.has_value()) << "still running 5 s after SIGINT";
   EXPECT_TRUE(status->exited && status->code == 0) << status->describe();
+}
+
+// Push connections that outlive the shutdown deadline: WebSocket clients that never answer the
+// server's close frame keep their connections open, so the server gives up waiting and stops
+// with streams of every kind still open. Their coroutines must go while the server they refer
+// to still exists: the sanitizer builds abort (exit code not 0) on a use after free, and
+// TearDown looks for their reports in the log.
+class ServerForcedExit : public ServerTest {};
+
+TEST_F(ServerForcedExit, PushConnectionsStillOpenAtTheDeadlineAreCutAndItExitsZero) {
+  // Long keepalives: no ping or idle timeout ends the silent clients before the deadline.
+  start(test_config({{"keepaliveInterval", 60000}}));
+  std::vector<std::unique_ptr<RawConnection>> silent;
+  for (int i = 0; i < 16; ++i) {
+    auto raw = std::make_unique<RawConnection>(port());
+    raw->send(ws_upgrade_request("/client-tools/ws/silent" + std::to_string(i)));
+    auto head = raw->read_response();
+    ASSERT_TRUE(head && head->status == 101) << (head ? head->describe() : raw->received());
+    silent.push_back(std::move(raw));
+  }
+  std::vector<std::unique_ptr<WsClient>> ws;
+  std::vector<std::unique_ptr<SseClient>> sse;
+  for (int i = 0; i < 8; ++i) {
+    ws.push_back(std::make_unique<WsClient>(port(), "/client-tools/ws/ws" + std::to_string(i)));
+    sse.push_back(
+        std::make_unique<SseClient>(port(), "/client-tools/pending/sse" + std::to_string(i)));
+    sse.push_back(std::make_unique<SseClient>(port(), "/event"));
+  }
+
+  server().send_signal(SIGTERM);
+  auto status = server().wait_exit(15s);
+  ASSERT_TRUE(status.has_value()) << "still running 15 s after SIGTERM";
+  EXPECT_TRUE(status->exited && status->code == 0) << status->describe();
+  EXPECT_TRUE(server().wait_for_log("closing the remaining connections", 1s))
+      << "the silent clients were meant to hold the shutdown up to its deadline";
 }
 
 // ---- configuration ---------------------------------------------------------------------------

@@ -188,16 +188,27 @@ export class PermissionAPI {
 
 /** `/question` routes: questions of the `question` tool. */
 export class QuestionAPI {
-  constructor(private readonly http: HttpClient) {}
+  constructor(
+    private readonly http: HttpClient,
+    private readonly clientID: string,
+    private readonly credentials: ClientCredentials,
+  ) {}
   list(): Promise<QuestionRequest[]> {
     return this.http.json('GET', '/question');
   }
   /** One list of chosen labels per question. */
   reply(questionID: string, answers: string[][]): Promise<boolean> {
-    return this.http.json('POST', `/question/${segment(questionID)}/reply`, { answers });
+    // Named, like permission replies: only the owner answers the questions of its own sessions.
+    const body = { answers, clientID: this.clientID };
+    return this.http.json('POST', `/question/${segment(questionID)}/reply`, body, {
+      headers: this.credentials.headers(),
+    });
   }
   reject(questionID: string): Promise<boolean> {
-    return this.http.json('POST', `/question/${segment(questionID)}/reject`);
+    const body = { clientID: this.clientID };
+    return this.http.json('POST', `/question/${segment(questionID)}/reject`, body, {
+      headers: this.credentials.headers(),
+    });
   }
 }
 
@@ -224,7 +235,7 @@ export class SwitchboardClient {
     this.credentials = new ClientCredentials(options.clientToken, options.onClientToken);
     this.session = new SessionAPI(this.http, this.clientID, this.credentials, options.ownSessions !== false);
     this.permission = new PermissionAPI(this.http, this.clientID, this.credentials);
-    this.question = new QuestionAPI(this.http);
+    this.question = new QuestionAPI(this.http, this.clientID, this.credentials);
   }
 
   /** The manager of this client's tools (created on first use, with `options.clientTools`). */

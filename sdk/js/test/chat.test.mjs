@@ -199,3 +199,22 @@ test('a question of the question tool shows in state.questions until it is answe
     await chat.close();
   }
 });
+
+test("a question of the client's own session can be dismissed by it (the server checks the owner)", async () => {
+  const client = newClient();
+  const chat = await client.chat({});
+  try {
+    const input = { questions: [{ question: 'Go on?', options: [{ label: 'yes' }] }] };
+    await chat.send(`/call question ${JSON.stringify(input)}`);
+    const asking = await chat.until((s) => s.questions.length === 1, { timeout: 10000 });
+    // Another program, not this session's client, is refused.
+    const stranger = new SwitchboardClient(server.url, { clientID: `js-chat-stranger-${n}` });
+    await assert.rejects(stranger.question.reject(asking.questions[0].id), { code: 'FORBIDDEN' });
+    assert.equal(await client.question.reject(asking.questions[0].id), true);
+    const done = await chat.until((s) => s.status === 'idle', { timeout: 10000 });
+    assert.deepEqual(done.questions, []);
+    assert.equal(toolPart(done).state.status, 'error');
+  } finally {
+    await chat.close();
+  }
+});
