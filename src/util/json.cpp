@@ -32,7 +32,8 @@ void throw_exception_from_error(const Error& e, const boost::source_location&) {
   throw std::runtime_error(std::string(error_code_name(e.code)) + ": " + e.message);
 }
 
-Result<json::value> parse_json(std::string_view text, std::size_t max_depth, json::storage_ptr sp) {
+Result<json::value> parse_json(std::string_view text, std::size_t max_depth, json::storage_ptr sp,
+                               std::string_view depth_setting) {
   json::parse_options opts;
   opts.max_depth = max_depth;
   // The parser's own scratch space, on the stack: small documents then cost it no allocation.
@@ -57,9 +58,14 @@ Result<json::value> parse_json(std::string_view text, std::size_t max_depth, jso
     if (text.empty() || (ec == json::error::incomplete && used == text.size() &&
                          text.find_first_not_of(" \t\r\n") == std::string_view::npos))
       return make_error(ErrorCode::InvalidRequest, "invalid JSON: empty body");
+    std::string what = ec.message();
+    if (ec == json::error::too_deep) {
+      what = "nested deeper than the limit of " + std::to_string(max_depth) + " levels";
+      if (!depth_setting.empty()) what += " (" + std::string(depth_setting) + ")";
+    }
     return make_error(ErrorCode::InvalidRequest, "invalid JSON at line " + std::to_string(line) +
                                                      ", column " + std::to_string(col) + ": " +
-                                                     ec.message());
+                                                     what);
   }
   return parser.release();
 }
