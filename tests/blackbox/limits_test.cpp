@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "blackbox_util.hpp"
 
@@ -386,14 +387,19 @@ class PendingPerClient : public ServerTest {
 TEST_F(PendingPerClient, ExecutionsOverTheLimitAre429AtOnce) {
   auto c1 = connect_client(port(), "c1", {tool_def("a")});
   auto c2 = connect_client(port(), "c2", {tool_def("a")});
-  json::object call_c1{{"tool", "client_c1_a"}, {"input", json::object{}}};
-  auto first = execute_async(port(), call_c1);
-  auto second = execute_async(port(), call_c1);
+  auto call_c1 = [](std::string_view text) {
+    return json::object{{"tool", "client_c1_a"}, {"input", json::object{{"text", text}}}};
+  };
+  auto first = execute_async(port(), call_c1("first"));
+  auto second = execute_async(port(), call_c1("second"));
+  // The two callers race: tell their requests apart by their input.
   json::object r1 = next_ws_request(*c1);
   json::object r2 = next_ws_request(*c1);
+  if (string_at(json::value(r1), "/input/text") != "first") std::swap(r1, r2);
 
   // Refused at once, not after the call's timeout (5 s here, which would be 504).
-  EXPECT_TRUE(IsError(http_post(port(), "/client-tools/execute", call_c1), 429, "RATE_LIMITED",
+  EXPECT_TRUE(IsError(http_post(port(), "/client-tools/execute", call_c1("refused")), 429,
+                      "RATE_LIMITED",
                       {"Client c1 already has 2 calls", "clientTools.maxPendingPerClient"}));
 
   // Another client's calls go on.
@@ -405,7 +411,7 @@ TEST_F(PendingPerClient, ExecutionsOverTheLimitAre429AtOnce) {
   // Once c1 answers one, there is room for another.
   c1->send_json(result_message(r1, "one"));
   EXPECT_TRUE(IsOk(await(first)));
-  auto third = execute_async(port(), call_c1);
+  auto third = execute_async(port(), call_c1("third"));
   c1->send_json(result_message(next_ws_request(*c1), "three"));
   EXPECT_TRUE(IsOk(await(third)));
   c1->send_json(result_message(r2, "two"));
