@@ -554,10 +554,27 @@ std::string find_program(const std::string& name) {
 // True when the server runs under a tool (--server-prefix): start-up and shutdown take longer.
 bool g_slow_child = false;
 
+// Descriptors each side needs: one per idle client (SSE and WebSocket alike), two per SSE client
+// that answers (its stream and its result connection), plus a few.
+std::size_t descriptors_needed(const Options& opt) {
+  std::size_t needed = static_cast<std::size_t>(opt.memory ? opt.idle_clients : 0) + 256;
+  if (opt.soak) {
+    bool sse =
+        std::find(opt.transports.begin(), opt.transports.end(), "sse") != opt.transports.end();
+    needed = std::max(needed, static_cast<std::size_t>(opt.soak_clients) * (sse ? 2 : 1) +
+                                  static_cast<std::size_t>(opt.soak_drivers) + 256);
+  }
+  for (int n : opt.clients)
+    needed = std::max(needed, static_cast<std::size_t>(n) * 3 + 256);
+  return needed;
+}
+
 std::unique_ptr<Child> start_switchboard(const Options& opt, TempRoot& temp,
                                          const std::string& name) {
   fs::path dir = temp.fresh(name);
-  // Rate limit off, queues that a burst cannot overflow, no keepalive traffic to speak of.
+  // Rate limit off, queues that a burst cannot overflow, no keepalive traffic to speak of, and
+  // room for every connection the run makes (the memory and soak scenarios hold 10,000 clients,
+  // over the default server.maxConnections once the drivers are counted).
   json::object config{
       {"clientTools",
        json::object{{"rateLimit", 0},
@@ -566,7 +583,9 @@ std::unique_ptr<Child> start_switchboard(const Options& opt, TempRoot& temp,
                     // The benchmark's clients are anonymous (no client tokens kept); with tokens
                     // a result over HTTP costs one SHA-256 of the token more (about 1 µs).
                     {"clientTokens", false}}},
-      {"server", json::object{{"subscriberQueueLimit", 65536}}}};
+      {"server", json::object{{"subscriberQueueLimit", 65536},
+                              {"maxConnections",
+                               std::min<std::size_t>(descriptors_needed(opt), 1'000'000)}}}};
   std::ofstream(dir / "config.json") << json::serialize(config) << "\n";
   std::vector<std::string> args = opt.server_prefix;
   if (!args.empty()) args[0] = find_program(args[0]);
@@ -1780,17 +1799,8 @@ asio::awaitable<void> run_all(asio::io_context& io, const Options& opt, TempRoot
 void raise_fd_limit(const Options& opt) {
   rlimit lim{};
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) throw Fatal("getrlimit failed");
-  // Each side holds one descriptor per idle client (SSE and WebSocket alike), two per SSE
-  // client that answers (its stream and its result connection), plus a few.
-  std::size_t needed = static_cast<std::size_t>(opt.memory ? opt.idle_clients : 0) + 256;
-  if (opt.soak) {
-    bool sse =
-        std::find(opt.transports.begin(), opt.transports.end(), "sse") != opt.transports.end();
-    needed = std::max(needed, static_cast<std::size_t>(opt.soak_clients) * (sse ? 2 : 1) +
-                                  static_cast<std::size_t>(opt.soak_drivers) + 256);
-  }
-  for (int n : opt.clients)
-    needed = std::max(needed, static_cast<std::size_t>(n) * 3 + 256);
+  // The server keeps 128 descriptors beyond server.maxConnections for itself.
+  std::size_t needed = descriptors_needed(opt) + 128;
   // As root the hard limit can be raised too (up to fs.nr_open); otherwise this fails quietly
   // and the check below explains.
   if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < needed) {

@@ -78,6 +78,8 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   options.max_timeout = ct.max_timeout;
   options.reconnect_grace = ct.reconnect_grace;
   options.rate_limit = ct.rate_limit;
+  options.max_pending_per_client = static_cast<std::size_t>(ct.max_pending_per_client);
+  options.max_pending_per_session = static_cast<std::size_t>(ct.max_pending_per_session);
   state->registry = clienttool::ClientToolRegistry::create(io.get_executor(), state->bus, options);
   state->permissions =
       permission::PermissionService::create(io.get_executor(), state->bus, permission_options);

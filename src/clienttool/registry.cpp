@@ -266,6 +266,23 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
     if (cit == clients_.end() || !cit->second.tools.count(tool_id))
       return make_error(ErrorCode::NotFound, "Unknown client tool: " + params.tool);
     ClientState& client = cit->second;
+    // The pending-call limits count calls, not time: checked before the rate limit, so that a
+    // refused call does not use up the client's executions of the minute.
+    if (client.pending.size() >= options_.max_pending_per_client)
+      return make_error(ErrorCode::RateLimited,
+                        "Client " + client_id + " already has " +
+                            std::to_string(client.pending.size()) +
+                            " calls waiting for results, the limit "
+                            "(clientTools.maxPendingPerClient); try again when some have ended");
+    if (!req.session_id.empty()) {
+      auto sit = pending_per_session_.find(req.session_id);
+      if (sit != pending_per_session_.end() && sit->second >= options_.max_pending_per_session)
+        return make_error(ErrorCode::RateLimited,
+                          "Session " + req.session_id + " already has " +
+                              std::to_string(sit->second) +
+                              " client-tool calls waiting for results, the limit "
+                              "(clientTools.maxPendingPerSession); try again when some have ended");
+    }
     if (options_.rate_limit > 0) {
       auto now = Clock::now();
       if (now - client.window_start >= std::chrono::minutes(1)) {
@@ -279,6 +296,7 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
       ++client.window_count;
     }
 
+    if (!req.session_id.empty()) ++pending_per_session_[req.session_id];
     message->seq = ++next_seq_;
     auto now = Clock::now();
     PendingCall call;
@@ -329,6 +347,10 @@ void ClientToolRegistry::finish_locked(const std::string& request_id, ExecuteOut
   PendingCall call = std::move(it->second);
   pending_.erase(it);
   remember_ended_locked(request_id, std::move(ended_how));
+  if (!call.request.session_id.empty()) {
+    auto sit = pending_per_session_.find(call.request.session_id);
+    if (sit != pending_per_session_.end() && --sit->second == 0) pending_per_session_.erase(sit);
+  }
 
   std::shared_ptr<ClientSink> sink;
   if (auto cit = clients_.find(call.call.client_id); cit != clients_.end()) {

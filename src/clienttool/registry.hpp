@@ -38,7 +38,9 @@ struct RegistryOptions {
   milliseconds max_timeout{600000};     // cap for a caller's timeout and for progress extensions
   milliseconds reconnect_grace{5000};   // a dropped client keeps tools and calls this long
   std::int64_t rate_limit = 100;        // executions per client per minute; 0 = unlimited
-  std::size_t remembered_results = 65536;  // ended request ids kept to answer repeats with 409
+  std::size_t max_pending_per_client = 64;   // calls waiting for one client; more are refused
+  std::size_t max_pending_per_session = 64;  // calls of one session waiting; more are refused
+  std::size_t remembered_results = 65536;    // ended request ids kept to answer repeats with 409
 };
 
 // A client's live connection (an SSE stream or a WebSocket), as the registry sees it.
@@ -101,9 +103,9 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   bool is_client_tool(const std::string& tool_id) const;
 
   // Starts a call: resolves the tool (NotFound), validates the input against its schema
-  // (InvalidRequest naming the path), applies the rate limit (RateLimited), then queues the
-  // request for the client. `done` is called exactly once, from any thread; `progress` for each
-  // progress report before that.
+  // (InvalidRequest naming the path), applies the pending-call limits and the rate limit
+  // (RateLimited), then queues the request for the client. `done` is called exactly once, from any
+  // thread; `progress` for each progress report before that.
   Result<StartedCall> execute(ExecuteParams params, CompletionHandler done,
                               ProgressHandler progress = {});
 
@@ -190,7 +192,8 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   std::map<std::string, ClientState> clients_;
   std::unordered_map<std::string, std::string> tool_owner_;  // tool id -> client id
   std::unordered_map<std::string, PendingCall> pending_;
-  std::unordered_map<std::string, std::string> ended_;  // request id -> how it ended
+  std::unordered_map<std::string, std::size_t> pending_per_session_;  // sessions with calls only
+  std::unordered_map<std::string, std::string> ended_;                // request id -> how it ended
   std::deque<std::string> ended_order_;
   std::size_t graces_ = 0;  // clients whose grace is running
   bool ticking_ = false;

@@ -838,6 +838,90 @@ TEST_F(RegistryTest, ExecutionsOverTheRateLimitAreRefused) {
   start(params("client_c2_t"), d4);  // the limit is per client
 }
 
+// ---- pending-call limits ----------------------------------------------------------------------
+
+ExecuteParams in_session(std::string tool, std::string session_id) {
+  ExecuteParams p = params(std::move(tool));
+  p.session_id = std::move(session_id);
+  return p;
+}
+
+TEST_F(RegistryTest, CallsOverTheClientsPendingLimitAreRefusedUntilOneEnds) {
+  RegistryOptions o;
+  o.rate_limit = 0;
+  o.max_pending_per_client = 2;
+  restart(o);
+  register_ok("c1", {spec("t")});
+  register_ok("c2", {spec("t")});
+  Completion d1, d2, d3, d4, d5;
+  auto first = start(params("client_c1_t"), d1);
+  start(params("client_c1_t"), d2);
+  auto third = registry_->execute(params("client_c1_t"), d3.handler());
+  ASSERT_FALSE(third.has_value());
+  EXPECT_EQ(third.error().code, ErrorCode::RateLimited);
+  EXPECT_TRUE(Contains(third.error().message, "Client c1 already has 2 calls"));
+  EXPECT_TRUE(Contains(third.error().message, "clientTools.maxPendingPerClient"));
+  EXPECT_EQ(d3.count(), 0u) << "a refused call has no outcome to report";
+  EXPECT_EQ(registry_->pending_count(), 2u);
+
+  start(params("client_c2_t"), d4);  // the limit is per client
+
+  ASSERT_TRUE(registry_->submit_result(first.request_id, "c1", success("ok")).has_value());
+  start(params("client_c1_t"), d5);  // one ended: room for one more
+  EXPECT_EQ(registry_->pending_count(), 3u);
+}
+
+TEST_F(RegistryTest, CallsOverTheSessionsPendingLimitAreRefusedWhateverTheirClient) {
+  RegistryOptions o;
+  o.rate_limit = 0;
+  o.max_pending_per_session = 2;
+  o.default_timeout = 100ms;
+  restart(o);
+  register_ok("c1", {spec("t")});
+  register_ok("c2", {spec("t")});
+  Completion d1, d2, d3, d4, d5, d6, d7;
+  auto first = start(in_session("client_c1_t", "ses_a"), d1);
+  start(in_session("client_c2_t", "ses_a"), d2);
+  auto third = registry_->execute(in_session("client_c1_t", "ses_a"), d3.handler());
+  ASSERT_FALSE(third.has_value());
+  EXPECT_EQ(third.error().code, ErrorCode::RateLimited);
+  EXPECT_TRUE(Contains(third.error().message, "Session ses_a already has 2"));
+  EXPECT_TRUE(Contains(third.error().message, "clientTools.maxPendingPerSession"));
+  EXPECT_EQ(d3.count(), 0u);
+
+  // Other sessions, and calls outside any session, are not affected.
+  start(in_session("client_c1_t", "ses_b"), d4);
+  start(params("client_c1_t"), d5);
+
+  // Every way a call ends gives its place back: here a cancel, then the timeout of the rest.
+  ASSERT_TRUE(registry_->cancel(first.request_id, "test"));
+  start(in_session("client_c1_t", "ses_a"), d6);
+  ASSERT_TRUE(d2.wait());
+  ASSERT_TRUE(d6.wait());
+  EXPECT_EQ(d6.wait()->error().code, ErrorCode::Timeout);
+  auto fresh = registry_->execute(in_session("client_c2_t", "ses_a"), d7.handler());
+  EXPECT_TRUE(fresh.has_value()) << fresh.error().message;
+}
+
+TEST_F(RegistryTest, ACallRefusedForThePendingLimitDoesNotCountAgainstTheRateLimit) {
+  RegistryOptions o;
+  o.rate_limit = 2;
+  o.max_pending_per_client = 1;
+  restart(o);
+  register_ok("c1", {spec("t")});
+  Completion d1, d2, d3, d4;
+  auto first = start(params("client_c1_t"), d1);
+  auto refused = registry_->execute(params("client_c1_t"), d2.handler());
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_TRUE(Contains(refused.error().message, "maxPendingPerClient"));
+  ASSERT_TRUE(registry_->submit_result(first.request_id, "c1", success("ok")).has_value());
+  auto second = start(params("client_c1_t"), d3);  // the second execution of the minute
+  ASSERT_TRUE(registry_->submit_result(second.request_id, "c1", success("ok")).has_value());
+  auto third = registry_->execute(params("client_c1_t"), d4.handler());
+  ASSERT_FALSE(third.has_value());
+  EXPECT_TRUE(Contains(third.error().message, "executions per minute")) << third.error().message;
+}
+
 // ---- unregister, disconnect, reconnect --------------------------------------------------------
 
 TEST_F(RegistryTest, UnregisterFailsCallsWaitingOnTheRemovedTool) {

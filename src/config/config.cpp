@@ -32,6 +32,16 @@ Result<void> read_int(const json::object& obj, std::string_view key, const std::
   return {};
 }
 
+// read_int for an unsigned or narrower field.
+template <class T>
+Result<void> read_count(const json::object& obj, std::string_view key, const std::string& prefix,
+                        const std::string& source, std::int64_t min, std::int64_t max, T& out) {
+  auto n = static_cast<std::int64_t>(out);
+  if (auto r = read_int(obj, key, prefix, source, min, max, n); !r) return r;
+  out = static_cast<T>(n);
+  return {};
+}
+
 Result<void> read_ms(const json::object& obj, std::string_view key, const std::string& prefix,
                      const std::string& source, std::int64_t min, milliseconds& out) {
   std::int64_t n = out.count();
@@ -149,10 +159,23 @@ Result<void> apply(Config& cfg, const json::value& document, const std::string& 
       return r;
     if (auto r = read_int(o, "maxSchemaBytes", p, source, 64, 1 << 26, c.max_schema_bytes); !r)
       return r;
+    if (auto r = read_int(o, "maxConnectionsPerClient", p, source, 1, 10'000,
+                          c.max_connections_per_client);
+        !r)
+      return r;
+    if (auto r =
+            read_int(o, "maxPendingPerClient", p, source, 1, 1'000'000, c.max_pending_per_client);
+        !r)
+      return r;
+    if (auto r =
+            read_int(o, "maxPendingPerSession", p, source, 1, 1'000'000, c.max_pending_per_session);
+        !r)
+      return r;
     warn_unknown(
         cfg, o, p,
         {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace", "rateLimit",
-         "clientTokens", "maxToolsPerClient", "maxDescriptionBytes", "maxSchemaBytes"},
+         "clientTokens", "maxToolsPerClient", "maxDescriptionBytes", "maxSchemaBytes",
+         "maxConnectionsPerClient", "maxPendingPerClient", "maxPendingPerSession"},
         source);
   }
 
@@ -165,16 +188,26 @@ Result<void> apply(Config& cfg, const json::value& document, const std::string& 
     auto host = get_string(o, "hostname", p);
     if (!host) return bad_key(source, "server.hostname", "must be a string");
     if (*host) s.hostname = **host;
-    std::int64_t port = s.port;
-    if (auto r = read_int(o, "port", p, source, 0, 65535, port); !r) return r;
-    s.port = static_cast<std::uint16_t>(port);
-    auto body = static_cast<std::int64_t>(s.max_body_bytes);
-    if (auto r = read_int(o, "maxBodyBytes", p, source, 1024, 1LL << 32, body); !r) return r;
-    s.max_body_bytes = static_cast<std::uint64_t>(body);
-    auto queue = static_cast<std::int64_t>(s.subscriber_queue_limit);
-    if (auto r = read_int(o, "subscriberQueueLimit", p, source, 1, 1'000'000, queue); !r) return r;
-    s.subscriber_queue_limit = static_cast<std::uint64_t>(queue);
+    if (auto r = read_count(o, "port", p, source, 0, 65535, s.port); !r) return r;
+    if (auto r = read_count(o, "maxBodyBytes", p, source, 1024, 1LL << 32, s.max_body_bytes); !r)
+      return r;
+    if (auto r = read_count(o, "maxWebSocketMessageBytes", p, source, 1024, 1LL << 32,
+                            s.max_websocket_message_bytes);
+        !r)
+      return r;
+    if (auto r = read_count(o, "maxJsonDepth", p, source, 1, 1000, s.max_json_depth); !r) return r;
+    if (auto r = read_count(o, "maxHeaderBytes", p, source, 1024, 1 << 20, s.max_header_bytes); !r)
+      return r;
+    if (auto r = read_count(o, "maxHeaderCount", p, source, 1, 10'000, s.max_header_count); !r)
+      return r;
+    if (auto r = read_count(o, "maxConnections", p, source, 1, 1'000'000, s.max_connections); !r)
+      return r;
+    if (auto r = read_count(o, "subscriberQueueLimit", p, source, 1, 1'000'000,
+                            s.subscriber_queue_limit);
+        !r)
+      return r;
     if (auto r = read_ms(o, "idleTimeout", p, source, 100, s.idle_timeout); !r) return r;
+    if (auto r = read_ms(o, "headerTimeout", p, source, 100, s.header_timeout); !r) return r;
     auto password = get_string(o, "password", p);
     if (!password) return bad_key(source, "server.password", "must be a string");
     if (*password) s.password = **password;
@@ -185,8 +218,9 @@ Result<void> apply(Config& cfg, const json::value& document, const std::string& 
     }
     if (auto r = read_bool(o, "allowRemote", p, source, s.allow_remote); !r) return r;
     warn_unknown(cfg, o, p,
-                 {"hostname", "port", "maxBodyBytes", "subscriberQueueLimit", "idleTimeout",
-                  "password", "cors", "allowRemote"},
+                 {"hostname", "port", "maxBodyBytes", "maxWebSocketMessageBytes", "maxJsonDepth",
+                  "maxHeaderBytes", "maxHeaderCount", "maxConnections", "subscriberQueueLimit",
+                  "idleTimeout", "headerTimeout", "password", "cors", "allowRemote"},
                  source);
   }
 

@@ -30,6 +30,12 @@ struct ClientToolsOptions {
   std::int64_t max_tools_per_client = 128;    // clientTools.maxToolsPerClient
   std::int64_t max_description_bytes = 8192;  // clientTools.maxDescriptionBytes: per tool
   std::int64_t max_schema_bytes = 65536;      // clientTools.maxSchemaBytes: a tool's schema as JSON
+  std::int64_t max_connections_per_client =
+      8;  // clientTools.maxConnectionsPerClient: SSE streams + WebSockets of one clientID at once
+  std::int64_t max_pending_per_client =
+      64;  // clientTools.maxPendingPerClient: calls waiting for one client's results
+  std::int64_t max_pending_per_session =
+      64;  // clientTools.maxPendingPerSession: client-tool calls of one session waiting at once
   bool client_tokens = true;  // clientTools.clientTokens: a clientID's first use issues a token
                               // that its later registrations, streams and answers must carry
 };
@@ -38,10 +44,22 @@ struct ServerOptions {
   std::string hostname = "127.0.0.1";               // server.hostname (--hostname wins)
   std::uint16_t port = 4096;                        // server.port (--port wins)
   std::uint64_t max_body_bytes = 10 * 1024 * 1024;  // server.maxBodyBytes: larger bodies get 413
+  std::uint64_t max_websocket_message_bytes =
+      1024 * 1024;  // server.maxWebSocketMessageBytes: a larger message closes its WebSocket (1009)
+  std::size_t max_json_depth = 64;         // server.maxJsonDepth: nesting of request bodies and
+                                           // WebSocket messages; deeper get 400
+  std::uint32_t max_header_bytes = 16384;  // server.maxHeaderBytes: request line + fields; 413
+  std::size_t max_header_count = 100;      // server.maxHeaderCount: header fields; more get 413
+  std::size_t max_connections = 10000;  // server.maxConnections: open TCP connections (HTTP, SSE,
+                                        // WebSocket); more get 429 (lowered at start-up to what
+                                        // the open-file limit allows)
   std::uint64_t subscriber_queue_limit = 1024;  // server.subscriberQueueLimit: frames queued per
                                                 // SSE/WS subscriber before it is dropped
   milliseconds idle_timeout{
-      60000};            // server.idleTimeout: an HTTP connection idle this long is closed
+      60000};  // server.idleTimeout: an HTTP connection idle this long is closed
+  milliseconds header_timeout{
+      10000};            // server.headerTimeout: a request's head must arrive within this of its
+                         // first byte, or the connection is closed (slowloris)
   std::string password;  // server.password (or $SWITCHBOARD_SERVER_PASSWORD): required by every
                          // route except the web page itself; empty = no password
   std::vector<std::string> cors;  // server.cors: other origins whose pages may call the API

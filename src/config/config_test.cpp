@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -317,6 +318,67 @@ TEST_F(ConfigTest, BadAccessKeysNameTheKey) {
     ASSERT_FALSE(cfg.has_value()) << text;
     EXPECT_EQ(cfg.error().code, ErrorCode::InvalidRequest);
     EXPECT_TRUE(Contains(cfg.error().message, key)) << text;
+  }
+}
+
+TEST_F(ConfigTest, LimitKeysHaveSafeDefaults) {
+  auto cfg = load(options());
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->server.max_json_depth, 64u);
+  EXPECT_EQ(cfg->server.max_header_bytes, 16384u);
+  EXPECT_EQ(cfg->server.max_header_count, 100u);
+  EXPECT_EQ(cfg->server.header_timeout, milliseconds(10000));
+  EXPECT_EQ(cfg->server.max_websocket_message_bytes, 1024u * 1024);
+  EXPECT_EQ(cfg->server.max_connections, 10000u);
+  EXPECT_EQ(cfg->client_tools.max_connections_per_client, 8);
+  EXPECT_EQ(cfg->client_tools.max_pending_per_client, 64);
+  EXPECT_EQ(cfg->client_tools.max_pending_per_session, 64);
+}
+
+TEST_F(ConfigTest, LimitKeysAreRead) {
+  write(work_file(), R"({"server": {"maxJsonDepth": 8, "maxHeaderBytes": 2048, "maxHeaderCount": 5,
+                                    "headerTimeout": 250, "maxWebSocketMessageBytes": 4096,
+                                    "maxConnections": 20},
+                         "clientTools": {"maxConnectionsPerClient": 2, "maxPendingPerClient": 3,
+                                         "maxPendingPerSession": 4}})");
+  auto cfg = load(options());
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->server.max_json_depth, 8u);
+  EXPECT_EQ(cfg->server.max_header_bytes, 2048u);
+  EXPECT_EQ(cfg->server.max_header_count, 5u);
+  EXPECT_EQ(cfg->server.header_timeout, milliseconds(250));
+  EXPECT_EQ(cfg->server.max_websocket_message_bytes, 4096u);
+  EXPECT_EQ(cfg->server.max_connections, 20u);
+  EXPECT_EQ(cfg->client_tools.max_connections_per_client, 2);
+  EXPECT_EQ(cfg->client_tools.max_pending_per_client, 3);
+  EXPECT_EQ(cfg->client_tools.max_pending_per_session, 4);
+  EXPECT_TRUE(cfg->warnings.empty()) << cfg->warnings.front();
+}
+
+TEST_F(ConfigTest, BadLimitKeysNameTheKeyAndTheRange) {
+  for (auto [text, key, range] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {R"({"server": {"maxJsonDepth": 0}})", "server.maxJsonDepth", "between 1 and 1000"},
+           {R"({"server": {"maxJsonDepth": "64"}})", "server.maxJsonDepth", "integer"},
+           {R"({"server": {"maxHeaderBytes": 100}})", "server.maxHeaderBytes",
+            "between 1024 and 1048576"},
+           {R"({"server": {"maxHeaderCount": 0}})", "server.maxHeaderCount", "between 1 and 10000"},
+           {R"({"server": {"headerTimeout": 10}})", "server.headerTimeout", "between 100 and"},
+           {R"({"server": {"maxWebSocketMessageBytes": 1.5}})", "server.maxWebSocketMessageBytes",
+            "integer"},
+           {R"({"server": {"maxConnections": 0}})", "server.maxConnections",
+            "between 1 and 1000000"},
+           {R"({"clientTools": {"maxConnectionsPerClient": 0}})",
+            "clientTools.maxConnectionsPerClient", "between 1 and 10000"},
+           {R"({"clientTools": {"maxPendingPerClient": -1}})", "clientTools.maxPendingPerClient",
+            "between 1 and 1000000"},
+           {R"({"clientTools": {"maxPendingPerSession": true}})",
+            "clientTools.maxPendingPerSession", "integer"}}) {
+    write(work_file(), text);
+    auto cfg = load(options());
+    ASSERT_FALSE(cfg.has_value()) << text;
+    EXPECT_EQ(cfg.error().code, ErrorCode::InvalidRequest);
+    EXPECT_TRUE(Contains(cfg.error().message, key + " must be")) << cfg.error().message;
+    EXPECT_TRUE(Contains(cfg.error().message, range)) << cfg.error().message;
   }
 }
 

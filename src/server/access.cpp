@@ -168,6 +168,18 @@ Result<void> check_registration_limits(const ServerState& state, const std::stri
   return clienttool::check_spec_limits(specs, registered, limits, "tools");
 }
 
+Result<std::shared_ptr<ClientStreamSlot>> open_client_stream(ServerState& state,
+                                                             const std::string& client_id) {
+  auto limit = static_cast<std::size_t>(state.config.client_tools.max_connections_per_client);
+  if (auto it = state.client_streams.find(client_id);
+      it != state.client_streams.end() && it->second >= limit)
+    return make_error(ErrorCode::RateLimited,
+                      "client " + client_id + " already has " + std::to_string(it->second) +
+                          " streams and WebSockets open, the limit "
+                          "(clientTools.maxConnectionsPerClient); close one first");
+  return std::make_shared<ClientStreamSlot>(state, client_id);
+}
+
 std::optional<std::string> presented_client_token(const Request& req,
                                                   const boost::urls::url_view& url) {
   if (auto h = req.find(kClientTokenHeader); h != req.end()) return std::string(h->value());

@@ -43,6 +43,11 @@ bool has_server_access(const ServerState& state, const Request& req,
 Result<void> check_registration_limits(const ServerState& state, const std::string& client_id,
                                        const std::vector<clienttool::ToolSpec>& specs);
 
+// A new SSE stream or WebSocket of `client_id`, counted until the slot goes; RateLimited when the
+// client already has clientTools.maxConnectionsPerClient of them open.
+Result<std::shared_ptr<ClientStreamSlot>> open_client_stream(ServerState& state,
+                                                             const std::string& client_id);
+
 // The client token a request presents: the X-Switchboard-Client-Token header, else (for
 // EventSource and browser WebSockets, which cannot send headers) the clientToken query parameter.
 std::optional<std::string> presented_client_token(const Request& req,

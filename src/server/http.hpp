@@ -67,6 +67,37 @@ class ConnectionSet {
   std::list<std::weak_ptr<Stoppable>> list_;
 };
 
+// Counts what it holds while it lives: an open TCP connection against server.maxConnections.
+// Move-only; the I/O thread only.
+class ConnectionSlot {
+ public:
+  ConnectionSlot() = default;
+  explicit ConnectionSlot(std::size_t& count) : count_(&count) { ++count; }
+  ConnectionSlot(ConnectionSlot&& other) noexcept : count_(std::exchange(other.count_, nullptr)) {}
+  ConnectionSlot& operator=(ConnectionSlot&& other) noexcept {
+    if (this != &other) {
+      release();
+      count_ = std::exchange(other.count_, nullptr);
+    }
+    return *this;
+  }
+  ~ConnectionSlot() { release(); }
+
+ private:
+  void release() {
+    if (count_) --*count_;
+    count_ = nullptr;
+  }
+  std::size_t* count_ = nullptr;
+};
+
+// Runs `run` while `held` (a slot, say) lives: the push stream that a connection turns into
+// keeps what the connection counted.
+template <class Held>
+asio::awaitable<void> run_holding([[maybe_unused]] Held held, asio::awaitable<void> run) {
+  co_await std::move(run);
+}
+
 // Everything a route needs. Owned by HttpServer. Connections' coroutines refer to it until
 // their frames are destroyed, so it must outlive every handler on the io_context: after run()
 // was stopped with work left, shut the io_context down before destroying the server (main.cpp).
@@ -82,6 +113,34 @@ struct ServerState {
   std::shared_ptr<clienttool::ClientCredentials> credentials;
   ConnectionSet connections;
   bool stopping = false;
+  // Open TCP connections (HTTP, SSE, WebSocket) and the most accepted at once:
+  // server.maxConnections, lowered at start-up to what the open-file limit allows.
+  std::size_t open_connections = 0;
+  std::size_t connection_limit = 0;
+  std::size_t refusing_connections = 0;  // over the limit, being answered 429
+  // Open SSE streams and WebSockets per clientID (clientTools.maxConnectionsPerClient); an entry
+  // goes when its count reaches zero.
+  std::unordered_map<std::string, std::size_t> client_streams;
+};
+
+// One of a client's open streams (clientTools.maxConnectionsPerClient), counted while it lives.
+// The I/O thread only.
+class ClientStreamSlot {
+ public:
+  ClientStreamSlot(ServerState& state, std::string client_id)
+      : state_(state), client_id_(std::move(client_id)) {
+    ++state_.client_streams[client_id_];
+  }
+  ~ClientStreamSlot() {
+    auto it = state_.client_streams.find(client_id_);
+    if (it != state_.client_streams.end() && --it->second == 0) state_.client_streams.erase(it);
+  }
+  ClientStreamSlot(const ClientStreamSlot&) = delete;
+  ClientStreamSlot& operator=(const ClientStreamSlot&) = delete;
+
+ private:
+  ServerState& state_;
+  std::string client_id_;
 };
 
 // Builds a JSON response. One place maps error codes to statuses: error_response().
@@ -90,5 +149,10 @@ Response json_response(http::status status, const boost::json::value& body, cons
 Response json_text_response(http::status status, std::string body, const Request& req);
 Response error_response(const Error& error, const Request& req);
 http::status http_status(ErrorCode code);
+
+// Parses a request body or a WebSocket message: nested at most server.maxJsonDepth deep (a
+// deeper one is refused naming the setting).
+Result<json::value> parse_request_json(const ServerState& state, std::string_view text,
+                                       json::storage_ptr sp = {});
 
 }  // namespace sb::server

@@ -2,6 +2,10 @@
 
 #include <boost/beast/websocket.hpp>
 
+#include <sys/resource.h>
+
+#include <array>
+
 #include "server/access.hpp"
 #include "server/routes.hpp"
 #include "util/log.hpp"
@@ -63,7 +67,8 @@ asio::awaitable<boost::system::error_code> write_response(beast::tcp_stream& str
 // the idle timeout passes, or a route takes the connection over.
 class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(ServerState& state, tcp::socket socket) : state_(state), stream_(std::move(socket)) {}
+  HttpSession(ServerState& state, tcp::socket socket, ConnectionSlot slot)
+      : state_(state), stream_(std::move(socket)), slot_(std::move(slot)) {}
 
   asio::awaitable<void> run() {
     auto handle = state_.connections.add(weak_from_this());
@@ -82,24 +87,46 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
   }
 
  private:
+  using Parser = http::request_parser<http::string_body>;
+
   asio::awaitable<void> serve() {
     const auto& opts = state_.config.server;
     beast::flat_buffer buffer;
     for (;;) {
       if (state_.stopping) break;
-      http::request_parser<http::string_body> parser;
+      Parser parser;
       parser.body_limit(opts.max_body_bytes);
-      parser.header_limit(16 * 1024);
-      stream_.expires_after(opts.idle_timeout);
+      parser.header_limit(opts.max_header_bytes);
       busy_ = false;
-      auto [ec, n] = co_await http::async_read(stream_, buffer, parser, tuple_awaitable);
+      auto ec = co_await read_head(parser, buffer);
+      // Beast has no limit on the number of fields; the head is bounded (server.maxHeaderBytes),
+      // so counting them once it is in costs little, and comes before any body is read.
+      if (!ec && header_count(parser.get()) > opts.max_header_count) {
+        busy_ = true;
+        auto res = error_response(
+            make_error(ErrorCode::TooLarge,
+                       "request header has " + std::to_string(header_count(parser.get())) +
+                           " fields, over the limit of " + std::to_string(opts.max_header_count) +
+                           " (server.maxHeaderCount)"),
+            parser.get());
+        add_cors_headers(state_, parser.get(), res);
+        co_await write_and_close(res);
+        co_return;
+      }
+      if (!ec && !parser.is_done()) {
+        // The body: within idleTimeout of the head.
+        stream_.expires_after(opts.idle_timeout);
+        std::tie(ec, std::ignore) =
+            co_await http::async_read(stream_, buffer, parser, tuple_awaitable);
+      }
       busy_ = true;
       if (ec == http::error::body_limit) {
         Request head = parser.release();
-        auto res = error_response(
-            make_error(ErrorCode::TooLarge, "request body over the limit of " +
-                                                std::to_string(opts.max_body_bytes) + " bytes"),
-            head);
+        auto res =
+            error_response(make_error(ErrorCode::TooLarge, "request body over the limit of " +
+                                                               std::to_string(opts.max_body_bytes) +
+                                                               " bytes (server.maxBodyBytes)"),
+                           head);
         add_cors_headers(state_, head, res);
         co_await write_and_close(res);
         co_return;
@@ -107,12 +134,16 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
       if (ec == http::error::header_limit) {
         Request head;
         auto res = error_response(
-            make_error(ErrorCode::TooLarge, "request header over the limit of 16384 bytes"), head);
+            make_error(ErrorCode::TooLarge, "request header over the limit of " +
+                                                std::to_string(opts.max_header_bytes) +
+                                                " bytes (server.maxHeaderBytes)"),
+            head);
         co_await write_and_close(res);
         co_return;
       }
       if (ec) {
-        // A malformed request gets an answer; a peer that left or went idle does not.
+        // A malformed request gets an answer; a peer that left or went idle (or trickled its
+        // head for longer than headerTimeout) does not.
         bool bad_input = ec.category() == make_error_code(http::error::end_of_stream).category() &&
                          ec != http::error::end_of_stream && ec != http::error::partial_message;
         if (bad_input) {
@@ -139,7 +170,11 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
           if (take_over) {
             tcp::socket socket = stream_.release_socket();
             auto executor = socket.get_executor();
-            asio::co_spawn(executor, take_over(std::move(socket), std::move(req)), log_exception);
+            // The push stream keeps the connection's place under server.maxConnections.
+            asio::co_spawn(
+                executor,
+                run_holding(std::move(slot_), take_over(std::move(socket), std::move(req))),
+                log_exception);
           }
           co_return;
         }
@@ -160,6 +195,39 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
   }
 
+  // Reads a request's head: its first bytes within idleTimeout (the wait between requests), the
+  // rest of the head within headerTimeout of them, so that a peer that trickles its head a byte
+  // at a time is closed although it is never idle. Usually the whole request comes with its first
+  // bytes and is parsed here without another read.
+  asio::awaitable<boost::system::error_code> read_head(Parser& parser, beast::flat_buffer& buffer) {
+    const auto& opts = state_.config.server;
+    if (buffer.size() == 0) {
+      stream_.expires_after(opts.idle_timeout);
+      auto [ec, n] = co_await stream_.async_read_some(
+          buffer.prepare(beast::read_size(buffer, 65536)), tuple_awaitable);
+      if (ec) co_return ec;  // the peer left or stayed idle: nothing to answer
+      buffer.commit(n);
+    }
+    parser.eager(true);
+    while (!parser.is_done()) {
+      boost::system::error_code ec;
+      std::size_t used = parser.put(buffer.data(), ec);
+      buffer.consume(used);
+      if (ec == http::error::need_more || (!ec && used == 0)) break;
+      if (ec) co_return ec;
+    }
+    if (!parser.is_header_done()) {
+      stream_.expires_after(opts.header_timeout);
+      auto [ec, n] = co_await http::async_read_header(stream_, buffer, parser, tuple_awaitable);
+      if (ec) co_return ec;
+    }
+    co_return boost::system::error_code{};
+  }
+
+  static std::size_t header_count(const Request& req) {
+    return static_cast<std::size_t>(std::distance(req.begin(), req.end()));
+  }
+
   asio::awaitable<void> write_and_close(Response& res) {
     res.keep_alive(false);
     stream_.expires_after(std::chrono::seconds(10));
@@ -170,9 +238,66 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
 
   ServerState& state_;
   beast::tcp_stream stream_;
+  ConnectionSlot slot_;  // this connection under server.maxConnections
   bool busy_ = false;
   bool taken_over_ = false;
 };
+
+// Descriptors kept free of connections for the database, the log, model connections and tool
+// processes.
+constexpr std::size_t kReservedDescriptors = 128;
+// Refusals in flight at once (each holds its socket for up to a second); beyond that a refused
+// connection is closed without an answer.
+constexpr std::size_t kMaxRefusing = 32;
+
+// server.maxConnections, within the open-file limit: the soft limit is raised as far as the hard
+// one allows, and if that is still too low, fewer connections are accepted (and the log says why),
+// so that the server keeps descriptors for everything else instead of failing to accept.
+std::size_t fit_connection_limit(std::size_t wanted) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return wanted;
+  const rlim_t needed = static_cast<rlim_t>(wanted + kReservedDescriptors);
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < needed) {
+    rlimit raised = lim;
+    raised.rlim_cur =
+        lim.rlim_max == RLIM_INFINITY || lim.rlim_max >= needed ? needed : lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= needed) return wanted;
+  auto fits = static_cast<std::size_t>(lim.rlim_cur > 2 * kReservedDescriptors
+                                           ? lim.rlim_cur - kReservedDescriptors
+                                           : lim.rlim_cur / 2);
+  log::warn("server.maxConnections is ", wanted, " but the open-file limit (ulimit -n) is ",
+            lim.rlim_cur, ": at most ", fits, " connections are accepted, ", kReservedDescriptors,
+            " descriptors stay for the database, model connections and tool processes");
+  return std::max<std::size_t>(fits, 1);
+}
+
+// A connection over server.maxConnections: answered 429 without reading its request, then closed
+// once the peer has closed its side or a second has passed (closing a socket with unread input
+// would reset the connection, and the answer could be lost with it).
+// `slot` counts the refusals in flight.
+asio::awaitable<void> refuse_connection(tcp::socket socket, std::size_t limit,
+                                        [[maybe_unused]] ConnectionSlot slot) {
+  beast::tcp_stream stream(std::move(socket));
+  Request none;
+  auto res =
+      error_response(make_error(ErrorCode::RateLimited,
+                                "server at its connection limit of " + std::to_string(limit) +
+                                    " (server.maxConnections); try again later"),
+                     none);
+  res.keep_alive(false);
+  stream.expires_after(std::chrono::seconds(1));
+  if (!co_await write_response(stream, res)) {
+    boost::system::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    std::array<char, 1024> scratch;
+    for (;;) {
+      auto [ec, n] = co_await stream.async_read_some(asio::buffer(scratch), tuple_awaitable);
+      if (ec) break;
+    }
+  }
+}
 
 }  // namespace
 
@@ -216,6 +341,7 @@ Result<tcp::endpoint> HttpServer::start() {
   if (ec)
     return make_error(ErrorCode::Internal, "cannot listen on " + opts.hostname + ":" +
                                                std::to_string(opts.port) + ": " + ec.message());
+  state_->connection_limit = fit_connection_limit(opts.max_connections);
   asio::co_spawn(io_, accept_loop(), log_exception);
   return acceptor_.local_endpoint();
 }
@@ -237,7 +363,16 @@ asio::awaitable<void> HttpServer::accept_loop() {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     auto executor = socket.get_executor();
-    auto session = std::make_shared<HttpSession>(*state_, std::move(socket));
+    if (state_->open_connections >= state_->connection_limit) {
+      if (state_->refusing_connections < kMaxRefusing)
+        asio::co_spawn(executor,
+                       refuse_connection(std::move(socket), state_->connection_limit,
+                                         ConnectionSlot(state_->refusing_connections)),
+                       log_exception);
+      continue;  // (a socket not handed on closes here)
+    }
+    auto session = std::make_shared<HttpSession>(*state_, std::move(socket),
+                                                 ConnectionSlot(state_->open_connections));
     // The completion handler owns the session until its coroutine ends.
     asio::co_spawn(executor, session->run(), [session](std::exception_ptr e) { log_exception(e); });
   }

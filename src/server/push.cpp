@@ -7,6 +7,7 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <optional>
 
 #include "clienttool/wire.hpp"
 #include "server/access.hpp"
@@ -343,6 +344,13 @@ class WsConnection final : public PushChannel {
 
   WsStream& ws() { return ws_; }
 
+  // Ends the connection with `code` and `reason` in the close frame, after the queued frames.
+  void close_with(websocket::close_code code, std::string reason) {
+    if (closed()) return;
+    code_ = code;
+    close(std::move(reason));
+  }
+
  private:
   void start_write(std::shared_ptr<const std::string> frame) override {
     ws_.text(true);
@@ -352,8 +360,9 @@ class WsConnection final : public PushChannel {
   }
 
   void start_end() override {
-    websocket::close_reason reason(websocket::close_code::going_away);
-    if (close_reason().starts_with("superseded")) reason.code = websocket::close_code::normal;
+    websocket::close_reason reason(code_.value_or(websocket::close_code::going_away));
+    if (!code_ && close_reason().starts_with("superseded"))
+      reason.code = websocket::close_code::normal;
     reason.reason = close_reason().substr(0, 120);
     ws_.async_close(reason,
                     [self = shared_from_this(), this](boost::system::error_code) { disconnect(); });
@@ -366,6 +375,7 @@ class WsConnection final : public PushChannel {
   }
 
   WsStream ws_;
+  std::optional<websocket::close_code> code_;
 };
 
 std::shared_ptr<const std::string> ws_error(const Error& e, const std::string& request_id = {}) {
@@ -381,7 +391,7 @@ void handle_ws_message(ServerState& state, const std::string& client_id, PushCha
   // what outlives the call is copied out (into the heap) field by field.
   unsigned char buffer[4096];
   json::monotonic_resource resource(buffer, sizeof buffer);
-  auto doc = parse_json(text, 64, json::storage_ptr(&resource));
+  auto doc = parse_request_json(state, text, json::storage_ptr(&resource));
   if (!doc) return channel.post(ws_error(doc.error()));
   if (!doc->is_object())
     return channel.post(
@@ -442,6 +452,27 @@ void handle_ws_message(ServerState& state, const std::string& client_id, PushCha
                                        "\" (expected register, unregister, result or progress)")));
 }
 
+// A message over server.maxWebSocketMessageBytes: the client hears why (an error message, then
+// the close frame with code 1009, "message too big", and the reason), and the rest of what it
+// sends is read and dropped until the close handshake ends (or its timeout does). The client may
+// connect again within its reconnect grace and keeps its tools.
+asio::awaitable<void> refuse_oversized_message(WsConnection& conn, const std::string& client_id,
+                                               std::size_t max_message) {
+  log::warn("client ", client_id, " sent a WebSocket message over ", max_message,
+            " bytes (server.maxWebSocketMessageBytes): closing it");
+  std::string why =
+      "message over " + std::to_string(max_message) + " bytes (server.maxWebSocketMessageBytes)";
+  conn.post(
+      ws_error(make_error(ErrorCode::TooLarge, "WebSocket " + why + "; the connection closes")));
+  conn.close_with(websocket::close_code::too_big, why);
+  beast::flat_buffer discard;
+  for (;;) {
+    auto [ec, n] = co_await conn.ws().async_read_some(discard, 65536, tuple_awaitable);
+    if (ec) break;
+    discard.clear();
+  }
+}
+
 }  // namespace
 
 asio::awaitable<void> run_client_websocket(ServerState& state, tcp::socket socket, Request req,
@@ -454,7 +485,9 @@ asio::awaitable<void> run_client_websocket(ServerState& state, tcp::socket socke
   timeouts.idle_timeout = state.config.client_tools.keepalive_interval;
   timeouts.keep_alive_pings = true;
   ws.set_option(timeouts);
-  ws.read_message_max(state.config.server.max_body_bytes);
+  // The read loop below enforces server.maxWebSocketMessageBytes itself: Beast's own limit would
+  // end the connection with code 1009 and no word of why.
+  ws.read_message_max(0);
   ws.set_option(websocket::stream_base::decorator([issued_token](websocket::response_type& res) {
     res.set(http::field::server, "switchboard/" SWITCHBOARD_VERSION);
     // For clients that can read the handshake's headers; browsers get the first message.
@@ -482,14 +515,19 @@ asio::awaitable<void> run_client_websocket(ServerState& state, tcp::socket socke
 
   // This coroutine reads; writes are driven by the channel. When the channel ends the stream
   // (close frame, overflow, write error), the read fails and the loop ends.
+  const std::size_t max_message = state.config.server.max_websocket_message_bytes;
   beast::flat_buffer buffer;
   for (;;) {
-    auto [rec, n] = co_await ws.async_read(buffer, tuple_awaitable);
-    if (rec) {
-      if (rec == websocket::error::message_too_big)
-        log::warn("client ", client_id, " sent a WebSocket message over the size limit");
+    // A message arrives in pieces of at most what the limit leaves (a frame may announce any
+    // length), so that the buffer never grows past one byte over it.
+    auto [rec, n] =
+        co_await ws.async_read_some(buffer, max_message + 1 - buffer.size(), tuple_awaitable);
+    if (rec) break;
+    if (buffer.size() > max_message) {
+      co_await refuse_oversized_message(*conn, client_id, max_message);
       break;
     }
+    if (!ws.is_message_done()) continue;
     if (!ws.got_text()) {
       conn->post(ws_error(
           make_error(ErrorCode::InvalidRequest, "binary frames are not accepted; send JSON text")));

@@ -63,6 +63,11 @@ Response error_response(const Error& error, const Request& req) {
   return json_response(http_status(error.code), error_body(error), req);
 }
 
+Result<json::value> parse_request_json(const ServerState& state, std::string_view text,
+                                       json::storage_ptr sp) {
+  return parse_json(text, state.config.server.max_json_depth, std::move(sp), "server.maxJsonDepth");
+}
+
 namespace {
 
 // What a handler sees of its request.
@@ -80,8 +85,9 @@ using Handler = asio::awaitable<Reply> (*)(Call&);
 
 // `sp`: where the document lives; a route that is done with the body before it returns parses
 // into a monotonic resource on its stack instead of the heap.
-Result<json::object> body_object(const Request& req, json::storage_ptr sp = {}) {
-  auto doc = parse_json(req.body(), 64, std::move(sp));
+Result<json::object> body_object(const ServerState& state, const Request& req,
+                                 json::storage_ptr sp = {}) {
+  auto doc = parse_request_json(state, req.body(), std::move(sp));
   if (!doc) return doc.error();
   if (!doc->is_object())
     return make_error(ErrorCode::InvalidRequest,
@@ -151,7 +157,7 @@ asio::awaitable<Reply> health(Call& c) {
 }
 
 asio::awaitable<Reply> register_tools(Call& c) {
-  auto body = body_object(c.req);
+  auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
   auto client_id = require_string(*body, "clientID");
   if (!client_id) co_return fail(c, client_id.error());
@@ -183,7 +189,7 @@ asio::awaitable<Reply> register_tools(Call& c) {
 }
 
 asio::awaitable<Reply> unregister_tools(Call& c) {
-  auto body = body_object(c.req);
+  auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
   auto client_id = require_string(*body, "clientID");
   if (!client_id) co_return fail(c, client_id.error());
@@ -214,7 +220,7 @@ Result<clienttool::StartedCall> start_execution(ServerState& state, const Reques
   unsigned char buffer[4096];
   json::monotonic_resource resource(buffer, sizeof buffer);
   json::storage_ptr sp(&resource);
-  auto body = body_object(req, sp);
+  auto body = body_object(state, req, sp);
   if (!body) return body.error();
   clienttool::ExecuteParams params{.input = json::object(sp)};
   auto client_id = get_string(*body, "clientID");
@@ -294,7 +300,7 @@ asio::awaitable<Reply> execute(Call& c) {
 Result<void> submit_result_body(const Call& c) {
   unsigned char buffer[4096];
   json::monotonic_resource resource(buffer, sizeof buffer);
-  auto body = body_object(c.req, json::storage_ptr(&resource));
+  auto body = body_object(c.state, c.req, json::storage_ptr(&resource));
   if (!body) return body.error();
   auto request_id = require_string(*body, "requestID");
   if (!request_id) return request_id.error();
@@ -313,7 +319,7 @@ asio::awaitable<Reply> submit_result(Call& c) {
 }
 
 asio::awaitable<Reply> report_progress(Call& c) {
-  auto body = body_object(c.req);
+  auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
   auto request_id = require_string(*body, "requestID");
   if (!request_id) co_return fail(c, request_id.error());
@@ -362,10 +368,17 @@ asio::awaitable<Reply> pending_stream(Call& c) {
   }
   auto issued = authenticate_client(c, *client_id);
   if (!issued) co_return fail(c, issued.error());
+  auto slot = open_client_stream(c.state, *client_id);
+  if (!slot) {
+    withdraw_issued(c, *client_id, *issued);
+    co_return fail(c, slot.error());
+  }
   c.take_over = [&state = c.state, client_id = std::move(*client_id), last_seq,
-                 token = issued->value_or("")](tcp::socket socket, Request req) mutable {
-    return run_client_sse(state, std::move(socket), std::move(req), std::move(client_id), last_seq,
-                          std::move(token));
+                 token = issued->value_or(""),
+                 stream = std::move(*slot)](tcp::socket socket, Request req) mutable {
+    return run_holding(std::move(stream),
+                       run_client_sse(state, std::move(socket), std::move(req),
+                                      std::move(client_id), last_seq, std::move(token)));
   };
   co_return std::nullopt;
 }
@@ -378,10 +391,17 @@ asio::awaitable<Reply> client_websocket(Call& c) {
                                  "this route is a WebSocket: send an Upgrade: websocket request"));
   auto issued = authenticate_client(c, *client_id);
   if (!issued) co_return fail(c, issued.error());
-  c.take_over = [&state = c.state, client_id = std::move(*client_id), token = issued->value_or("")](
-                    tcp::socket socket, Request req) mutable {
-    return run_client_websocket(state, std::move(socket), std::move(req), std::move(client_id),
-                                std::move(token));
+  // Refused before the upgrade: the client gets an HTTP answer it can read.
+  auto slot = open_client_stream(c.state, *client_id);
+  if (!slot) {
+    withdraw_issued(c, *client_id, *issued);
+    co_return fail(c, slot.error());
+  }
+  c.take_over = [&state = c.state, client_id = std::move(*client_id), token = issued->value_or(""),
+                 stream = std::move(*slot)](tcp::socket socket, Request req) mutable {
+    return run_holding(std::move(stream),
+                       run_client_websocket(state, std::move(socket), std::move(req),
+                                            std::move(client_id), std::move(token)));
   };
   co_return std::nullopt;
 }
@@ -405,7 +425,7 @@ json::object message_json(const session::MessageWithParts& m) {
 asio::awaitable<Reply> create_session(Call& c) {
   session::CreateInput input;
   if (!c.req.body().empty()) {
-    auto body = body_object(c.req);
+    auto body = body_object(c.state, c.req);
     if (!body) co_return fail(c, body.error());
     auto title = get_string(*body, "title");
     if (!title) co_return fail(c, title.error());
@@ -482,8 +502,8 @@ asio::awaitable<Reply> list_todos(Call& c) {
 }
 
 // {parts: [{type: "text", text}], model?: "P/M" | {providerID, modelID}, agent?, tools?}
-Result<session::PromptInput> prompt_input(const Request& req) {
-  auto body = body_object(req);
+Result<session::PromptInput> prompt_input(const ServerState& state, const Request& req) {
+  auto body = body_object(state, req);
   if (!body) return body.error();
   session::PromptInput in;
   auto parts = get_array(*body, "parts");
@@ -536,7 +556,7 @@ Result<session::PromptInput> prompt_input(const Request& req) {
 }
 
 asio::awaitable<Reply> prompt(Call& c) {
-  auto in = prompt_input(c.req);
+  auto in = prompt_input(c.state, c.req);
   if (!in) co_return fail(c, in.error());
   auto r = co_await c.state.sessions->prompt(c.params[0], std::move(*in));
   if (!r) co_return fail(c, r.error());
@@ -544,7 +564,7 @@ asio::awaitable<Reply> prompt(Call& c) {
 }
 
 asio::awaitable<Reply> prompt_async(Call& c) {
-  auto in = prompt_input(c.req);
+  auto in = prompt_input(c.state, c.req);
   if (!in) co_return fail(c, in.error());
   auto r = c.state.sessions->prompt_async(c.params[0], std::move(*in));
   if (!r) co_return fail(c, r.error());
@@ -568,7 +588,7 @@ asio::awaitable<Reply> list_permissions(Call& c) {
 }
 
 asio::awaitable<Reply> reply_permission(Call& c) {
-  auto body = body_object(c.req);
+  auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
   auto reply = require_string(*body, "reply");
   if (!reply) co_return fail(c, reply.error());
@@ -637,7 +657,7 @@ Result<void> verify_question_answerer(const Call& c, const std::optional<std::st
 }
 
 asio::awaitable<Reply> reply_question(Call& c) {
-  auto body = body_object(c.req);
+  auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
   auto client_id = get_string(*body, "clientID");
   if (!client_id) co_return fail(c, client_id.error());
@@ -694,7 +714,7 @@ asio::awaitable<Reply> auth_status(Call& c) {
 // POST /auth {password}: checks it and sets the cookie that admits this browser (its
 // EventSource and WebSocket cannot send an Authorization header).
 asio::awaitable<Reply> log_in(Call& c) {
-  auto body = body_object(c.req);
+  auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
   auto password = require_string(*body, "password");
   if (!password) co_return fail(c, password.error());

@@ -101,7 +101,8 @@ void append_json_string(std::string& out, std::string_view text) {
   out.push_back('"');
 }
 
-Result<json::value> parse_json(std::string_view text, std::size_t max_depth, json::storage_ptr sp) {
+Result<json::value> parse_json(std::string_view text, std::size_t max_depth, json::storage_ptr sp,
+                               std::string_view depth_setting) {
   json::parse_options opts;
   opts.max_depth = max_depth;
   // The parser's own scratch space, on the stack: small documents then cost it no allocation.
@@ -126,9 +127,14 @@ Result<json::value> parse_json(std::string_view text, std::size_t max_depth, jso
     if (text.empty() || (ec == json::error::incomplete && used == text.size() &&
                          text.find_first_not_of(" \t\r\n") == std::string_view::npos))
       return make_error(ErrorCode::InvalidRequest, "invalid JSON: empty body");
+    std::string what = ec.message();
+    if (ec == json::error::too_deep) {
+      what = "nested deeper than the limit of " + std::to_string(max_depth) + " levels";
+      if (!depth_setting.empty()) what += " (" + std::string(depth_setting) + ")";
+    }
     return make_error(ErrorCode::InvalidRequest, "invalid JSON at line " + std::to_string(line) +
                                                      ", column " + std::to_string(col) + ": " +
-                                                     ec.message());
+                                                     what);
   }
   return parser.release();
 }

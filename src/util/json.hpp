@@ -16,9 +16,10 @@ namespace json = boost::json;
 
 // Parses a whole document. Errors are InvalidRequest and say where ("line 3, column 7").
 // `sp`: where the document lives (e.g. a monotonic_resource over a stack buffer for a document
-// that is read and dropped); the default heap when null.
+// that is read and dropped); the default heap when null. `depth_setting`, when given, is the
+// setting that chose `max_depth`: a document nested deeper is refused naming it.
 Result<json::value> parse_json(std::string_view text, std::size_t max_depth = 64,
-                               json::storage_ptr sp = {});
+                               json::storage_ptr sp = {}, std::string_view depth_setting = {});
 
 // "prefix.key", or "key" when prefix is empty.
 std::string field_path(std::string_view prefix, std::string_view key);

@@ -98,13 +98,21 @@ TEST(ParseJson, RejectsNestingDeeperThanTheLimit) {
   auto r = parse_json(deep);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::InvalidRequest);
-  EXPECT_TRUE(Contains(r.error().message, "too deep"));
+  EXPECT_TRUE(Contains(r.error().message, "nested deeper than the limit of 64 levels"))
+      << r.error().message;
+  EXPECT_TRUE(Contains(r.error().message, "column 65")) << r.error().message;
 
   // The limit is a parameter; objects count as well as arrays.
   EXPECT_TRUE(parse_json(R"({"a": {"b": 1}})", 2).has_value());
   auto r2 = parse_json(R"({"a": {"b": {"c": 1}}})", 2);
   ASSERT_FALSE(r2.has_value());
-  EXPECT_TRUE(Contains(r2.error().message, "too deep"));
+  EXPECT_TRUE(Contains(r2.error().message, "limit of 2 levels")) << r2.error().message;
+
+  // The setting that chose the limit is named, so that the reader knows what to change.
+  auto r3 = parse_json(R"([[[1]]])", 2, {}, "server.maxJsonDepth");
+  ASSERT_FALSE(r3.has_value());
+  EXPECT_TRUE(Contains(r3.error().message, "limit of 2 levels (server.maxJsonDepth)"))
+      << r3.error().message;
 }
 
 TEST(ParseJson, VeryDeepInputDoesNotCrash) {

@@ -10,13 +10,16 @@
 #include <signal.h>
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 
+#include "fake_model_server.hpp"
 #include "net_client.hpp"
 #include "server_process.hpp"
 
@@ -40,6 +43,16 @@ inline std::string string_at(const json::value& v, std::string_view pointer) {
   return p && p->is_string() ? std::string(p->get_string()) : std::string();
 }
 
+// Polls `done` every 10 ms until it holds or the timeout passes; for state that has no event.
+inline bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (!done()) {
+    if (Clock::now() >= deadline) return done();
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
 // Short timeouts everywhere, no rate limit, no reconnect grace; tests override what they test.
 // Client tokens are off: these tests are about the tool flow and act as many clients at once;
 // security_test.cpp tests the tokens (on by default) and turns them back on.
@@ -55,6 +68,18 @@ inline json::object test_config(const json::object& client_tools = {},
   json::object cfg{{"clientTools", ct}};
   if (!sv.empty()) cfg["server"] = sv;
   return cfg;
+}
+
+// `config` with the fake model as the OpenAI-compatible provider "fake" (the default model,
+// fake/fake-model) and fast retries.
+inline json::object with_fake_model(json::object config, const FakeModelServer& model) {
+  config["provider"] = json::object{{"fake", json::object{{"type", "openai-compatible"},
+                                                          {"baseURL", model.base_url()},
+                                                          {"apiKey", "sk-test"},
+                                                          {"models", json::array{"fake-model"}}}}};
+  config["model"] = "fake/fake-model";
+  config["retry"] = json::object{{"attempts", 2}, {"initialDelay", 20}, {"maxDelay", 40}};
+  return config;
 }
 
 // {"type": "object", "properties": {"text": {"type": "string"}}}

@@ -477,7 +477,7 @@ TEST_F(ClientToolsBodyLimit, BodiesOverMaxBodyBytesAre413) {
   auto big = http_post(
       port(), "/client-tools/register",
       json::object{{"clientID", "c1"}, {"tools", {tool_def("a", std::string(8000, 'd'))}}});
-  EXPECT_TRUE(IsError(big, 413, "TOO_LARGE"));
+  EXPECT_TRUE(IsError(big, 413, "TOO_LARGE", {"4096 bytes", "server.maxBodyBytes"}));
   EXPECT_EQ(http_get(port(), "/client-tools/tools/c1").json(), json::array{})
       << "the oversized registration must not take effect";
 

@@ -96,7 +96,9 @@ TEST_F(Server, SeveralRequestsOnOneConnection) {
 
 class ServerIdle : public ServerTest {
  protected:
-  void SetUp() override { start(test_config({}, json::object{{"idleTimeout", 300}})); }
+  void SetUp() override {
+    start(test_config({}, json::object{{"idleTimeout", 300}, {"headerTimeout", 300}}));
+  }
 };
 
 TEST_F(ServerIdle, HalfWrittenRequestsDoNotBlockOthersAndAreClosedWhenIdle) {
@@ -113,7 +115,8 @@ TEST_F(ServerIdle, HalfWrittenRequestsDoNotBlockOthersAndAreClosedWhenIdle) {
   EXPECT_TRUE(IsOk(http_get(port(), "/health", 2s)));
   EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count(), 1000);
 
-  // And closes the idle ones (idleTimeout is 300 ms), answering no half request.
+  // And closes the idle ones (idleTimeout is 300 ms; the half-written head is closed by
+  // headerTimeout, also 300 ms), answering no half request.
   for (RawConnection* c : {&silent, &half_head, &half_body}) {
     EXPECT_TRUE(c->wait_closed(3s)) << "an idle connection is still open";
   }

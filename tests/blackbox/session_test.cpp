@@ -40,16 +40,6 @@ std::string read_text(const fs::path& path) {
   return out.str();
 }
 
-// Polls `done` every 10 ms until it holds or the timeout passes; for state that has no event.
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (!done()) {
-    if (Clock::now() >= deadline) return done();
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
-}
-
 // A process that has exited (a zombie counts: it runs nothing any more).
 bool process_gone(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -143,13 +133,7 @@ class SessionTest : public ServerTest {
   // A config with the fake model as the OpenAI-compatible provider "fake" (the default model),
   // fast retries and the test's own entries on top.
   json::object openai_config(const json::object& extra = {}) {
-    json::object cfg = test_config();
-    cfg["provider"] = json::object{{"fake", json::object{{"type", "openai-compatible"},
-                                                         {"baseURL", model_.base_url()},
-                                                         {"apiKey", "sk-test"},
-                                                         {"models", json::array{"fake-model"}}}}};
-    cfg["model"] = "fake/fake-model";
-    cfg["retry"] = json::object{{"attempts", 2}, {"initialDelay", 20}, {"maxDelay", 40}};
+    json::object cfg = with_fake_model(test_config(), model_);
     for (const auto& kv : extra)
       cfg[kv.key()] = kv.value();
     return cfg;
