@@ -232,7 +232,8 @@ Options parse_options(int argc, char** argv) {
       std::cout << kUsage;
       std::exit(0);
     } else if (flag == "--server") {
-      o.server_path = std::string(value());
+      // The server starts in a temporary directory: a relative path would not be found there.
+      o.server_path = fs::absolute(std::string(value())).string();
     } else if (flag == "--scenarios") {
       o.latency = o.throughput = o.history = o.startup = false;
       for (const auto& s : split_list(value())) {

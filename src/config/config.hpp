@@ -45,7 +45,8 @@ struct ServerOptions {
   std::uint16_t port = 4096;                        // server.port (--port wins)
   std::uint64_t max_body_bytes = 10 * 1024 * 1024;  // server.maxBodyBytes: larger bodies get 413
   std::uint64_t max_websocket_message_bytes =
-      1024 * 1024;  // server.maxWebSocketMessageBytes: a larger message closes its WebSocket (1009)
+      10 * 1024 * 1024;  // server.maxWebSocketMessageBytes: a larger message closes its WebSocket
+                         // (1009); as large as a body, so a result fits as it would over HTTP
   std::size_t max_json_depth = 64;         // server.maxJsonDepth: nesting of request bodies and
                                            // WebSocket messages; deeper get 400
   std::uint32_t max_header_bytes = 16384;  // server.maxHeaderBytes: request line + fields; 413

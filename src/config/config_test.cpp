@@ -328,7 +328,7 @@ TEST_F(ConfigTest, LimitKeysHaveSafeDefaults) {
   EXPECT_EQ(cfg->server.max_header_bytes, 16384u);
   EXPECT_EQ(cfg->server.max_header_count, 100u);
   EXPECT_EQ(cfg->server.header_timeout, milliseconds(10000));
-  EXPECT_EQ(cfg->server.max_websocket_message_bytes, 1024u * 1024);
+  EXPECT_EQ(cfg->server.max_websocket_message_bytes, 10u * 1024 * 1024);
   EXPECT_EQ(cfg->server.max_connections, 10000u);
   EXPECT_EQ(cfg->client_tools.max_connections_per_client, 8);
   EXPECT_EQ(cfg->client_tools.max_pending_per_client, 64);
