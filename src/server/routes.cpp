@@ -691,7 +691,7 @@ asio::awaitable<Reply> reply_question(Call& c) {
 asio::awaitable<Reply> reject_question(Call& c) {
   std::optional<std::string> client_id;
   if (!c.req.body().empty()) {
-    auto body = body_object(c.req);
+    auto body = body_object(c.state, c.req);
     if (!body) co_return fail(c, body.error());
     auto named = get_string(*body, "clientID");
     if (!named) co_return fail(c, named.error());
