@@ -175,8 +175,9 @@ void fuzz_websocket(std::string_view message) {
          "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
          "Sec-WebSocket-Version: 13\r\n\r\n");
   std::string head = c.read("\r\n\r\n");
-  // Under a long run some handshakes get no answer within the read timeout (seen after a few
-  // thousand inputs; not yet explained, see docs/fuzzing.md); the message is then not sent.
+  // On a busy disk a handshake can go unanswered for seconds: storing the new client's token may
+  // run SQLite's WAL checkpoint (fdatasync) on the server's one thread (docs/fuzzing.md, "Open").
+  // The message is then not sent.
   if (!head.starts_with("HTTP/1.1 101")) return;
   // The message, then a close: the server answers the message (or not), then closes.
   if (c.send(ws_client_frame(0x1, message))) c.send(ws_client_frame(0x8, {}));
