@@ -41,6 +41,9 @@ class InProcessServer {
     sb::config::Config cfg;
     cfg.server.port = 0;
     cfg.server.idle_timeout = 1000ms;
+    // A head that never ends (the fuzzer's inputs often have none) holds its connection for
+    // this long: as short as the idle wait, or thousands of inputs fill the connection limit.
+    cfg.server.header_timeout = 1000ms;
     // Short waits, so that calls to tools nobody answers end within the fuzzer's time limit.
     cfg.client_tools.default_timeout = 200ms;
     cfg.client_tools.max_timeout = 500ms;
