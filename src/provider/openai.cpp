@@ -19,14 +19,20 @@ void append_key(std::string& out, std::string_view key) {
   out.append("\":");
 }
 
+void append_text_message(std::string& out, std::string_view role, std::string_view text) {
+  out.append(R"({"role":")");
+  out.append(role);
+  out.append(R"(","content":)");
+  append_json_string(out, text);
+  out.push_back('}');
+}
+
 void append_message(std::string& out, const ModelMessage& m) {
   switch (m.role) {
     case Role::System:
     case Role::User:
-      out.append(m.role == Role::System ? R"({"role":"system","content":)"
-                                        : R"({"role":"user","content":)");
-      append_json_string(out, m.text);
-      break;
+      append_text_message(out, role_name(m.role), m.text);
+      return;
     case Role::Assistant:
       // Content stays a string even when empty: OpenAI allows null beside tool_calls, but a
       // string is the form every compatible server's chat template accepts.
@@ -82,7 +88,7 @@ std::string serialize_openai_request(const ModelRequest& request,
   out.append(R"(,"messages":[)");
   bool first = true;
   if (!request.system.empty()) {
-    append_message(out, ModelMessage{.role = Role::System, .text = request.system});
+    append_text_message(out, "system", request.system);
     first = false;
   }
   for (const auto& m : request.messages) {
