@@ -103,10 +103,15 @@ export function toolID(page, name) {
   return `client_${page.clientID}_${name}`;
 }
 
-/** Types a prompt into the box and sends it with Enter. */
+/**
+ * Types a prompt into the box and sends it with Enter, once the page offers to send: while the
+ * previous turn still runs (its Stop button shows) Enter keeps the draft and sends nothing, as a
+ * person would see.
+ */
 export async function send(page, text) {
   const box = page.getByLabel('Message', { exact: true });
   await box.fill(text);
+  await page.locator('.composer button[type="submit"]:not([disabled])').waitFor();
   await box.press('Enter');
 }
 

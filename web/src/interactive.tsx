@@ -29,6 +29,35 @@ function str(v: unknown, fallback = ''): string {
 
 type Answer = { result: unknown } | { problem: string };
 
+// A waiting call's panel can move: it shows on its own when the request arrives before the tool's
+// card, then inside the card, and Preact mounts it anew there. What the person typed or chose is
+// therefore kept per call here, not in component state, so the move loses nothing. An entry goes
+// when the server gives up on its call, or as the oldest of more than kCallStates (an answered
+// call's panel may still render once after its answer, so answering does not remove it).
+const callStates = new Map<string, Map<string, unknown>>();
+const kCallStates = 64;
+
+function useCallState<T>(call: InteractiveToolCall, name: string, initial: () => T): [T, (value: T) => void] {
+  let saved = callStates.get(call.requestID);
+  if (!saved) {
+    const fresh = new Map<string, unknown>();
+    callStates.set(call.requestID, fresh);
+    if (callStates.size > kCallStates) callStates.delete(callStates.keys().next().value!);
+    call.signal.addEventListener('abort', () => callStates.delete(call.requestID), { once: true });
+    saved = fresh;
+  }
+  if (!saved.has(name)) saved.set(name, initial());
+  const [, rerender] = useState(0);
+  const state = saved;
+  return [
+    state.get(name) as T,
+    (value: T) => {
+      state.set(name, value);
+      rerender((n) => n + 1);
+    },
+  ];
+}
+
 /**
  * The frame every interactive panel shares: a non-modal dialog with a heading, the panel's own
  * fields, a reason field for cancelling, Cancel / submit buttons (disabled while the answer is on
@@ -53,9 +82,9 @@ function Panel({
   answer: () => Answer;
   children?: ComponentChildren;
 }) {
-  const [busy, setBusy] = useState(false);
-  const [problem, setProblem] = useState<string>();
-  const [reason, setReason] = useState('');
+  const [busy, setBusy] = useCallState(call, 'busy', () => false);
+  const [problem, setProblem] = useCallState<string | undefined>(call, 'problem', () => undefined);
+  const [reason, setReason] = useCallState(call, 'reason', () => '');
   const form = useRef<HTMLFormElement>(null);
   const submitButton = useRef<HTMLButtonElement>(null);
   useEffect(() => {
@@ -261,7 +290,7 @@ function RequestInput({ call }: PanelProps) {
   const properties: Record<string, Field> =
     schema.properties && Object.keys(schema.properties).length ? schema.properties : { answer: { type: 'string', title: 'Answer' } };
   const required = new Set(schema.properties ? (schema.required ?? []) : ['answer']);
-  const [values, setValues] = useState(() =>
+  const [values, setValues] = useCallState(call, 'values', () =>
     Object.fromEntries(Object.entries(properties).map(([k, f]) => [k, initialValue(f)])),
   );
   const id = `input-${call.toolCallId}`;
@@ -301,7 +330,7 @@ function SelectOption({ call }: PanelProps) {
       : { label: String(o), value: o },
   );
   const multiple = call.args.multiple === true;
-  const [chosen, setChosen] = useState<number[]>([]);
+  const [chosen, setChosen] = useCallState<number[]>(call, 'chosen', () => []);
   const id = `select-${call.toolCallId}`;
   return (
     <Panel call={call} heading={str(call.args.prompt, 'Choose')} submitLabel="Choose"
