@@ -27,7 +27,7 @@ void append_text_message(std::string& out, std::string_view role, std::string_vi
   out.push_back('}');
 }
 
-void append_message(std::string& out, const ModelMessage& m) {
+void write_message(std::string& out, const ModelMessage& m) {
   switch (m.role) {
     case Role::System:
     case Role::User:
@@ -64,6 +64,18 @@ void append_message(std::string& out, const ModelMessage& m) {
   out.push_back('}');
 }
 
+constexpr std::string_view kWireFormat = "openai";
+
+// The message's JSON text, written on first use.
+const std::string& message_text(const ModelMessage& m) {
+  if (m.wire.format != kWireFormat) {
+    m.wire.text.clear();
+    write_message(m.wire.text, m);
+    m.wire.format = kWireFormat;
+  }
+  return m.wire.text;
+}
+
 }  // namespace
 
 json::array openai_tools(const std::vector<ToolSchema>& schemas) {
@@ -81,8 +93,13 @@ json::array openai_tools(const std::vector<ToolSchema>& schemas) {
 
 std::string serialize_openai_request(const ModelRequest& request,
                                      const OpenAIRequestOptions& options) {
+  // Sized once: the body is mostly the conversation's texts, known before it is written.
+  std::size_t size = 512 + request.model.size() + request.system.size() * 2;
+  for (const auto& m : request.messages)
+    size += message_text(m).size() + 1;
+  if (!request.tools.empty()) size += request.tools.serialized(kWireFormat, openai_tools).size();
   std::string out;
-  out.reserve(4096);
+  out.reserve(size);
   out.append(R"({"model":)");
   append_json_string(out, request.model);
   out.append(R"(,"messages":[)");
@@ -93,7 +110,7 @@ std::string serialize_openai_request(const ModelRequest& request,
   }
   for (const auto& m : request.messages) {
     if (!first) out.push_back(',');
-    append_message(out, m);
+    out.append(message_text(m));
     first = false;
   }
   out.push_back(']');
@@ -111,7 +128,7 @@ std::string serialize_openai_request(const ModelRequest& request,
   if (options.include_usage) out.append(R"(,"stream_options":{"include_usage":true})");
   if (!request.tools.empty()) {
     out.append(R"(,"tools":)");
-    out.append(request.tools.serialized("openai", openai_tools));
+    out.append(request.tools.serialized(kWireFormat, openai_tools));
   }
   out.push_back('}');
   return out;

@@ -825,6 +825,25 @@ TEST(RequestBody, SerializedBodyIsTheBuiltDocumentWithTheToolsMadeOnce) {
   EXPECT_FALSE(no_tools.contains("tools")) << json::serialize(no_tools);
 }
 
+// The conversation is sent again at every step: each message is written (escaped) once, kept
+// with it, and later bodies reuse that text; text another format wrote is not reused.
+TEST(OpenAIRequest, EachMessageIsWrittenOnceAndLaterStepsReuseIt) {
+  ModelRequest r = sample_request();
+  std::string first = serialize_openai_request(r, {});
+  const ModelMessage& user = r.messages.front();
+  EXPECT_EQ(user.wire.format, "openai");
+  EXPECT_EQ(user.wire.text, R"({"role":"user","content":"Read a.txt and list the dir"})");
+  const char* kept = user.wire.text.data();
+
+  std::string again = serialize_openai_request(r, {});
+  EXPECT_EQ(again, first);
+  EXPECT_EQ(r.messages.front().wire.text.data(), kept);  // not written anew
+
+  r.messages.back().wire = {"anthropic", "not an OpenAI message"};
+  EXPECT_EQ(serialize_openai_request(r, {}), first);
+  EXPECT_EQ(r.messages.back().wire.format, "openai");
+}
+
 // The body is written as text: every string of the conversation, whatever bytes it holds, comes
 // back unchanged when the model's server parses it.
 TEST(OpenAIRequest, EveryTextSurvivesTheTrip) {

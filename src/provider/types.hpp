@@ -34,6 +34,15 @@ struct ModelToolCall {
   friend bool operator==(const ModelToolCall&, const ModelToolCall&) = default;
 };
 
+// The JSON text a wire format wrote for a message, kept with the message: the conversation is
+// sent again at every step, and escaping its strings again was most of a request's cost. Not part
+// of the message's value (== ignores it; a copy carries it along, still valid for the copy).
+struct WireText {
+  std::string_view format;  // the writer that made `text` ("openai"); empty: none yet
+  std::string text;
+  friend bool operator==(const WireText&, const WireText&) { return true; }
+};
+
 // One message of the conversation. Which fields matter depends on the role:
 //   System, User: text.  Assistant: text and/or tool_calls.
 //   Tool: the result of one call: tool_call_id, output, is_error.
@@ -44,6 +53,9 @@ struct ModelMessage {
   std::string tool_call_id;
   std::string output;
   bool is_error = false;
+  // Written by the request writers. A message is not changed once a request has been written
+  // from it (a conversation only grows), so the text stays that of the fields above.
+  mutable WireText wire;
 
   static ModelMessage system(std::string text);
   static ModelMessage user(std::string text);
