@@ -168,12 +168,15 @@ asio::awaitable<Result<HttpResponseHead>> exchange(
     Stream& stream, const HttpRequestSpec& spec, const Target& target,
     const std::function<void(const HttpResponseHead&)>& on_head,
     const std::function<void(std::string_view)>& on_body, ExchangeState& state) {
-  http::request<http::string_body> req{http::string_to_verb(spec.method), target.path, 11};
+  // The body is sent from the spec, not copied into the message: a model request holds the
+  // whole conversation, tens of KB at every step.
+  http::request<http::span_body<const char>> req{http::string_to_verb(spec.method), target.path,
+                                                 11};
   req.set(http::field::host, target.host);
   req.set(http::field::user_agent, "switchboard/" SWITCHBOARD_VERSION);
   for (const auto& [k, v] : spec.headers)
     req.set(k, v);
-  req.body() = spec.body;
+  req.body() = {spec.body.data(), spec.body.size()};
   req.prepare_payload();
 
   Watchdog watchdog(beast::get_lowest_layer(stream).socket(), spec.read_timeout);
