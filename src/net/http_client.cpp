@@ -162,6 +162,9 @@ struct ExchangeState {
   bool reusable = false;  // the whole response was read and the server keeps the connection
 };
 
+// Bytes asked of the socket per read of a response.
+constexpr std::size_t kReadBytes = 16384;
+
 // One exchange over a connected stream (plain or TLS).
 template <class Stream>
 asio::awaitable<Result<HttpResponseHead>> exchange(
@@ -188,7 +191,10 @@ asio::awaitable<Result<HttpResponseHead>> exchange(
                          "sending to " + target.host + " failed: " + wec.message());
   watchdog.activity();
 
+  // Room for a whole typical response at once: Beast reads at most the buffer's free capacity
+  // (512 bytes when it is empty), and each read is a round through the event loop.
   beast::flat_buffer buffer;
+  buffer.reserve(kReadBytes);
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(boost::none);  // enforced below, so that long streams are not cut at 8 MB
   auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, tuple_awaitable);
@@ -205,27 +211,46 @@ asio::awaitable<Result<HttpResponseHead>> exchange(
     head.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
   if (on_head) on_head(head);
 
+  // The body: the bytes already buffered are parsed here, and the stream is read only when the
+  // parser needs more. (http::async_read_some would complete once per chunk of the body, each
+  // completion a round through the event loop, although the bytes are already here.)
+  auto broke_off = [&](boost::system::error_code ec) {
+    return make_error(ErrorCode::Unavailable,
+                      "the response of " + target.host + " broke off: " + ec.message());
+  };
+  parser.eager(true);
   std::size_t total = 0;
   std::array<char, 16384> chunk;
   while (!parser.is_done()) {
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
-    auto [ec, n] = co_await http::async_read_some(stream, buffer, parser, tuple_awaitable);
-    if (watchdog.fired())
-      co_return make_error(ErrorCode::Timeout, target.host + " stopped sending for " +
-                                                   std::to_string(spec.read_timeout.count()) +
-                                                   " ms");
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec)
-      co_return make_error(ErrorCode::Unavailable,
-                           "the response of " + target.host + " broke off: " + ec.message());
-    watchdog.activity();
+    boost::system::error_code ec = http::error::need_more;
+    if (buffer.size() > 0) buffer.consume(parser.put(buffer.data(), ec));
     std::size_t got = chunk.size() - parser.get().body().size;
     total += got;
     if (total > spec.max_body_bytes)
       co_return make_error(ErrorCode::TooLarge, "the response of " + target.host + " is over " +
                                                     std::to_string(spec.max_body_bytes) + " bytes");
     if (got && on_body) on_body(std::string_view(chunk.data(), got));
+    if (!ec || ec == http::error::need_buffer) continue;
+    if (ec != http::error::need_more) co_return broke_off(ec);
+
+    auto [rec, n] = co_await stream.async_read_some(buffer.prepare(kReadBytes), tuple_awaitable);
+    if (watchdog.fired())
+      co_return make_error(ErrorCode::Timeout, target.host + " stopped sending for " +
+                                                   std::to_string(spec.read_timeout.count()) +
+                                                   " ms");
+    if (rec == asio::error::eof) {
+      // The end of a body that runs to the connection's close, or a message cut short.
+      boost::system::error_code eof;
+      parser.put_eof(eof);
+      if (!eof && !parser.is_done()) eof = http::error::partial_message;
+      if (eof) co_return broke_off(eof);
+      continue;
+    }
+    if (rec) co_return broke_off(rec);
+    buffer.commit(n);
+    watchdog.activity();
   }
   // Bytes past the response would belong to no request: such a connection is not reused.
   state.reusable = parser.keep_alive() && buffer.size() == 0;

@@ -30,7 +30,7 @@ ProgramRun run_program(std::vector<std::string> args, const std::filesystem::pat
   args.push_back((token_dir / "client.token").string());
   std::string command = "timeout 20";
   for (const auto& a : args)
-    command += " " + quoted(a);
+    command.append(" ").append(quoted(a));
   command += " 2>&1";
   ProgramRun r;
   FILE* pipe = popen(command.c_str(), "r");
