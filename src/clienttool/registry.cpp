@@ -178,6 +178,17 @@ std::map<std::string, ToolDefinition> ClientToolRegistry::get_all_tools() const 
   return out;
 }
 
+std::optional<ToolDefinition> ClientToolRegistry::get_tool(const std::string& tool_id) const {
+  std::lock_guard lock(mutex_);
+  auto owner = tool_owner_.find(tool_id);
+  if (owner == tool_owner_.end()) return std::nullopt;
+  auto client = clients_.find(owner->second);
+  if (client == clients_.end()) return std::nullopt;
+  auto def = client->second.tools.find(tool_id);
+  if (def == client->second.tools.end()) return std::nullopt;
+  return def->second;
+}
+
 std::optional<std::string> ClientToolRegistry::find_client_for_tool(
     const std::string& tool_id) const {
   std::lock_guard lock(mutex_);

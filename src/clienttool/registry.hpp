@@ -99,6 +99,8 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
 
   std::vector<ToolDefinition> get_tools(const std::string& client_id) const;
   std::map<std::string, ToolDefinition> get_all_tools() const;
+  // One registered tool by its full id.
+  std::optional<ToolDefinition> get_tool(const std::string& tool_id) const;
   std::optional<std::string> find_client_for_tool(const std::string& tool_id) const;
   bool is_client_tool(const std::string& tool_id) const;
 

@@ -4,6 +4,7 @@
 #include <boost/asio/experimental/concurrent_channel.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <set>
 
 namespace sb::tool {
@@ -11,29 +12,33 @@ namespace sb::tool {
 void ToolRegistry::add_builtin(ToolPtr tool) {
   std::lock_guard lock(mutex_);
   builtin_.push_back(std::move(tool));
+  merge_locked();
 }
 
 void ToolRegistry::register_tool(ToolPtr tool) {
   std::lock_guard lock(mutex_);
-  for (auto& t : custom_) {
-    if (t->id() == tool->id()) {
-      t = std::move(tool);
-      return;
+  auto same = std::find_if(custom_.begin(), custom_.end(),
+                           [&](const ToolPtr& t) { return t->id() == tool->id(); });
+  if (same != custom_.end())
+    *same = std::move(tool);
+  else
+    custom_.push_back(std::move(tool));
+  merge_locked();
+}
+
+void ToolRegistry::merge_locked() {
+  server_.clear();
+  std::set<std::string_view> seen;
+  for (const auto* list : {&builtin_, &custom_})
+    for (const auto& t : *list) {
+      if (t->id() == "batch" && !options_.batch_tool) continue;
+      if (seen.insert(t->id()).second) server_.push_back(t);
     }
-  }
-  custom_.push_back(std::move(tool));
 }
 
 std::vector<ToolPtr> ToolRegistry::server_tools() const {
   std::lock_guard lock(mutex_);
-  std::vector<ToolPtr> out;
-  std::set<std::string> seen;
-  for (const auto* list : {&builtin_, &custom_})
-    for (const auto& t : *list) {
-      if (t->id() == "batch" && !options_.batch_tool) continue;
-      if (seen.insert(t->id()).second) out.push_back(t);
-    }
-  return out;
+  return server_;
 }
 
 std::vector<std::string> ToolRegistry::ids() const {
@@ -46,22 +51,29 @@ std::vector<std::string> ToolRegistry::ids() const {
 std::vector<ToolPtr> ToolRegistry::tools(const std::string& /*provider_id*/,
                                          const std::string& session_id) const {
   std::vector<ToolPtr> out = server_tools();
-  std::set<std::string> seen;
-  for (const auto& t : out)
-    seen.insert(t->id());
   if (client_tools_) {
+    // Client tool ids are unique among themselves; a server tool of the same id wins.
+    auto server_count = static_cast<std::ptrdiff_t>(out.size());
     for (auto& [id, def] : client_tools_->get_all_tools()) {
       if (!def.session_id.empty() && def.session_id != session_id) continue;
-      if (seen.insert(id).second) out.push_back(make_client_tool(client_tools_, std::move(def)));
+      bool taken = std::any_of(out.begin(), out.begin() + server_count,
+                               [&](const ToolPtr& t) { return t->id() == id; });
+      if (!taken) out.push_back(make_client_tool(client_tools_, std::move(def)));
     }
   }
   return out;
 }
 
 ToolPtr ToolRegistry::find(const std::string& id, const std::string& session_id) const {
-  for (auto& t : tools("", session_id))
-    if (t->id() == id) return t;
-  return nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& t : server_)
+      if (t->id() == id) return t;
+  }
+  if (!client_tools_) return nullptr;
+  auto def = client_tools_->get_tool(id);
+  if (!def || (!def->session_id.empty() && def->session_id != session_id)) return nullptr;
+  return make_client_tool(client_tools_, std::move(*def));
 }
 
 namespace {

@@ -41,12 +41,16 @@ class ToolRegistry {
 
  private:
   std::vector<ToolPtr> server_tools() const;
+  void merge_locked();
 
   std::shared_ptr<clienttool::ClientToolRegistry> client_tools_;
   RegistryOptions options_;
   mutable std::mutex mutex_;
   std::vector<ToolPtr> builtin_;
   std::vector<ToolPtr> custom_;
+  // builtin_ then custom_, collisions and the flagged-off batch tool left out: made when either
+  // list changes (start-up, a custom tool's registration), read at every step and tool call.
+  std::vector<ToolPtr> server_;
 };
 
 // A client tool as the session processor runs it: a call goes through the ClientToolRegistry
