@@ -278,8 +278,9 @@ class CloseOnAbort {
 };
 
 // Connects `stream` to the target: directly for an IP address, through the resolver otherwise.
-asio::awaitable<Result<void>> connect(beast::tcp_stream& stream, const HttpRequestSpec& spec,
-                                      const Target& target) {
+// Returns the endpoint it connected to.
+asio::awaitable<Result<tcp::endpoint>> connect(beast::tcp_stream& stream,
+                                               const HttpRequestSpec& spec, const Target& target) {
   auto executor = co_await asio::this_coro::executor;
   boost::system::error_code aec;
   auto address = asio::ip::make_address(target.host, aec);
@@ -296,7 +297,7 @@ asio::awaitable<Result<void>> connect(beast::tcp_stream& stream, const HttpReque
     if (auto [cec] = *connected; cec)
       co_return make_error(ErrorCode::Unavailable, "cannot connect to " + target.host + ":" +
                                                        target.port + ": " + cec.message());
-    co_return Result<void>{};
+    co_return endpoint;
   }
   tcp::resolver resolver(executor);
   auto resolved = co_await with_timeout(
@@ -315,10 +316,11 @@ asio::awaitable<Result<void>> connect(beast::tcp_stream& stream, const HttpReque
   if (!connected)
     co_return make_error(ErrorCode::Timeout,
                          "connecting to " + target.host + ":" + target.port + " timed out");
-  if (auto [cec, ep] = *connected; cec)
+  auto [cec, endpoint] = *connected;
+  if (cec)
     co_return make_error(ErrorCode::Unavailable, "cannot connect to " + target.host + ":" +
                                                      target.port + ": " + cec.message());
-  co_return Result<void>{};
+  co_return endpoint;
 }
 
 asio::awaitable<Result<HttpResponseHead>> fetch_once(
@@ -334,6 +336,7 @@ asio::awaitable<Result<HttpResponseHead>> fetch_once(
     for (int attempt = 0; attempt < 2; ++attempt) {
       beast::tcp_stream tcp_stream(executor);
       bool reused = false;
+      bool v6 = false;  // kept with a pooled descriptor, which must be assigned its protocol
       if (auto idle = spec.pool && attempt == 0 ? spec.pool->take(origin) : std::nullopt) {
         boost::system::error_code ec;
         tcp_stream.socket().assign(idle->v6 ? tcp::v6() : tcp::v4(), idle->fd, ec);
@@ -341,11 +344,13 @@ asio::awaitable<Result<HttpResponseHead>> fetch_once(
           ::close(idle->fd);
         } else {
           reused = true;
+          v6 = idle->v6;
         }
       }
       if (!reused) {
         auto connected = co_await connect(tcp_stream, spec, target);
         if (!connected) co_return connected.error();
+        v6 = connected->address().is_v6();
       }
       ExchangeState state;
       {
@@ -359,8 +364,7 @@ asio::awaitable<Result<HttpResponseHead>> fetch_once(
         continue;
       if (result && state.reusable && spec.pool && !aborted && tcp_stream.socket().is_open()) {
         boost::system::error_code ec;
-        bool v6 = tcp_stream.socket().local_endpoint(ec).address().is_v6();
-        int fd = ec ? -1 : tcp_stream.socket().release(ec);
+        int fd = tcp_stream.socket().release(ec);
         if (!ec) spec.pool->give_back(origin, {fd, v6});
       }
       break;
