@@ -6,7 +6,9 @@
 // running it): prepare() hands out the cached statement, which is reset and its bindings
 // cleared when the Statement is destroyed.
 //
-// Not thread-safe on its own: the owner serializes access (one mutex per Database).
+// Not thread-safe on its own: the owner serializes access (one mutex per Database). SQLite's own
+// lock around every call is therefore left out (SQLITE_OPEN_NOMUTEX, and no global memory
+// statistics, which take a process-wide lock on each allocation).
 #include <sqlite3.h>
 
 #include <cstdint>
