@@ -105,10 +105,18 @@ Result<std::unique_ptr<Database>> Database::open(const std::filesystem::path& pa
     return make_error(ErrorCode::Internal, "cannot open " + path.string() + ": " + msg);
   }
   std::unique_ptr<Database> db(new Database(raw));
-  sqlite3_busy_timeout(raw, 5000);
+  // The locking mode first: a WAL that an exclusive connection opens keeps its index in this
+  // process's memory (no -shm mapping), and no statement takes or drops a file lock. The first
+  // statements take the lock, at once or not at all (no busy timeout: another process holding
+  // the file does not let go by waiting).
   for (auto sql :
-       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"})
-    if (auto r = db->exec(sql); !r) return r.error();
+       {"PRAGMA locking_mode=EXCLUSIVE", "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+        "PRAGMA foreign_keys=ON", "BEGIN IMMEDIATE", "COMMIT"})
+    if (auto r = db->exec(sql); !r) {
+      if (sqlite3_errcode(raw) == SQLITE_BUSY || sqlite3_errcode(raw) == SQLITE_LOCKED)
+        return make_error(ErrorCode::Conflict, path.string() + " is in use by another process");
+      return r.error();
+    }
   return db;
 }
 
