@@ -8,6 +8,7 @@
 #include "session/service.hpp"
 #include "session/store.hpp"
 #include "session/todos.hpp"
+#include "store/database.hpp"
 #include "tool/builtin/bash.hpp"
 #include "tool/builtin/batch.hpp"
 #include "tool/builtin/edit.hpp"
@@ -62,11 +63,22 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   if (ec)
     return make_error(ErrorCode::Internal, "cannot create the data directory " +
                                                paths.data_dir.string() + ": " + ec.message());
-  auto opened = session::SessionStore::open(paths.data_dir);
+  // One connection to the database, shared by the sessions and the client credentials; it holds
+  // the file for this process alone, so a second server on the same data directory stops here.
+  auto db = store::Database::open(paths.data_dir / "switchboard.db");
+  if (!db && db.error().code == ErrorCode::Conflict)
+    return make_error(ErrorCode::Conflict,
+                      "the data directory " + paths.data_dir.string() +
+                          " is in use by another Switchboard server (or another program has "
+                          "its switchboard.db open): stop that one, or give this server its own "
+                          "--data-dir");
+  if (!db) return db.error();
+  std::shared_ptr<store::Database> database = std::move(*db);
+  auto opened = session::SessionStore::open(database);
   if (!opened) return opened.error();
   std::shared_ptr<session::SessionStore> store = std::move(*opened);
   if (config.client_tools.client_tokens) {
-    auto credentials = clienttool::ClientCredentials::open(paths.data_dir / "switchboard.db");
+    auto credentials = clienttool::ClientCredentials::open(database);
     if (!credentials) return credentials.error();
     state->credentials = std::move(*credentials);
   }

@@ -57,29 +57,25 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-ClientCredentials::ClientCredentials(std::unique_ptr<store::Database> db) : db_(std::move(db)) {}
+ClientCredentials::ClientCredentials(std::shared_ptr<store::Database> db) : db_(std::move(db)) {}
 ClientCredentials::~ClientCredentials() = default;
 
-Result<std::shared_ptr<ClientCredentials>> ClientCredentials::init(
-    std::unique_ptr<store::Database> db) {
-  auto r = db->exec(
-      "CREATE TABLE IF NOT EXISTS client_credential ("
-      " client_id TEXT PRIMARY KEY, token_hash TEXT NOT NULL, created INTEGER NOT NULL)");
-  if (!r) return r.error();
-  return std::shared_ptr<ClientCredentials>(new ClientCredentials(std::move(db)));
-}
-
 Result<std::shared_ptr<ClientCredentials>> ClientCredentials::open(
-    const std::filesystem::path& db_file) {
-  auto db = store::Database::open(db_file);
-  if (!db) return db.error();
-  return init(std::move(*db));
+    std::shared_ptr<store::Database> db) {
+  {
+    std::lock_guard lock(db->mutex());
+    auto r = db->exec(
+        "CREATE TABLE IF NOT EXISTS client_credential ("
+        " client_id TEXT PRIMARY KEY, token_hash TEXT NOT NULL, created INTEGER NOT NULL)");
+    if (!r) return r.error();
+  }
+  return std::shared_ptr<ClientCredentials>(new ClientCredentials(std::move(db)));
 }
 
 Result<std::shared_ptr<ClientCredentials>> ClientCredentials::open_memory() {
   auto db = store::Database::open_memory();
   if (!db) return db.error();
-  return init(std::move(*db));
+  return open(std::move(*db));
 }
 
 Result<std::string> ClientCredentials::stored_hash_locked(const std::string& client_id) {
@@ -97,7 +93,7 @@ Result<std::string> ClientCredentials::stored_hash_locked(const std::string& cli
 
 Result<std::optional<std::string>> ClientCredentials::authenticate(
     const std::string& client_id, const std::optional<std::string>& token) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   auto stored = stored_hash_locked(client_id);
   if (!stored) return stored.error();
   if (!stored->empty()) {
@@ -120,7 +116,7 @@ Result<std::optional<std::string>> ClientCredentials::authenticate(
 
 Result<void> ClientCredentials::verify(const std::string& client_id,
                                        const std::optional<std::string>& token) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   auto stored = stored_hash_locked(client_id);
   if (!stored) return stored.error();
   if (stored->empty()) return {};
@@ -130,7 +126,7 @@ Result<void> ClientCredentials::verify(const std::string& client_id,
 }
 
 void ClientCredentials::withdraw(const std::string& client_id) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   cache_.erase(client_id);
   if (auto st = db_->prepare("DELETE FROM client_credential WHERE client_id = ?")) {
     st->bind(1, client_id);
@@ -139,7 +135,7 @@ void ClientCredentials::withdraw(const std::string& client_id) {
 }
 
 bool ClientCredentials::has_token(const std::string& client_id) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   auto stored = stored_hash_locked(client_id);
   return stored && !stored->empty();
 }

@@ -5,10 +5,9 @@
 // hash of each token is stored (SQLite, so tokens survive a restart; a copy of the database does
 // not reveal them).
 //
-// Thread-safe: every function may be called from any thread.
-#include <filesystem>
+// Thread-safe: every function may be called from any thread (each holds the database's mutex,
+// which also guards the cache).
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -23,8 +22,8 @@ namespace sb::clienttool {
 
 class ClientCredentials {
  public:
-  // Opens (creating) the credentials table in the SQLite file `db_file`.
-  static Result<std::shared_ptr<ClientCredentials>> open(const std::filesystem::path& db_file);
+  // Creates the credentials table in `db` when needed (the server shares its store's database).
+  static Result<std::shared_ptr<ClientCredentials>> open(std::shared_ptr<store::Database> db);
   // An in-memory store, for tests.
   static Result<std::shared_ptr<ClientCredentials>> open_memory();
   ~ClientCredentials();
@@ -44,13 +43,11 @@ class ClientCredentials {
   bool has_token(const std::string& client_id);
 
  private:
-  explicit ClientCredentials(std::unique_ptr<store::Database> db);
-  static Result<std::shared_ptr<ClientCredentials>> init(std::unique_ptr<store::Database> db);
+  explicit ClientCredentials(std::shared_ptr<store::Database> db);
   // The stored hash, from the cache or the database; "" when the client has none.
   Result<std::string> stored_hash_locked(const std::string& client_id);
 
-  std::mutex mutex_;
-  std::unique_ptr<store::Database> db_;
+  std::shared_ptr<store::Database> db_;
   std::unordered_map<std::string, std::string> cache_;  // client id -> hex SHA-256 of its token
 };
 

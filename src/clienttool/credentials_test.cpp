@@ -9,6 +9,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "store/database.hpp"
+
 namespace sb::clienttool {
 namespace {
 
@@ -70,14 +72,18 @@ TEST(ClientCredentials, TokensSurviveAReopenAndOnlyTheirHashIsStored) {
   std::filesystem::create_directories(dir);
   std::string token;
   {
-    auto creds = ClientCredentials::open(dir / "switchboard.db");
+    auto db = store::Database::open(dir / "switchboard.db");
+    ASSERT_TRUE(db) << db.error().message;
+    auto creds = ClientCredentials::open(std::move(*db));
     ASSERT_TRUE(creds);
     auto first = (*creds)->authenticate("app", std::nullopt);
     ASSERT_TRUE(first && first->has_value());
     token = **first;
   }
   {
-    auto creds = ClientCredentials::open(dir / "switchboard.db");
+    auto db = store::Database::open(dir / "switchboard.db");
+    ASSERT_TRUE(db) << db.error().message;
+    auto creds = ClientCredentials::open(std::move(*db));
     ASSERT_TRUE(creds);
     auto again = (*creds)->authenticate("app", token);
     ASSERT_TRUE(again);

@@ -834,12 +834,24 @@ asio::awaitable<Result<void>> SessionService::ask(std::shared_ptr<Step> step,
                              [channel](permission::AskOutcome outcome) {
                                channel->try_send(boost::system::error_code{}, std::move(outcome));
                              });
-  if (waiting && ++turn.awaiting == 1)
-    set_status(turn.session.id, json::object{{"type", "awaiting-input"}});
-  auto [ec, outcome] = co_await channel->async_receive(tuple_awaitable);
-  if (waiting && --turn.awaiting == 0 && !turn.abort->aborted())
-    set_status(turn.session.id, json::object{{"type", "busy"}});
-  if (ec) co_return make_error(ErrorCode::Internal, "permission channel: " + ec.message());
+  // Settled by the rules (allowed or denied at once): the answer is taken from the channel
+  // without giving up the executor, so a tool that needs no person runs on (and ends without
+  // waiting, see run_tool).
+  std::optional<permission::AskOutcome> settled;
+  if (!waiting)
+    channel->try_receive([&settled](boost::system::error_code, permission::AskOutcome outcome) {
+      settled = std::move(outcome);
+    });
+  if (!settled) {
+    if (waiting && ++turn.awaiting == 1)
+      set_status(turn.session.id, json::object{{"type", "awaiting-input"}});
+    auto [ec, received] = co_await channel->async_receive(tuple_awaitable);
+    if (waiting && --turn.awaiting == 0 && !turn.abort->aborted())
+      set_status(turn.session.id, json::object{{"type", "busy"}});
+    if (ec) co_return make_error(ErrorCode::Internal, "permission channel: " + ec.message());
+    settled = std::move(received);
+  }
+  const permission::AskOutcome& outcome = *settled;
   if (!outcome) {
     if (outcome.error().halts_turn()) step->halt = true;
     co_return outcome.error().error();
@@ -900,9 +912,17 @@ asio::awaitable<void> SessionService::run_tool(std::shared_ptr<Step> step,
   part.state.status = ToolState::Status::Running;
   part.state.input = args;
   part.state.start = now_ms();
-  // A restart must find the call running (and then mark it failed).
   stage_part(turn, part);
-  flush(turn);
+  // A restart must find a call that was running (and then mark it failed): the call is stored as
+  // running once it waits for anything (a person, a client, a process), which is when this
+  // posted check gets its turn on the executor. A call that ends without waiting (a file read)
+  // is stored when it has its result instead, with the step's next write: one transaction less.
+  // (Named, not in the co_await's expression: GCC 12 miscompiles a capturing lambda there.)
+  auto store_if_running = [self = shared_from_this(), step, call_id = call.id] {
+    if (step->tools[call_id].state.status == ToolState::Status::Running) self->flush(*step->turn);
+  };
+  auto executor = co_await asio::this_coro::executor;
+  asio::post(executor, std::move(store_if_running));
 
   auto finish = [&](Result<tool::ToolResult> result) {
     Part& p = step->tools[call.id];

@@ -81,7 +81,12 @@ Result<std::vector<T>> read_all(store::Statement& st, F from_json) {
 Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::filesystem::path& data_dir) {
   auto db = store::Database::open(data_dir / "switchboard.db");
   if (!db) return db.error();
-  std::unique_ptr<SessionStore> s(new SessionStore(std::move(*db)));
+  return open(std::shared_ptr<store::Database>(std::move(*db)));
+}
+
+Result<std::unique_ptr<SessionStore>> SessionStore::open(std::shared_ptr<store::Database> db) {
+  std::unique_ptr<SessionStore> s(new SessionStore(std::move(db)));
+  std::lock_guard lock(s->db_->mutex());
   if (auto r = s->migrate(); !r) return r.error();
   return s;
 }
@@ -89,9 +94,7 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::filesystem::
 Result<std::unique_ptr<SessionStore>> SessionStore::open_memory() {
   auto db = store::Database::open_memory();
   if (!db) return db.error();
-  std::unique_ptr<SessionStore> s(new SessionStore(std::move(*db)));
-  if (auto r = s->migrate(); !r) return r.error();
-  return s;
+  return open(std::shared_ptr<store::Database>(std::move(*db)));
 }
 
 namespace {
@@ -133,7 +136,7 @@ Result<void> SessionStore::migrate() {
 }
 
 Result<void> SessionStore::put_session(const SessionInfo& s) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   return put_session_locked(s);
 }
 
@@ -147,7 +150,7 @@ Result<void> SessionStore::put_session_locked(const SessionInfo& s) {
 }
 
 Result<std::optional<SessionInfo>> SessionStore::get_session(const std::string& id) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   auto st = db_->prepare("SELECT data FROM session WHERE id = ?1");
   if (!st) return st.error();
   st->bind(1, id);
@@ -160,14 +163,14 @@ Result<std::optional<SessionInfo>> SessionStore::get_session(const std::string& 
 }
 
 Result<std::vector<SessionInfo>> SessionStore::list_sessions() {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   auto st = db_->prepare("SELECT data FROM session ORDER BY updated DESC, id DESC");
   if (!st) return st.error();
   return read_all<SessionInfo>(*st, session_from_json);
 }
 
 Result<bool> SessionStore::delete_session(const std::string& id) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   store::Database::Transaction tx(*db_);
   for (auto sql :
        {"DELETE FROM part WHERE session_id = ?1", "DELETE FROM message WHERE session_id = ?1",
@@ -187,7 +190,7 @@ Result<bool> SessionStore::delete_session(const std::string& id) {
 }
 
 Result<void> SessionStore::put_message(const MessageInfo& m) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   return put_message_locked(m);
 }
 
@@ -205,7 +208,7 @@ Result<void> SessionStore::put_message_locked(const MessageInfo& m) {
 
 Result<std::optional<MessageInfo>> SessionStore::get_message(const std::string& session_id,
                                                              const std::string& id) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   auto st = db_->prepare("SELECT data FROM message WHERE session_id = ?1 AND id = ?2");
   if (!st) return st.error();
   st->bind(1, session_id).bind(2, id);
@@ -218,7 +221,7 @@ Result<std::optional<MessageInfo>> SessionStore::get_message(const std::string& 
 }
 
 Result<std::vector<MessageWithParts>> SessionStore::list_messages(const std::string& session_id) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   auto st = db_->prepare("SELECT data FROM message WHERE session_id = ?1 ORDER BY id");
   if (!st) return st.error();
   st->bind(1, session_id);
@@ -252,13 +255,13 @@ Result<std::vector<MessageWithParts>> SessionStore::list_messages(const std::str
 }
 
 Result<void> SessionStore::put_part(const Part& p) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   return put_part_locked(p);
 }
 
 Result<void> SessionStore::write(const StoreChanges& changes) {
   if (changes.empty()) return {};
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   store::Database::Transaction tx(*db_);
   if (changes.session)
     if (auto r = put_session_locked(*changes.session); !r) return r.error();
@@ -281,7 +284,7 @@ Result<void> SessionStore::put_part_locked(const Part& p) {
 
 Result<std::vector<Part>> SessionStore::list_parts(const std::string& session_id,
                                                    const std::string& message_id) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   auto st =
       db_->prepare("SELECT data FROM part WHERE session_id = ?1 AND message_id = ?2 ORDER BY id");
   if (!st) return st.error();
@@ -290,7 +293,7 @@ Result<std::vector<Part>> SessionStore::list_parts(const std::string& session_id
 }
 
 Result<std::string> SessionStore::get_todos(const std::string& session_id) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   auto st = db_->prepare("SELECT data FROM todo WHERE session_id = ?1");
   if (!st) return st.error();
   st->bind(1, session_id);
@@ -300,7 +303,7 @@ Result<std::string> SessionStore::get_todos(const std::string& session_id) {
 }
 
 Result<void> SessionStore::put_todos(const std::string& session_id, std::string_view todos_json) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(db_->mutex());
   auto st = db_->prepare(
       "INSERT INTO todo(session_id, data) VALUES(?1, ?2) "
       "ON CONFLICT(session_id) DO UPDATE SET data = excluded.data");
@@ -312,7 +315,7 @@ Result<void> SessionStore::put_todos(const std::string& session_id, std::string_
 Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(const std::string& reason) {
   std::vector<MessageInfo> open;
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(db_->mutex());
     auto st = db_->prepare("SELECT data FROM message WHERE completed = 0 ORDER BY id");
     if (!st) return st.error();
     auto rows = read_all<MessageInfo>(*st, message_from_json);

@@ -2,10 +2,9 @@
 // SessionStore: sessions, messages and parts in SQLite (one row per object, its JSON in `data`).
 // Ids sort by creation time, so ORDER BY id is chronological.
 //
-// Thread-safe: one mutex around the connection.
+// Thread-safe: the connection's mutex (store::Database::mutex()) around each use.
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +32,8 @@ class SessionStore {
  public:
   // Opens `<data_dir>/switchboard.db`, creating the schema when needed.
   static Result<std::unique_ptr<SessionStore>> open(const std::filesystem::path& data_dir);
+  // The same on a Database that others may share (the server's client credentials).
+  static Result<std::unique_ptr<SessionStore>> open(std::shared_ptr<store::Database> db);
   static Result<std::unique_ptr<SessionStore>> open_memory();
 
   Result<void> put_session(const SessionInfo& s);  // insert or replace
@@ -60,14 +61,13 @@ class SessionStore {
   Result<std::vector<MessageInfo>> fail_interrupted_turns(const std::string& reason);
 
  private:
-  explicit SessionStore(std::unique_ptr<store::Database> db) : db_(std::move(db)) {}
+  explicit SessionStore(std::shared_ptr<store::Database> db) : db_(std::move(db)) {}
   Result<void> migrate();
   Result<void> put_session_locked(const SessionInfo& s);
   Result<void> put_message_locked(const MessageInfo& m);
   Result<void> put_part_locked(const Part& p);
 
-  std::mutex mutex_;
-  std::unique_ptr<store::Database> db_;
+  std::shared_ptr<store::Database> db_;
 };
 
 }  // namespace sb::session

@@ -322,6 +322,24 @@ TEST(SessionStore, ADatabaseOfTheFirstReleaseIsMigrated) {
   EXPECT_TRUE((*reopened)->list_sessions()->empty());
 }
 
+// The database belongs to one connection: a second store on the same directory (another server)
+// is refused while the first is open, and the directory is free again once the first is closed.
+TEST(SessionStore, ASecondStoreOnTheSameDirectoryIsRefusedWhileTheFirstIsOpen) {
+  TempDir dir;
+  auto first = SessionStore::open(dir.path());
+  ASSERT_TRUE(first) << first.error().message;
+  ASSERT_TRUE((*first)->put_session(make_session("kept", 1)));
+  auto second = SessionStore::open(dir.path());
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code, ErrorCode::Conflict) << second.error().message;
+  EXPECT_NE(second.error().message.find("is in use by another process"), std::string::npos)
+      << second.error().message;
+  first->reset();
+  auto reopened = SessionStore::open(dir.path());
+  ASSERT_TRUE(reopened) << reopened.error().message;
+  EXPECT_EQ((*reopened)->list_sessions()->size(), 1u);
+}
+
 // A database written by a newer version is refused rather than misread.
 TEST(SessionStore, ANewerSchemaIsRefusedWithAClearError) {
   TempDir dir;

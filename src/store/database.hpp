@@ -1,17 +1,24 @@
 #pragma once
 // A small RAII layer over SQLite: one connection, prepared statements, transactions. The store
-// is opened in WAL mode so readers never wait for the writer.
+// is opened in WAL mode: a commit appends to the log (without a sync, synchronous=NORMAL).
 //
 // Statements are prepared once per SQL text and kept (compiling a statement cost more than
 // running it): prepare() hands out the cached statement, which is reset and its bindings
 // cleared when the Statement is destroyed.
 //
-// Not thread-safe on its own: the owner serializes access (one mutex per Database).
+// A file is used by one connection of one process (locking_mode=EXCLUSIVE): whoever uses it
+// shares that Database (a shared_ptr), and no other program can read it meanwhile.
+//
+// Not thread-safe on its own: every user holds mutex() around its calls and the Statements it
+// gets, the same mutex for all users of one Database. SQLite's own lock around every call is
+// therefore left out (SQLITE_OPEN_NOMUTEX, and no global memory statistics, which take a
+// process-wide lock on each allocation).
 #include <sqlite3.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,7 +60,8 @@ class Statement {
 
 class Database {
  public:
-  // Opens (creating) the file, enables WAL and foreign keys, sets a busy timeout.
+  // Opens (creating) the file for this process alone, with WAL and foreign keys. Conflict when
+  // another process (another server, the sqlite3 shell) has it open.
   static Result<std::unique_ptr<Database>> open(const std::filesystem::path& path);
   // An in-memory database, for tests.
   static Result<std::unique_ptr<Database>> open_memory();
@@ -66,6 +74,8 @@ class Database {
   // Prepares (cached) and runs one statement without parameters or rows.
   Result<void> run(std::string_view sql);
   std::int64_t changes() const;
+  // Held around every use of this Database, by all who share it.
+  std::mutex& mutex() { return mutex_; }
 
   // BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the guard is destroyed uncommitted.
   class Transaction {
@@ -91,6 +101,7 @@ class Database {
   };
   explicit Database(sqlite3* db) : db_(db) {}
   sqlite3* db_;
+  std::mutex mutex_;
   // By SQL text; node-based, so the `in_use` flags that Statements point to never move.
   std::unordered_map<std::string, Cached, StringHash, std::equal_to<>> statements_;
 };

@@ -1,11 +1,13 @@
 // Black-box tests of the server as a whole: health, unknown routes and methods, bytes that are
-// not HTTP, idle connections, shutdown on SIGTERM/SIGINT, and configuration errors at start-up.
+// not HTTP, idle connections, shutdown on SIGTERM/SIGINT, configuration errors at start-up, and
+// one server per data directory.
 #include <gtest/gtest.h>
 
 #include <signal.h>
 
 #include <cctype>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -299,6 +301,44 @@ TEST(ServerConfig, MissingExplicitConfigFileStopsStartUp) {
   ASSERT_TRUE(run.status.has_value()) << "the server started; stderr:\n" << run.stderr_text;
   EXPECT_TRUE(run.status->exited && run.status->code != 0) << run.status->describe();
   EXPECT_TRUE(contains(run.stderr_text, "/nonexistent/switchboard.json")) << run.stderr_text;
+}
+
+// ---- the data directory ----------------------------------------------------------------------
+
+// A data directory serves one server at a time (the server holds its database for itself): a
+// second server started on it stops at start-up with a message that names the directory, the
+// first goes on, and once the first has stopped a server starts there and finds its sessions.
+TEST(ServerDataDirectory, ASecondServerOnTheSameDataDirectoryStopsAtStartUp) {
+  TempDir data("switchboard-data");
+  ServerProcess::Options options;
+  options.config = test_config();
+  options.data_dir = data.path();
+  std::optional<ServerProcess> first(std::in_place, options);
+  auto created = http_post(first->port(), "/session", json::object{{"title", "kept"}});
+  ASSERT_TRUE(IsOk(created));
+  std::string sid = string_at(created.json(), "/id");
+
+  RunOptions second;
+  second.config_text = json::serialize(test_config());
+  second.args.push_back("--data-dir");
+  second.args.push_back(data.path().string());
+  RunResult run = run_switchboard(second);
+  ASSERT_TRUE(run.status.has_value()) << "the second server started; stderr:\n" << run.stderr_text;
+  EXPECT_TRUE(run.status->exited && run.status->code != 0) << run.status->describe();
+  EXPECT_TRUE(contains(run.stderr_text, "the data directory " + data.path().string() +
+                                            " is in use by another Switchboard server"))
+      << run.stderr_text;
+
+  EXPECT_TRUE(IsOk(http_get(first->port(), "/session/" + sid))) << "the first server stopped";
+  first->send_signal(SIGTERM);
+  auto exited = first->wait_exit(10s);
+  ASSERT_TRUE(exited && exited->exited && exited->code == 0)
+      << (exited ? exited->describe() : "still running");
+  first.reset();
+  ServerProcess again(options);
+  auto session = http_get(again.port(), "/session/" + sid);
+  ASSERT_TRUE(IsOk(session));
+  EXPECT_EQ(string_at(session.json(), "/title"), "kept");
 }
 
 }  // namespace

@@ -1390,6 +1390,34 @@ TEST_F(SessionRestart, CrashMidTurnLeavesNothingRunning) {
   EXPECT_EQ(text_of(reply.json()), "Echo: are you there?");
 }
 
+// A server tool that is still running is in the store as running (GET .../message reads the
+// store) while it runs, so a crash then leaves it failed after the restart, not missing.
+TEST_F(SessionRestart, CrashDuringAServerToolLeavesItFailed) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  model_.push(FakeResponse::with_tool_call(
+      "call_s", "bash",
+      json::object{{"command", "touch started && sleep 20"}, {"description", "Wait"}}));
+  prompt_async(sid, "run it");
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(project_.path() / "started"); }, 10s))
+      << "the command did not start";
+  auto running = tool_part(messages(sid), "call_s");
+  ASSERT_TRUE(running) << "the running call is not stored";
+  EXPECT_EQ(string_at(json::value(*running), "/state/status"), "running") << str(*running);
+
+  server().send_signal(SIGKILL);
+  auto exited = server().wait_exit(5s);
+  ASSERT_TRUE(exited && exited->signaled) << "SIGKILL did not end the server";
+  server_.reset();
+  start_server(openai_config());
+  auto list = messages(sid);
+  ASSERT_EQ(list.size(), 2u) << str(list);
+  EXPECT_FALSE(string_at(list[1], "/info/error/name").empty()) << str(list[1]);
+  auto part = tool_part(list, "call_s");
+  ASSERT_TRUE(part) << "the call is gone after the restart: " << str(list);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+}
+
 TEST_F(SessionRestart, StopMidTurnCancelsTheClientAndLeavesNothingRunning) {
   start_server(openai_config());
   std::string sid = create_session();
