@@ -54,7 +54,10 @@ std::vector<ToolPtr> ToolRegistry::tools(const std::string& /*provider_id*/,
   if (client_tools_) {
     // Client tool ids are unique among themselves; a server tool of the same id wins.
     auto server_count = static_cast<std::ptrdiff_t>(out.size());
-    for (auto& [id, def] : client_tools_->get_all_tools()) {
+    // Not a structured binding: the lambda below uses the id, which clang before 16 refuses.
+    for (auto& entry : client_tools_->get_all_tools()) {
+      const std::string& id = entry.first;
+      clienttool::ToolDefinition& def = entry.second;
       if (!def.session_id.empty() && def.session_id != session_id) continue;
       bool taken = std::any_of(out.begin(), out.begin() + server_count,
                                [&](const ToolPtr& t) { return t->id() == id; });
