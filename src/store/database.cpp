@@ -177,17 +177,19 @@ Result<void> Database::run(std::string_view sql) {
   return st->run();
 }
 
-Database::Transaction::Transaction(Database& db) : db_(db) {
-  (void)db_.run("BEGIN IMMEDIATE");
-}
+Database::Transaction::Transaction(Database& db) : db_(db), begun_(db_.run("BEGIN IMMEDIATE")) {}
 
 Database::Transaction::~Transaction() {
-  if (!done_) (void)db_.run("ROLLBACK");
+  // After a failed COMMIT too: SQLite rolls some failures back itself and not others (a full
+  // disk may leave the transaction open), and a ROLLBACK with none open is harmless.
+  if (!done_ && begun_) (void)db_.run("ROLLBACK");
 }
 
 Result<void> Database::Transaction::commit() {
-  done_ = true;
-  return db_.run("COMMIT");
+  if (!begun_) return begun_.error();
+  auto committed = db_.run("COMMIT");
+  if (committed) done_ = true;
+  return committed;
 }
 
 }  // namespace sb::store

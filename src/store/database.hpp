@@ -86,6 +86,7 @@ class Database {
 
    private:
     Database& db_;
+    Result<void> begun_;  // BEGIN's outcome: a transaction that did not begin cannot commit
     bool done_ = false;
   };
 
