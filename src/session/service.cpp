@@ -470,18 +470,26 @@ asio::awaitable<Result<tool::TaskOutcome>> SessionService::run_subtask(tool::Tas
 Result<std::vector<tool::ToolPtr>> SessionService::offered_tools(
     const std::string& session_id, const std::string& agent_name,
     const std::map<std::string, bool>& switches) {
+  if (session_id.empty()) return offered_tools(nullptr, agent_name, switches);
+  auto s = get_session(session_id);
+  if (!s) return s.error();
+  return offered_tools(&*s, agent_name, switches);
+}
+
+Result<std::vector<tool::ToolPtr>> SessionService::offered_tools(
+    const SessionInfo* session, const std::string& agent_name,
+    const std::map<std::string, bool>& switches) {
   auto agent_it = deps_.agents.find(agent_name.empty() ? "build" : agent_name);
   if (agent_it == deps_.agents.end())
     return make_error(ErrorCode::NotFound, "Unknown agent: " + agent_name);
   const Agent& agent = agent_it->second;
   permission::Ruleset session_rules;
   std::string owner;
-  if (!session_id.empty()) {
-    auto s = get_session(session_id);
-    if (!s) return s.error();
-    owner = s->client_id;
-    auto rules = permission::parse_config(json::value(json::object{}), "session");
-    for (const auto& r : s->permission) {
+  const std::string no_session;
+  const std::string& session_id = session ? session->id : no_session;
+  if (session) {
+    owner = session->client_id;
+    for (const auto& r : session->permission) {
       if (!r.is_object()) continue;
       const auto& o = r.get_object();
       auto action = permission::parse_action(get_string(o, "action")->value_or(""));
@@ -563,7 +571,7 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
   if (provider_it == deps_.providers.providers.end())
     co_return make_error(ErrorCode::InvalidRequest, "Unknown model provider: " + provider_id);
 
-  auto offered = offered_tools(session_id, agent_name, input.tools);
+  auto offered = offered_tools(&turn->session, agent_name, input.tools);
   if (!offered) co_return offered.error();
   for (const auto& r : turn->session.permission) {
     if (!r.is_object()) continue;

@@ -110,6 +110,10 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
  private:
   struct Turn;
   struct Step;
+  // offered_tools for a session already read (nullptr: none), as a turn holds it.
+  Result<std::vector<tool::ToolPtr>> offered_tools(const SessionInfo* session,
+                                                   const std::string& agent,
+                                                   const std::map<std::string, bool>& switches);
   struct Conversation;
   SessionService(ServiceDeps deps, ServiceOptions options);
 
