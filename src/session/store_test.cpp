@@ -1,5 +1,7 @@
 #include "session/store.hpp"
 
+#include <sqlite3.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -352,6 +354,62 @@ TEST(SessionStore, ANewerSchemaIsRefusedWithAClearError) {
   ASSERT_FALSE(store);
   EXPECT_NE(store.error().message.find("newer Switchboard"), std::string::npos)
       << store.error().message;
+}
+
+// The database's WAL is written through store/wal_vfs (each frame's header and page in one
+// write). The files as a crash leaves them must be a WAL that stock SQLite recovers: every
+// committed transaction there, nothing else.
+TEST(CoalescingWal, TheFilesACrashLeavesAreRecoveredByStockSqlite) {
+  TempDir dir;
+  auto opened = store::Database::open(dir.path() / "a.db");
+  ASSERT_TRUE(opened) << opened.error().message;
+  auto& db = **opened;
+  ASSERT_TRUE(db.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, text TEXT NOT NULL)"));
+  constexpr int kRows = 60;
+  for (int i = 0; i < kRows; ++i) {
+    store::Database::Transaction tx(db);
+    auto st = db.prepare("INSERT INTO t(id, text) VALUES(?1, ?2)");
+    ASSERT_TRUE(st);
+    st->bind(1, std::int64_t{i})
+        .bind(2, std::string(100 + i * 97, static_cast<char>('a' + i % 26)));
+    ASSERT_TRUE(st->run());
+    ASSERT_TRUE(tx.commit());
+  }
+  // A transaction that never committed must not come back.
+  {
+    store::Database::Transaction tx(db);
+    ASSERT_TRUE(db.exec("INSERT INTO t(id, text) VALUES(1000, 'uncommitted')"));
+  }
+
+  // The server still has the files open; copies are what a kill -9 would leave.
+  auto wal = dir.path() / "a.db-wal";
+  ASSERT_TRUE(std::filesystem::exists(wal));
+  auto wal_bytes = std::filesystem::file_size(wal);
+  ASSERT_GT(wal_bytes, 32u);
+  EXPECT_EQ((wal_bytes - 32) % (24 + 4096), 0u) << "whole frames of 24 + 4096 bytes";
+  std::filesystem::copy_file(dir.path() / "a.db", dir.path() / "b.db");
+  std::filesystem::copy_file(wal, dir.path() / "b.db-wal");
+
+  sqlite3* copy = nullptr;
+  ASSERT_EQ(sqlite3_open_v2((dir.path() / "b.db").c_str(), &copy, SQLITE_OPEN_READWRITE, nullptr),
+            SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(copy, "SELECT count(*), sum(length(text)), max(id) FROM t", -1, &st,
+                               nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  std::int64_t expected_bytes = 0;
+  for (int i = 0; i < kRows; ++i)
+    expected_bytes += 100 + i * 97;
+  EXPECT_EQ(sqlite3_column_int64(st, 0), kRows);
+  EXPECT_EQ(sqlite3_column_int64(st, 1), expected_bytes);
+  EXPECT_EQ(sqlite3_column_int64(st, 2), kRows - 1);
+  sqlite3_finalize(st);
+  ASSERT_EQ(sqlite3_prepare_v2(copy, "PRAGMA integrity_check", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "ok");
+  sqlite3_finalize(st);
+  sqlite3_close(copy);
 }
 
 }  // namespace
