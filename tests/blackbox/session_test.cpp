@@ -1308,7 +1308,22 @@ TEST_F(SessionFaults, AFullDiskForTheTruncationFileStillEndsTheCallWithItsHead) 
 
 // ---- restarts -----------------------------------------------------------------------------------
 
-class SessionRestart : public SessionTest {};
+class SessionRestart : public SessionTest {
+ protected:
+  // Starts the server again on the same data directory and checks what the turn of `sid` left:
+  // the user's message and an assistant message ended with a named error, whose call `call_id`
+  // is stored failed, not running.
+  void expect_turn_failed_after_restart(const std::string& sid, const std::string& call_id) {
+    server_.reset();
+    start_server(openai_config());
+    auto list = messages(sid);
+    ASSERT_EQ(list.size(), 2u) << str(list);
+    EXPECT_FALSE(string_at(list[1], "/info/error/name").empty()) << str(list[1]);
+    auto part = tool_part(list, call_id);
+    ASSERT_TRUE(part) << "the call is gone after the restart: " << str(list);
+    EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  }
+};
 
 TEST_F(SessionRestart, CrashMidTurnLeavesNothingRunning) {
   json::object cfg = test_config();
@@ -1408,14 +1423,7 @@ TEST_F(SessionRestart, CrashDuringAServerToolLeavesItFailed) {
   server().send_signal(SIGKILL);
   auto exited = server().wait_exit(5s);
   ASSERT_TRUE(exited && exited->signaled) << "SIGKILL did not end the server";
-  server_.reset();
-  start_server(openai_config());
-  auto list = messages(sid);
-  ASSERT_EQ(list.size(), 2u) << str(list);
-  EXPECT_FALSE(string_at(list[1], "/info/error/name").empty()) << str(list[1]);
-  auto part = tool_part(list, "call_s");
-  ASSERT_TRUE(part) << "the call is gone after the restart: " << str(list);
-  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  expect_turn_failed_after_restart(sid, "call_s");
 }
 
 TEST_F(SessionRestart, StopMidTurnCancelsTheClientAndLeavesNothingRunning) {
@@ -1438,15 +1446,7 @@ TEST_F(SessionRestart, StopMidTurnCancelsTheClientAndLeavesNothingRunning) {
   auto exited = server().wait_exit(10s);
   ASSERT_TRUE(exited && exited->exited && exited->code == 0)
       << (exited ? exited->describe() : "still running");
-  server_.reset();
-
-  start_server(openai_config());
-  auto list = messages(sid);
-  ASSERT_EQ(list.size(), 2u) << str(list);
-  EXPECT_FALSE(string_at(list[1], "/info/error/name").empty()) << str(list[1]);
-  auto part = tool_part(list, "call_w");
-  ASSERT_TRUE(part);
-  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  expect_turn_failed_after_restart(sid, "call_w");
   EXPECT_TRUE(status().empty());
 }
 
