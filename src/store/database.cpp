@@ -1,7 +1,5 @@
 #include "store/database.hpp"
 
-#include "store/wal_vfs.hpp"
-
 namespace sb::store {
 namespace {
 Error sqlite_error(sqlite3* db, std::string_view what) {
@@ -98,9 +96,9 @@ Result<std::unique_ptr<Database>> Database::open(const std::filesystem::path& pa
     return make_error(ErrorCode::Internal,
                       "cannot create " + path.parent_path().string() + ": " + ec.message());
   sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           coalescing_wal_vfs());
+  int rc =
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = raw ? sqlite3_errmsg(raw) : "out of memory";
     if (raw) sqlite3_close(raw);
