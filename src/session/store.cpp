@@ -125,6 +125,7 @@ Result<void> SessionStore::migrate() {
                                "name = 'part' AND sql LIKE '%id TEXT PRIMARY KEY%'");
   if (!from_v1) return from_v1.error();
   store::Database::Transaction tx(*db_);
+  if (!tx.begun()) return tx.begun().error();
   if (*from_v1)
     if (auto r = db_->exec(kMigrateFrom1); !r) return r.error();
   if (auto r = db_->exec(kSchema); !r) return r.error();
@@ -172,6 +173,7 @@ Result<std::vector<SessionInfo>> SessionStore::list_sessions() {
 Result<bool> SessionStore::delete_session(const std::string& id) {
   std::lock_guard lock(db_->mutex());
   store::Database::Transaction tx(*db_);
+  if (!tx.begun()) return tx.begun().error();
   for (auto sql :
        {"DELETE FROM part WHERE session_id = ?1", "DELETE FROM message WHERE session_id = ?1",
         "DELETE FROM todo WHERE session_id = ?1"}) {
@@ -263,6 +265,7 @@ Result<void> SessionStore::write(const StoreChanges& changes) {
   if (changes.empty()) return {};
   std::lock_guard lock(db_->mutex());
   store::Database::Transaction tx(*db_);
+  if (!tx.begun()) return tx.begun().error();
   if (changes.session)
     if (auto r = put_session_locked(*changes.session); !r) return r.error();
   for (const auto& m : changes.messages)

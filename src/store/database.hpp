@@ -77,11 +77,13 @@ class Database {
   // Held around every use of this Database, by all who share it.
   std::mutex& mutex() { return mutex_; }
 
-  // BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the guard is destroyed uncommitted.
+  // BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the guard is destroyed uncommitted. Check
+  // begun() before writing: after a failed BEGIN each statement would commit on its own.
   class Transaction {
    public:
     explicit Transaction(Database& db);
     ~Transaction();
+    const Result<void>& begun() const { return begun_; }
     Result<void> commit();
 
    private:

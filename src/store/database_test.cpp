@@ -53,6 +53,7 @@ TEST(Transaction, OneThatCouldNotBeginCannotCommitAnotherOnesWrites) {
   ASSERT_TRUE(db->exec("INSERT INTO parent(id) VALUES(1)"));
   {
     Database::Transaction inner(*db);  // BEGIN inside a transaction fails
+    ASSERT_FALSE(inner.begun());
     auto committed = inner.commit();
     ASSERT_FALSE(committed);
     EXPECT_NE(committed.error().message.find("within a transaction"), std::string::npos)
