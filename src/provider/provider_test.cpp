@@ -839,7 +839,11 @@ TEST(OpenAIRequest, EachMessageIsWrittenOnceAndLaterStepsReuseIt) {
   EXPECT_EQ(again, first);
   EXPECT_EQ(r.messages.front().wire.text.data(), kept);  // not written anew
 
-  r.messages.back().wire = {"anthropic", "not an OpenAI message"};
+  ModelMessage copy = r.messages.front();  // a copy may be edited: it starts without the text
+  EXPECT_TRUE(copy.wire.format.empty() && copy.wire.text.empty());
+
+  r.messages.back().wire.format = "anthropic";
+  r.messages.back().wire.text = "not an OpenAI message";
   EXPECT_EQ(serialize_openai_request(r, {}), first);
   EXPECT_EQ(r.messages.back().wire.format, "openai");
 }

@@ -36,10 +36,22 @@ struct ModelToolCall {
 
 // The JSON text a wire format wrote for a message, kept with the message: the conversation is
 // sent again at every step, and escaping its strings again was most of a request's cost. Not part
-// of the message's value (== ignores it; a copy carries it along, still valid for the copy).
+// of the message's value: == ignores it, and a copy starts without it (a copy may be edited; the
+// conversation itself is only ever moved, which keeps it). Written without a lock: a
+// conversation is used by one turn on the server's one I/O thread.
 struct WireText {
   std::string_view format;  // the writer that made `text` ("openai"); empty: none yet
   std::string text;
+
+  WireText() = default;
+  WireText(const WireText&) {}
+  WireText& operator=(const WireText&) {
+    format = {};
+    text.clear();
+    return *this;
+  }
+  WireText(WireText&&) = default;
+  WireText& operator=(WireText&&) = default;
   friend bool operator==(const WireText&, const WireText&) { return true; }
 };
 
