@@ -911,9 +911,8 @@ asio::awaitable<void> SessionService::run_tool(std::shared_ptr<Step> step,
     tool_name = "invalid";
     args = json::object{{"tool", call.name}, {"error", *invalid_reason}};
   }
-  auto client_defs = deps_.tools->client_tools()->get_all_tools();
-  auto client_def = client_defs.find(tool_name);
-  client_tool = client_def != client_defs.end();
+  auto client_def = deps_.tools->client_tools()->get_tool(tool_name);
+  client_tool = client_def.has_value();
 
   Part& part = parts[call.id];
   part.tool = tool_name;
@@ -927,7 +926,9 @@ asio::awaitable<void> SessionService::run_tool(std::shared_ptr<Step> step,
   // is stored when it has its result instead, with the step's next write: one transaction less.
   // (Named, not in the co_await's expression: GCC 12 miscompiles a capturing lambda there.)
   auto store_if_running = [self = shared_from_this(), step, call_id = call.id] {
-    if (step->tools[call_id].state.status == ToolState::Status::Running) self->flush(*step->turn);
+    auto it = step->tools.find(call_id);
+    if (it != step->tools.end() && it->second.state.status == ToolState::Status::Running)
+      self->flush(*step->turn);
   };
   auto executor = co_await asio::this_coro::executor;
   asio::post(executor, std::move(store_if_running));
@@ -1017,7 +1018,7 @@ asio::awaitable<void> SessionService::run_tool(std::shared_ptr<Step> step,
     if (!waiting && --t.awaiting == 0 && !t.abort->aborted())
       self->set_status(t.session.id, json::object{{"type", "busy"}});
   };
-  bool interactive = client_tool && client_def->second.interactive;
+  bool interactive = client_tool && client_def->interactive;
   if (interactive) ctx.set_awaiting_person(true);
   auto result = co_await tool->execute(std::move(args), ctx);
   if (interactive) ctx.set_awaiting_person(false);
