@@ -53,15 +53,12 @@ std::vector<ToolPtr> ToolRegistry::tools(const std::string& /*provider_id*/,
   std::vector<ToolPtr> out = server_tools();
   if (client_tools_) {
     // Client tool ids are unique among themselves; a server tool of the same id wins.
-    auto server_count = static_cast<std::ptrdiff_t>(out.size());
-    // Not a structured binding: the lambda below uses the id, which clang before 16 refuses.
-    for (auto& entry : client_tools_->get_all_tools()) {
-      const std::string& id = entry.first;
-      clienttool::ToolDefinition& def = entry.second;
+    std::set<std::string_view> server_ids;  // views of ids the tools own
+    for (const auto& t : out)
+      server_ids.insert(t->id());
+    for (auto& [id, def] : client_tools_->get_all_tools()) {
       if (!def.session_id.empty() && def.session_id != session_id) continue;
-      bool taken = std::any_of(out.begin(), out.begin() + server_count,
-                               [&](const ToolPtr& t) { return t->id() == id; });
-      if (!taken) out.push_back(make_client_tool(client_tools_, std::move(def)));
+      if (!server_ids.count(id)) out.push_back(make_client_tool(client_tools_, std::move(def)));
     }
   }
   return out;
