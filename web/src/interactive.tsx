@@ -31,29 +31,46 @@ type Answer = { result: unknown } | { problem: string };
 
 // A waiting call's panel can move: it shows on its own when the request arrives before the tool's
 // card, then inside the card, and Preact mounts it anew there. What the person typed or chose is
-// therefore kept per call here, not in component state, so the move loses nothing. An entry goes
-// when the server gives up on its call, or as the oldest of more than kCallStates (an answered
-// call's panel may still render once after its answer, so answering does not remove it).
-const callStates = new Map<string, Map<string, unknown>>();
+// therefore kept per call here, not in component state, so the move loses nothing, and a change
+// re-renders every panel of the call that is mounted (an answer that settles while the panel
+// moves reaches the new one). An entry goes when the server gives up on its call, or as the
+// oldest of more than kCallStates (an answered call's panel may still render once after its
+// answer, so answering does not remove it).
+interface CallState {
+  values: Map<string, unknown>;
+  listeners: Set<() => void>;
+}
+const callStates = new Map<string, CallState>();
 const kCallStates = 64;
 
+function callState(call: InteractiveToolCall): CallState {
+  const kept = callStates.get(call.requestID);
+  if (kept) return kept;
+  const fresh: CallState = { values: new Map(), listeners: new Set() };
+  // A call the server already gave up on gets a state of its own that nothing keeps.
+  if (call.signal.aborted) return fresh;
+  callStates.set(call.requestID, fresh);
+  if (callStates.size > kCallStates) callStates.delete(callStates.keys().next().value!);
+  call.signal.addEventListener('abort', () => callStates.delete(call.requestID), { once: true });
+  return fresh;
+}
+
 function useCallState<T>(call: InteractiveToolCall, name: string, initial: () => T): [T, (value: T) => void] {
-  let saved = callStates.get(call.requestID);
-  if (!saved) {
-    const fresh = new Map<string, unknown>();
-    callStates.set(call.requestID, fresh);
-    if (callStates.size > kCallStates) callStates.delete(callStates.keys().next().value!);
-    call.signal.addEventListener('abort', () => callStates.delete(call.requestID), { once: true });
-    saved = fresh;
-  }
-  if (!saved.has(name)) saved.set(name, initial());
+  const state = callState(call);
+  if (!state.values.has(name)) state.values.set(name, initial());
   const [, rerender] = useState(0);
-  const state = saved;
+  useEffect(() => {
+    const listener = () => rerender((n) => n + 1);
+    state.listeners.add(listener);
+    return () => {
+      state.listeners.delete(listener);
+    };
+  }, [state]);
   return [
-    state.get(name) as T,
+    state.values.get(name) as T,
     (value: T) => {
-      state.set(name, value);
-      rerender((n) => n + 1);
+      state.values.set(name, value);
+      for (const listener of state.listeners) listener();
     },
   ];
 }
