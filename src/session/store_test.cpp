@@ -356,75 +356,139 @@ TEST(SessionStore, ANewerSchemaIsRefusedWithAClearError) {
       << store.error().message;
 }
 
+// What stock SQLite finds in a copy of the store's files taken while the store has them open:
+// what a crash (kill -9) would leave. The copy's table `t`: rows, total text bytes, largest id,
+// and whether PRAGMA integrity_check passes.
+struct Recovered {
+  std::int64_t rows = -1, bytes = -1, max_id = -1;
+  bool intact = false;
+};
+
+Recovered recover_copy(const std::filesystem::path& dir, const std::string& copy_name) {
+  auto db = dir / "a.db", copy = dir / (copy_name + ".db");
+  std::filesystem::copy_file(db, copy);
+  if (std::filesystem::exists(dir / "a.db-wal"))
+    std::filesystem::copy_file(dir / "a.db-wal", dir / (copy_name + ".db-wal"));
+  Recovered out;
+  sqlite3* conn = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(copy.c_str(), &conn, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(conn, "SELECT count(*), coalesce(sum(length(text)), 0), max(id) FROM t",
+                         -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    out.rows = sqlite3_column_int64(st, 0);
+    out.bytes = sqlite3_column_int64(st, 1);
+    out.max_id = sqlite3_column_int64(st, 2);
+  }
+  sqlite3_finalize(st);
+  if (sqlite3_prepare_v2(conn, "PRAGMA integrity_check", -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    out.intact =
+        std::string_view(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))) == "ok";
+  sqlite3_finalize(st);
+  sqlite3_close(conn);
+  return out;
+}
+
+std::unique_ptr<store::Database> open_table_t(const TempDir& dir) {
+  auto opened = store::Database::open(dir.path() / "a.db");
+  EXPECT_TRUE(opened) << opened.error().message;
+  if (!opened) return nullptr;
+  EXPECT_TRUE((*opened)->exec("CREATE TABLE t(id INTEGER PRIMARY KEY, text TEXT NOT NULL)"));
+  return std::move(*opened);
+}
+
+void insert_row(store::Database& db, std::int64_t id, const std::string& text) {
+  auto st = db.prepare("INSERT INTO t(id, text) VALUES(?1, ?2)");
+  ASSERT_TRUE(st);
+  st->bind(1, id).bind(2, text);
+  ASSERT_TRUE(st->run());
+}
+
 // The files a crash (kill -9) leaves behind an open store, in exclusive locking mode with its WAL
-// index in memory, must be a database and WAL that stock SQLite recovers: every committed
-// transaction there, nothing else.
+// index in memory and its WAL writes held until each commit (store/wal_buffer), must be a
+// database and WAL that stock SQLite recovers: every committed transaction there, nothing else.
 TEST(StoreFiles, WhatACrashLeavesIsRecoveredByStockSqlite) {
   TempDir dir;
-  auto opened = store::Database::open(dir.path() / "a.db");
-  ASSERT_TRUE(opened) << opened.error().message;
-  auto& db = **opened;
-  ASSERT_TRUE(db.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, text TEXT NOT NULL)"));
+  auto db = open_table_t(dir);
+  ASSERT_TRUE(db);
   constexpr int kRows = 60;
   for (int i = 0; i < kRows; ++i) {
-    store::Database::Transaction tx(db);
-    auto st = db.prepare("INSERT INTO t(id, text) VALUES(?1, ?2)");
-    ASSERT_TRUE(st);
-    st->bind(1, std::int64_t{i})
-        .bind(2, std::string(100 + i * 97, static_cast<char>('a' + i % 26)));
-    ASSERT_TRUE(st->run());
+    store::Database::Transaction tx(*db);
+    insert_row(*db, i, std::string(100 + i * 97, static_cast<char>('a' + i % 26)));
     ASSERT_TRUE(tx.commit());
   }
   // One transaction larger than a tiny page cache: SQLite spills pages to the WAL before the
   // commit and rewrites frame checksums, a path a write-coalescing layer once broke.
-  ASSERT_TRUE(db.exec("PRAGMA cache_size=5"));
+  ASSERT_TRUE(db->exec("PRAGMA cache_size=5"));
   constexpr int kSpilled = 200;
   {
-    store::Database::Transaction tx(db);
-    for (int i = 0; i < kSpilled; ++i) {
-      auto st = db.prepare("INSERT INTO t(id, text) VALUES(?1, ?2)");
-      ASSERT_TRUE(st);
-      st->bind(1, std::int64_t{kRows + i}).bind(2, std::string(3000, 'z'));
-      ASSERT_TRUE(st->run());
-    }
-    ASSERT_TRUE(db.exec("UPDATE t SET text = text || 'y' WHERE id < 5"));
+    store::Database::Transaction tx(*db);
+    for (int i = 0; i < kSpilled; ++i)
+      insert_row(*db, kRows + i, std::string(3000, 'z'));
+    ASSERT_TRUE(db->exec("UPDATE t SET text = text || 'y' WHERE id < 5"));
     ASSERT_TRUE(tx.commit());
   }
   // A transaction that never committed must not come back.
   {
-    store::Database::Transaction tx(db);
-    ASSERT_TRUE(db.exec("INSERT INTO t(id, text) VALUES(1000, 'uncommitted')"));
+    store::Database::Transaction tx(*db);
+    ASSERT_TRUE(db->exec("INSERT INTO t(id, text) VALUES(1000, 'uncommitted')"));
   }
 
-  // The server still has the files open; copies are what a kill -9 would leave.
-  auto wal = dir.path() / "a.db-wal";
-  ASSERT_TRUE(std::filesystem::exists(wal));
-  auto wal_bytes = std::filesystem::file_size(wal);
+  auto wal_bytes = std::filesystem::file_size(dir.path() / "a.db-wal");
   ASSERT_GT(wal_bytes, 32u);
   EXPECT_EQ((wal_bytes - 32) % (24 + 4096), 0u) << "whole frames of 24 + 4096 bytes";
-  std::filesystem::copy_file(dir.path() / "a.db", dir.path() / "b.db");
-  std::filesystem::copy_file(wal, dir.path() / "b.db-wal");
-
-  sqlite3* copy = nullptr;
-  ASSERT_EQ(sqlite3_open_v2((dir.path() / "b.db").c_str(), &copy, SQLITE_OPEN_READWRITE, nullptr),
-            SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(copy, "SELECT count(*), sum(length(text)), max(id) FROM t", -1, &st,
-                               nullptr),
-            SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  auto got = recover_copy(dir.path(), "b");
   std::int64_t expected_bytes = std::int64_t{kSpilled} * 3000 + 5;
   for (int i = 0; i < kRows; ++i)
     expected_bytes += 100 + i * 97;
-  EXPECT_EQ(sqlite3_column_int64(st, 0), kRows + kSpilled);
-  EXPECT_EQ(sqlite3_column_int64(st, 1), expected_bytes);
-  EXPECT_EQ(sqlite3_column_int64(st, 2), kRows + kSpilled - 1);
-  sqlite3_finalize(st);
-  ASSERT_EQ(sqlite3_prepare_v2(copy, "PRAGMA integrity_check", -1, &st, nullptr), SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "ok");
-  sqlite3_finalize(st);
-  sqlite3_close(copy);
+  EXPECT_EQ(got.rows, kRows + kSpilled);
+  EXPECT_EQ(got.bytes, expected_bytes);
+  EXPECT_EQ(got.max_id, kRows + kSpilled - 1);
+  EXPECT_TRUE(got.intact);
+}
+
+// The WAL's writes are held in memory until a commit returns: a copy taken right after the
+// commit, before the store runs anything else, has the transaction; one taken while it is still
+// open (after SQLite has spilled some of it) has none of it; and the open transaction reads its
+// own spilled rows back.
+TEST(StoreFiles, ATransactionIsInTheFilesWhenItsCommitReturnsAndNotBefore) {
+  TempDir dir;
+  auto db = open_table_t(dir);
+  ASSERT_TRUE(db);
+  {
+    store::Database::Transaction tx(*db);
+    insert_row(*db, 1, "first");
+    ASSERT_TRUE(tx.commit());
+  }
+  auto after_first = recover_copy(dir.path(), "first");
+  EXPECT_EQ(after_first.rows, 1);
+  EXPECT_TRUE(after_first.intact);
+
+  ASSERT_TRUE(db->exec("PRAGMA cache_size=5"));
+  constexpr int kRows = 150;
+  store::Database::Transaction tx(*db);
+  for (int i = 0; i < kRows; ++i)
+    insert_row(*db, 100 + i, std::string(2500, 'q'));
+  {
+    auto st = db->prepare("SELECT count(*), sum(length(text)) FROM t");
+    ASSERT_TRUE(st);
+    auto row = st->step();
+    ASSERT_TRUE(row && *row);
+    EXPECT_EQ(st->integer(0), kRows + 1);
+    EXPECT_EQ(st->integer(1), std::int64_t{kRows} * 2500 + 5);
+  }
+  auto while_open = recover_copy(dir.path(), "open");
+  EXPECT_EQ(while_open.rows, 1);
+  EXPECT_EQ(while_open.max_id, 1);
+  EXPECT_TRUE(while_open.intact);
+
+  ASSERT_TRUE(tx.commit());
+  auto committed = recover_copy(dir.path(), "committed");
+  EXPECT_EQ(committed.rows, kRows + 1);
+  EXPECT_EQ(committed.bytes, std::int64_t{kRows} * 2500 + 5);
+  EXPECT_EQ(committed.max_id, 100 + kRows - 1);
+  EXPECT_TRUE(committed.intact);
 }
 
 }  // namespace

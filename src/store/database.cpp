@@ -1,10 +1,22 @@
 #include "store/database.hpp"
 
+#include "store/wal_buffer.hpp"
+
 namespace sb::store {
 namespace {
 Error sqlite_error(sqlite3* db, std::string_view what) {
   return make_error(ErrorCode::Internal,
                     std::string("sqlite: ") + std::string(what) + ": " + sqlite3_errmsg(db));
+}
+
+// After a statement: once no transaction is open (it committed, on its own or by COMMIT), the
+// WAL's held writes go to the file before the caller learns the outcome (store/wal_buffer.hpp).
+Result<void> flush_after_statement(sqlite3* db) {
+  if (!sqlite3_get_autocommit(db)) return {};
+  if (int rc = flush_wal(db); rc != SQLITE_OK)
+    return make_error(ErrorCode::Internal,
+                      std::string("sqlite: writing the WAL: ") + sqlite3_errstr(rc));
+  return {};
 }
 }  // namespace
 
@@ -43,8 +55,9 @@ Statement& Statement::bind_null(int index) {
 Result<bool> Statement::step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
-  return sqlite_error(db_, "step");
+  if (rc != SQLITE_DONE) return sqlite_error(db_, "step");
+  if (auto flushed = flush_after_statement(db_); !flushed) return flushed.error();
+  return false;
 }
 
 Result<void> Statement::run() {
@@ -96,9 +109,9 @@ Result<std::unique_ptr<Database>> Database::open(const std::filesystem::path& pa
     return make_error(ErrorCode::Internal,
                       "cannot create " + path.parent_path().string() + ": " + ec.message());
   sqlite3* raw = nullptr;
-  int rc =
-      sqlite3_open_v2(path.c_str(), &raw,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &raw,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           buffered_wal_vfs());
   if (rc != SQLITE_OK) {
     std::string msg = raw ? sqlite3_errmsg(raw) : "out of memory";
     if (raw) sqlite3_close(raw);
@@ -148,7 +161,7 @@ Result<void> Database::exec(std::string_view sql) {
     sqlite3_free(err);
     return make_error(ErrorCode::Internal, "sqlite: " + msg);
   }
-  return {};
+  return flush_after_statement(db_);
 }
 
 Result<Statement> Database::prepare(std::string_view sql) {
