@@ -71,6 +71,9 @@ Result<void> Statement::run() {
 void Statement::reset() {
   sqlite3_reset(stmt_);
   sqlite3_clear_bindings(stmt_);
+  // A write statement reset before its last step commits here; its WAL writes go out too (a
+  // failure is met again, and reported, by the next statement's flush).
+  (void)flush_after_statement(db_);
 }
 
 std::string Statement::text(int column) const {
