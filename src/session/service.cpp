@@ -147,6 +147,10 @@ std::shared_ptr<SessionService> SessionService::create(ServiceDeps deps, Service
 SessionService::SessionService(ServiceDeps deps, ServiceOptions options)
     : deps_(std::move(deps)), options_(std::move(options)) {}
 
+SessionService::~SessionService() {
+  write_pending();
+}
+
 Result<std::size_t> SessionService::recover() {
   auto failed = deps_.store->fail_interrupted_turns("The server stopped during this turn");
   if (!failed) return failed.error();
@@ -226,6 +230,7 @@ Result<void> SessionService::delete_session(const std::string& id) {
 
 Result<std::vector<MessageWithParts>> SessionService::messages(const std::string& session_id) {
   if (auto s = get_session(session_id); !s) return s.error();
+  write_pending();  // what turns have gathered for the end of this round, so that it is listed
   return deps_.store->list_messages(session_id);
 }
 
@@ -286,16 +291,74 @@ void SessionService::stage_message(Turn& turn, const MessageInfo& info) {
     deps_.bus->publish("message.updated", json::object{{"info", to_json(info)}});
 }
 
-void SessionService::flush(Turn& turn) {
-  if (turn.unsaved.empty()) return;
-  StoreChanges changes = std::exchange(turn.unsaved, {});
-  if (is_deleted(turn.session.id)) return;
-  if (auto r = deps_.store->write(changes); !r) {
-    // Kept for the next flush (the write is one transaction: nothing of it was stored), so a
-    // passing failure (a full disk that gets space back) loses nothing.
-    log::error("storing the changes of a turn (kept to retry): ", r.error().message);
-    turn.unsaved = std::move(changes);
+void SessionService::flush(const std::shared_ptr<Turn>& turn, bool now) {
+  bool post = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (!turn->unsaved.empty())
+      pending_writes_.emplace_back(turn, std::exchange(turn->unsaved, {}));
+    if (!now && !write_posted_ && !pending_writes_.empty()) post = write_posted_ = true;
   }
+  if (now) {
+    write_pending();
+  } else if (post) {
+    // Posted behind the handlers already queued: the turns that reach a flush point in this round
+    // (concurrent sessions whose model answers arrived together) share one transaction, and the
+    // pages they all touch (the tables' last leaves, the open-message index) are written once.
+    asio::post(deps_.executor, [self = shared_from_this()] {
+      {
+        std::lock_guard lock(self->mutex_);
+        self->write_posted_ = false;
+      }
+      self->write_pending();
+    });
+  }
+}
+
+void SessionService::write_pending() {
+  std::vector<std::pair<std::shared_ptr<Turn>, StoreChanges>> batch;
+  {
+    std::lock_guard lock(mutex_);
+    batch = std::exchange(pending_writes_, {});
+  }
+  std::vector<const StoreChanges*> changes;
+  for (const auto& [turn, c] : batch)
+    if (!is_deleted(turn->session.id)) changes.push_back(&c);
+  if (changes.empty()) return;
+  auto r = deps_.store->write(changes);
+  if (r) return;
+  // One transaction per turn instead, so that one turn's write that cannot succeed does not hold
+  // back the others'. What fails is kept for that turn's next flush (nothing of a transaction
+  // is stored when it fails), so a passing failure (a full disk that gets space back) loses
+  // nothing.
+  log::error("storing the changes of ", changes.size(),
+             " turns (retried one by one): ", r.error().message);
+  for (auto& [turn, c] : batch) {
+    if (is_deleted(turn->session.id)) continue;
+    if (auto one = deps_.store->write(c); !one) {
+      log::error("storing the changes of a turn (kept to retry): ", one.error().message);
+      keep_unsaved(*turn, std::move(c));
+    }
+  }
+}
+
+namespace {
+// `older` items that `newer` does not replace, then `newer`.
+template <class T>
+void put_under(std::vector<T>& newer, std::vector<T> older) {
+  std::erase_if(older, [&](const T& o) {
+    return std::any_of(newer.begin(), newer.end(), [&](const T& n) { return n.id == o.id; });
+  });
+  for (auto& n : newer)
+    older.push_back(std::move(n));
+  newer = std::move(older);
+}
+}  // namespace
+
+void SessionService::keep_unsaved(Turn& turn, StoreChanges older) {
+  if (!turn.unsaved.session) turn.unsaved.session = std::move(older.session);
+  put_under(turn.unsaved.messages, std::move(older.messages));
+  put_under(turn.unsaved.parts, std::move(older.parts));
 }
 
 Result<std::shared_ptr<SessionService::Conversation>> SessionService::conversation(
@@ -641,7 +704,7 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
     start.type = Part::Type::StepStart;
     stage_part(*turn, start);
     // The open assistant message is what a restart marks as interrupted.
-    flush(*turn);
+    flush(turn, false);
 
     {
       // The step's request holds the conversation while the model answers; it comes back
@@ -699,7 +762,7 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
     bool called_tools = !step->tools.empty();
     if (m.error || step->halt || !called_tools) break;
   }
-  flush(*turn);
+  flush(turn, true);
   co_return last;
 }
 
@@ -928,7 +991,7 @@ asio::awaitable<void> SessionService::run_tool(std::shared_ptr<Step> step,
   auto store_if_running = [self = shared_from_this(), step, call_id = call.id] {
     auto it = step->tools.find(call_id);
     if (it != step->tools.end() && it->second.state.status == ToolState::Status::Running)
-      self->flush(*step->turn);
+      self->flush(step->turn, false);
   };
   auto executor = co_await asio::this_coro::executor;
   asio::post(executor, std::move(store_if_running));

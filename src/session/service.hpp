@@ -69,6 +69,8 @@ struct CreateInput {
 class SessionService : public std::enable_shared_from_this<SessionService> {
  public:
   static std::shared_ptr<SessionService> create(ServiceDeps deps, ServiceOptions options);
+  // Stores what turns gathered and no round stored yet (a forced stop drops posted handlers).
+  ~SessionService();
 
   // Marks turns that a crash interrupted as failed (never left running). Call once at start.
   Result<std::size_t> recover();
@@ -131,7 +133,13 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // Publish now; store at the turn's next flush().
   void stage_part(Turn& turn, const Part& part);
   void stage_message(Turn& turn, const MessageInfo& info);
-  void flush(Turn& turn);               // one transaction with everything staged
+  // Stores what the turn has staged. Turns' writes are gathered and stored in one transaction
+  // at the end of the executor's current round (`now` false: a step's start, a tool that waits),
+  // or at once with everything gathered (`now`: a turn's end, before its answer goes out).
+  void flush(const std::shared_ptr<Turn>& turn, bool now);
+  void write_pending();
+  // Changes that could not be stored go back to their turn, under what it staged since.
+  void keep_unsaved(Turn& turn, StoreChanges older);
   void publish_part(const Part& part);  // the event only
   bool is_deleted(const std::string& session_id) const;
   // The offered tools as a ToolSet: the same object (with its serialized forms) as long as the
@@ -152,6 +160,9 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   };
   std::deque<KnownToolSet> tool_sets_;  // most recently made first
   bool shutting_down_ = false;
+  // Gathered by flush(), in order; write_posted_ while a write_pending() is posted.
+  std::vector<std::pair<std::shared_ptr<Turn>, StoreChanges>> pending_writes_;
+  bool write_posted_ = false;
 };
 
 }  // namespace sb::session

@@ -262,16 +262,26 @@ Result<void> SessionStore::put_part(const Part& p) {
 }
 
 Result<void> SessionStore::write(const StoreChanges& changes) {
-  if (changes.empty()) return {};
+  const StoreChanges* one = &changes;
+  return write(std::span<const StoreChanges* const>(&one, 1));
+}
+
+Result<void> SessionStore::write(std::span<const StoreChanges* const> batch) {
+  bool any = false;
+  for (const StoreChanges* changes : batch)
+    any = any || !changes->empty();
+  if (!any) return {};
   std::lock_guard lock(db_->mutex());
   store::Database::Transaction tx(*db_);
   if (!tx.begun()) return tx.begun().error();
-  if (changes.session)
-    if (auto r = put_session_locked(*changes.session); !r) return r.error();
-  for (const auto& m : changes.messages)
-    if (auto r = put_message_locked(m); !r) return r.error();
-  for (const auto& p : changes.parts)
-    if (auto r = put_part_locked(p); !r) return r.error();
+  for (const StoreChanges* changes : batch) {
+    if (changes->session)
+      if (auto r = put_session_locked(*changes->session); !r) return r.error();
+    for (const auto& m : changes->messages)
+      if (auto r = put_message_locked(m); !r) return r.error();
+    for (const auto& p : changes->parts)
+      if (auto r = put_part_locked(p); !r) return r.error();
+  }
   return tx.commit();
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,8 @@ class SessionStore {
 
   Result<void> put_part(const Part& p);
   Result<void> write(const StoreChanges& changes);  // all or nothing
+  // Several turns' changes in one transaction (all or nothing), in order.
+  Result<void> write(std::span<const StoreChanges* const> batch);
   Result<std::vector<Part>> list_parts(const std::string& session_id,
                                        const std::string& message_id);
 

@@ -201,6 +201,51 @@ TEST(SessionStore, WriteStoresAllOrNothing) {
   EXPECT_EQ(store->list_messages(s.id)->size(), 2u);
 }
 
+// Several turns' changes (the service gathers those of concurrent sessions) in one transaction:
+// all are stored in order, or, when one of them breaks, none.
+TEST(SessionStore, ABatchOfSeveralTurnsChangesIsStoredAllOrNothing) {
+  auto store = *SessionStore::open_memory();
+  auto a = make_session("a", 1), b = make_session("b", 2);
+  StoreChanges first, second;
+  first.session = a;
+  auto ma = make_assistant(a);
+  first.messages.push_back(ma);
+  second.session = b;
+  auto mb = make_assistant(b);
+  second.messages.push_back(mb);
+  auto running = tool_part(mb, ToolState::Status::Running);
+  second.parts.push_back(running);
+  // A later change of the same part in the same batch wins, as it would in two transactions.
+  StoreChanges third;
+  auto completed = running;
+  completed.state.status = ToolState::Status::Completed;
+  third.parts.push_back(completed);
+  std::vector<const StoreChanges*> batch{&first, &second, &third};
+  ASSERT_TRUE(store->write(batch));
+  ASSERT_EQ(store->list_sessions()->size(), 2u);
+  EXPECT_EQ(store->list_messages(a.id)->size(), 1u);
+  auto parts = store->list_parts(b.id, mb.id);
+  ASSERT_TRUE(parts);
+  ASSERT_EQ(parts->size(), 1u);
+  EXPECT_EQ((*parts)[0].state.status, ToolState::Status::Completed);
+
+  auto c = make_session("c", 3);
+  StoreChanges good, broken;
+  good.session = c;
+  auto mc = make_assistant(b);
+  broken.messages.push_back(mc);
+  auto orphan = tool_part(mc, ToolState::Status::Running);
+  orphan.message_id = "msg_missing";
+  broken.parts.push_back(orphan);
+  std::vector<const StoreChanges*> failing{&good, &broken};
+  EXPECT_FALSE(store->write(failing));
+  EXPECT_FALSE(*store->get_session(c.id));  // the good one went with the broken one
+  EXPECT_FALSE(*store->get_message(b.id, mc.id));
+  // Alone, the good one is stored (the service retries a failed batch one turn at a time).
+  ASSERT_TRUE(store->write(good));
+  EXPECT_TRUE(*store->get_session(c.id));
+}
+
 TEST(SessionStore, SurvivesReopeningAndFailsInterruptedTurns) {
   TempDir dir;
   std::string session_id, message_id;
