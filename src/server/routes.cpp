@@ -415,11 +415,12 @@ asio::awaitable<Reply> event_stream(Call& c) {
 
 // ---- sessions (OpenCode's V1 API) -----------------------------------------------------------
 
-json::object message_json(const session::MessageWithParts& m) {
-  json::array parts;
+json::object message_json(const session::MessageWithParts& m, json::storage_ptr sp = {}) {
+  json::array parts(sp);
+  parts.reserve(m.parts.size());
   for (const auto& p : m.parts)
-    parts.push_back(session::to_json(p));
-  return json::object{{"info", session::to_json(m.info)}, {"parts", std::move(parts)}};
+    parts.push_back(session::to_json(p, sp));
+  return json::object({{"info", session::to_json(m.info, sp)}, {"parts", std::move(parts)}}, sp);
 }
 
 asio::awaitable<Reply> create_session(Call& c) {
@@ -560,7 +561,9 @@ asio::awaitable<Reply> prompt(Call& c) {
   if (!in) co_return fail(c, in.error());
   auto r = co_await c.state.sessions->prompt(c.params[0], std::move(*in));
   if (!r) co_return fail(c, r.error());
-  co_return ok(c, message_json(*r));
+  // The answer's objects come from one block, dropped once the answer is serialized.
+  json::monotonic_resource scratch(16 * 1024);
+  co_return ok(c, message_json(*r, &scratch));
 }
 
 asio::awaitable<Reply> prompt_async(Call& c) {

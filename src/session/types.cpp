@@ -89,19 +89,22 @@ Tokens tokens_from(const json::object& t) {
 
 }  // namespace
 
-json::object to_json(const Tokens& t) {
-  return json::object{{"input", t.input},
-                      {"output", t.output},
-                      {"reasoning", t.reasoning},
-                      {"cache", json::object{{"read", t.cache_read}, {"write", t.cache_write}}}};
+json::object to_json(const Tokens& t, json::storage_ptr sp) {
+  return json::object(
+      {{"input", t.input},
+       {"output", t.output},
+       {"reasoning", t.reasoning},
+       {"cache", json::object({{"read", t.cache_read}, {"write", t.cache_write}}, sp)}},
+      sp);
 }
 
-json::object to_json(const SessionInfo& s) {
-  json::object o{{"id", s.id},
-                 {"title", s.title},
-                 {"directory", s.directory},
-                 {"version", SWITCHBOARD_VERSION},
-                 {"time", json::object{{"created", s.created}, {"updated", s.updated}}}};
+json::object to_json(const SessionInfo& s, json::storage_ptr sp) {
+  json::object o({{"id", s.id},
+                  {"title", s.title},
+                  {"directory", s.directory},
+                  {"version", SWITCHBOARD_VERSION},
+                  {"time", json::object({{"created", s.created}, {"updated", s.updated}}, sp)}},
+                 sp);
   if (!s.parent_id.empty()) o["parentID"] = s.parent_id;
   if (!s.client_id.empty()) o["clientID"] = s.client_id;
   if (!s.permission.empty()) o["permission"] = s.permission;
@@ -123,30 +126,31 @@ Result<SessionInfo> session_from_json(const json::object& o) {
   return s;
 }
 
-json::object to_json(const MessageInfo& m) {
-  json::object time{{"created", m.created}};
+json::object to_json(const MessageInfo& m, json::storage_ptr sp) {
+  json::object time({{"created", m.created}}, sp);
   if (m.completed) time["completed"] = *m.completed;
-  json::object o{{"id", m.id},
-                 {"sessionID", m.session_id},
-                 {"role", m.role == MessageInfo::Role::User ? "user" : "assistant"},
-                 {"time", std::move(time)},
-                 {"agent", m.agent}};
+  json::object o({{"id", m.id},
+                  {"sessionID", m.session_id},
+                  {"role", m.role == MessageInfo::Role::User ? "user" : "assistant"},
+                  {"time", std::move(time)},
+                  {"agent", m.agent}},
+                 sp);
   if (m.role == MessageInfo::Role::User) {
-    o["model"] = json::object{{"providerID", m.provider_id}, {"modelID", m.model_id}};
+    o["model"] = json::object({{"providerID", m.provider_id}, {"modelID", m.model_id}}, sp);
     return o;
   }
   o["parentID"] = m.parent_id;
   o["providerID"] = m.provider_id;
   o["modelID"] = m.model_id;
   o["mode"] = m.agent;
-  o["path"] = json::object{{"cwd", m.cwd}, {"root", m.cwd}};
+  o["path"] = json::object({{"cwd", m.cwd}, {"root", m.cwd}}, sp);
   o["cost"] = m.cost;
-  o["tokens"] = to_json(m.tokens);
+  o["tokens"] = to_json(m.tokens, sp);
   if (!m.finish.empty()) o["finish"] = m.finish;
   if (m.error) {
-    json::object data = m.error->data;
+    json::object data(m.error->data, sp);
     data["message"] = m.error->message;
-    o["error"] = json::object{{"name", m.error->name}, {"data", std::move(data)}};
+    o["error"] = json::object({{"name", m.error->name}, {"data", std::move(data)}}, sp);
   }
   return o;
 }
@@ -186,16 +190,17 @@ Result<MessageInfo> message_from_json(const json::object& o) {
   return m;
 }
 
-json::object to_json(const Part& p) {
-  json::object o{{"id", p.id},
-                 {"sessionID", p.session_id},
-                 {"messageID", p.message_id},
-                 {"type", to_string(p.type)}};
+json::object to_json(const Part& p, json::storage_ptr sp) {
+  json::object o({{"id", p.id},
+                  {"sessionID", p.session_id},
+                  {"messageID", p.message_id},
+                  {"type", to_string(p.type)}},
+                 sp);
   switch (p.type) {
     case Part::Type::Text:
     case Part::Type::Reasoning: {
       o["text"] = p.text;
-      json::object time{{"start", p.start}};
+      json::object time({{"start", p.start}}, sp);
       if (p.end) time["end"] = p.end;
       o["time"] = std::move(time);
       break;
@@ -204,7 +209,7 @@ json::object to_json(const Part& p) {
       o["callID"] = p.call_id;
       o["tool"] = p.tool;
       const ToolState& s = p.state;
-      json::object state{{"status", to_string(s.status)}, {"input", s.input}};
+      json::object state({{"status", to_string(s.status)}, {"input", s.input}}, sp);
       switch (s.status) {
         case ToolState::Status::Pending:
           state["raw"] = s.raw;
@@ -212,19 +217,19 @@ json::object to_json(const Part& p) {
         case ToolState::Status::Running:
           if (!s.title.empty()) state["title"] = s.title;
           state["metadata"] = s.metadata;
-          state["time"] = json::object{{"start", s.start}};
+          state["time"] = json::object({{"start", s.start}}, sp);
           break;
         case ToolState::Status::Completed:
           state["output"] = s.output;
           state["title"] = s.title;
           state["metadata"] = s.metadata;
-          state["time"] = json::object{{"start", s.start}, {"end", s.end}};
+          state["time"] = json::object({{"start", s.start}, {"end", s.end}}, sp);
           if (!s.attachments.empty()) state["attachments"] = s.attachments;
           break;
         case ToolState::Status::Error:
           state["error"] = s.error;
           state["metadata"] = s.metadata;
-          state["time"] = json::object{{"start", s.start}, {"end", s.end}};
+          state["time"] = json::object({{"start", s.start}, {"end", s.end}}, sp);
           break;
       }
       o["state"] = std::move(state);
@@ -235,7 +240,7 @@ json::object to_json(const Part& p) {
     case Part::Type::StepFinish:
       o["reason"] = p.reason;
       o["cost"] = p.cost;
-      o["tokens"] = to_json(p.tokens);
+      o["tokens"] = to_json(p.tokens, sp);
       break;
   }
   return o;

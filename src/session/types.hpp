@@ -97,10 +97,11 @@ struct Part {
 std::string_view to_string(ToolState::Status s);
 std::string_view to_string(Part::Type t);
 
-json::object to_json(const SessionInfo& s);
-json::object to_json(const MessageInfo& m);
-json::object to_json(const Part& p);
-json::object to_json(const Tokens& t);
+// `sp`: where the objects live (the store builds rows in a stack buffer it drops after each).
+json::object to_json(const SessionInfo& s, json::storage_ptr sp = {});
+json::object to_json(const MessageInfo& m, json::storage_ptr sp = {});
+json::object to_json(const Part& p, json::storage_ptr sp = {});
+json::object to_json(const Tokens& t, json::storage_ptr sp = {});
 
 Result<SessionInfo> session_from_json(const json::object& o);
 Result<MessageInfo> message_from_json(const json::object& o);
