@@ -8,9 +8,10 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/url.hpp>
 
-#include <unistd.h>
-
 #include <charconv>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 
 namespace sb::net {
@@ -32,29 +33,6 @@ std::string HttpResponseHead::header(std::string_view name) const {
     if (same) return v;
   }
   return {};
-}
-
-ConnectionPool::~ConnectionPool() {
-  for (auto& [origin, idle] : idle_)
-    ::close(idle.fd);
-}
-
-std::optional<ConnectionPool::Idle> ConnectionPool::take(const std::string& origin) {
-  std::lock_guard lock(mutex_);
-  auto it = idle_.find(origin);
-  if (it == idle_.end()) return std::nullopt;
-  Idle idle = it->second;
-  idle_.erase(it);
-  return idle;
-}
-
-void ConnectionPool::give_back(const std::string& origin, Idle connection) {
-  std::lock_guard lock(mutex_);
-  if (idle_.count(origin) >= kMaxIdlePerOrigin) {
-    ::close(connection.fd);
-    return;
-  }
-  idle_.emplace(origin, connection);
 }
 
 namespace {
@@ -154,6 +132,54 @@ class Watchdog {
     });
   }
   std::shared_ptr<State> state_;
+};
+
+// Idle keep-alive connections to plain-http origins, one pool per io_context: a request that
+// asks for keep-alive takes one instead of connecting, and gives it back when the response
+// ended cleanly and the server keeps the connection open. A kept socket stays registered with
+// the io_context's reactor (no epoll_ctl or ioctl per exchange), so the pool is an Asio service
+// of that io_context: its shutdown() closes the kept sockets while the reactor still holds their
+// state, and nothing else owns them. Thread-safe.
+class ConnectionPool final : public asio::execution_context::service {
+ public:
+  using key_type = ConnectionPool;
+  static inline asio::execution_context::id id;
+
+  explicit ConnectionPool(asio::execution_context& context) : service(context) {}
+
+  static ConnectionPool& of(const asio::any_io_executor& executor) {
+    return asio::use_service<ConnectionPool>(asio::query(executor, asio::execution::context));
+  }
+
+  std::unique_ptr<beast::tcp_stream> take(const std::string& origin) {
+    std::lock_guard lock(mutex_);
+    auto it = idle_.find(origin);
+    if (it == idle_.end()) return nullptr;
+    auto connection = std::move(it->second);
+    idle_.erase(it);
+    return connection;
+  }
+
+  void give_back(const std::string& origin, std::unique_ptr<beast::tcp_stream> connection) {
+    std::lock_guard lock(mutex_);
+    if (shut_down_ || idle_.count(origin) >= kMaxIdlePerOrigin) return;  // closed on return
+    idle_.emplace(origin, std::move(connection));
+  }
+
+ private:
+  void shutdown() override {
+    std::multimap<std::string, std::unique_ptr<beast::tcp_stream>> closing;
+    {
+      std::lock_guard lock(mutex_);
+      shut_down_ = true;
+      closing.swap(idle_);
+    }
+  }
+
+  static constexpr std::size_t kMaxIdlePerOrigin = 32;
+  std::mutex mutex_;
+  bool shut_down_ = false;
+  std::multimap<std::string, std::unique_ptr<beast::tcp_stream>> idle_;
 };
 
 // How an exchange ended, beyond its result.
@@ -333,40 +359,28 @@ asio::awaitable<Result<HttpResponseHead>> fetch_once(
   if (!target.tls) {
     // A pooled connection the server has closed meanwhile fails before any answer; the request
     // then goes once more on a new connection.
+    ConnectionPool* pool = spec.keep_alive ? &ConnectionPool::of(executor) : nullptr;
     for (int attempt = 0; attempt < 2; ++attempt) {
-      beast::tcp_stream tcp_stream(executor);
-      bool reused = false;
-      bool v6 = false;  // kept with a pooled descriptor, which must be assigned its protocol
-      if (auto idle = spec.pool && attempt == 0 ? spec.pool->take(origin) : std::nullopt) {
-        boost::system::error_code ec;
-        tcp_stream.socket().assign(idle->v6 ? tcp::v6() : tcp::v4(), idle->fd, ec);
-        if (ec) {
-          ::close(idle->fd);
-        } else {
-          reused = true;
-          v6 = idle->v6;
-        }
-      }
+      std::unique_ptr<beast::tcp_stream> connection;
+      if (pool && attempt == 0) connection = pool->take(origin);
+      bool reused = connection != nullptr;
       if (!reused) {
-        auto connected = co_await connect(tcp_stream, spec, target);
+        connection = std::make_unique<beast::tcp_stream>(executor);
+        auto connected = co_await connect(*connection, spec, target);
         if (!connected) co_return connected.error();
-        v6 = connected->address().is_v6();
       }
       ExchangeState state;
       {
         // An abort closes the socket, which ends whatever read or write is in flight.
-        CloseOnAbort on_abort(spec.abort, tcp_stream.socket());
-        result = co_await exchange(tcp_stream, spec, target, on_head, on_body, state);
+        CloseOnAbort on_abort(spec.abort, connection->socket());
+        result = co_await exchange(*connection, spec, target, on_head, on_body, state);
       }
       bool aborted = spec.abort && spec.abort->aborted();
       if (!result && reused && !state.answered && !aborted &&
           result.error().code == ErrorCode::Unavailable)
         continue;
-      if (result && state.reusable && spec.pool && !aborted && tcp_stream.socket().is_open()) {
-        boost::system::error_code ec;
-        int fd = tcp_stream.socket().release(ec);
-        if (!ec) spec.pool->give_back(origin, {fd, v6});
-      }
+      if (result && state.reusable && pool && !aborted && connection->socket().is_open())
+        pool->give_back(origin, std::move(connection));
       break;
     }
   } else {

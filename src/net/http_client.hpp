@@ -7,10 +7,7 @@
 
 #include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,30 +17,6 @@
 #include "util/error.hpp"
 
 namespace sb::net {
-
-// Idle keep-alive connections to plain-http origins, for a client that sends many requests to
-// the same server (a model provider): a request takes one instead of connecting, and gives it
-// back when the response ended cleanly and the server keeps the connection open. Holds bare
-// descriptors, so a pool may outlive any io_context. Thread-safe. (https connects each time.)
-class ConnectionPool {
- public:
-  ConnectionPool() = default;
-  ~ConnectionPool();
-  ConnectionPool(const ConnectionPool&) = delete;
-  ConnectionPool& operator=(const ConnectionPool&) = delete;
-
-  struct Idle {
-    int fd = -1;
-    bool v6 = false;
-  };
-  std::optional<Idle> take(const std::string& origin);
-  void give_back(const std::string& origin, Idle connection);
-
- private:
-  static constexpr std::size_t kMaxIdlePerOrigin = 32;
-  std::mutex mutex_;
-  std::multimap<std::string, Idle> idle_;
-};
 
 struct HttpRequestSpec {
   std::string method = "POST";
@@ -55,7 +28,11 @@ struct HttpRequestSpec {
   std::shared_ptr<AbortSignal> abort;
   std::size_t max_body_bytes = 64 * 1024 * 1024;  // the stream ends with TooLarge past this
   int max_redirects = 0;                          // webfetch follows a few; providers none
-  std::shared_ptr<ConnectionPool> pool;           // none: a connection per request
+  // Plain http only: take an idle connection to the origin if the io_context keeps one, and
+  // keep this one after a response that ended cleanly (at most 32 idle per origin). A kept
+  // connection the server has closed meanwhile fails before any answer; the request then goes
+  // once more on a new connection. Off: a connection per request.
+  bool keep_alive = false;
 };
 
 struct HttpResponseHead {

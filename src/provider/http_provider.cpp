@@ -44,7 +44,7 @@ class HttpProvider final : public ModelProvider {
     bool anthropic = o_.type == "anthropic";
     net::HttpRequestSpec spec;
     spec.abort = abort;
-    spec.pool = pool_;
+    spec.keep_alive = true;  // every step goes to the same server: keep its connections
     spec.headers.emplace_back("content-type", "application/json");
     spec.headers.emplace_back("accept", "text/event-stream");
     if (anthropic) {
@@ -104,8 +104,6 @@ class HttpProvider final : public ModelProvider {
 
  private:
   HttpProviderOptions o_;
-  // One provider, one server: its connections are kept open between steps.
-  std::shared_ptr<net::ConnectionPool> pool_ = std::make_shared<net::ConnectionPool>();
 };
 
 }  // namespace

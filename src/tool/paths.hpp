@@ -10,7 +10,9 @@
 
 namespace sb::tool {
 
-// True when `path` (made absolute and free of symlinks and "..") lies inside `root`.
+// True when `path` (made absolute and free of symlinks and "..") lies inside `root` (made so
+// too). A path written under `root` with no symlink below it costs an lstat per part below the
+// root; anything else is resolved in full.
 bool is_within(const std::filesystem::path& root, const std::filesystem::path& path);
 
 // Resolves `given` (absolute, or relative to ctx.directory). A path outside the project asks the

@@ -243,6 +243,12 @@ class ServerTest : public testing::Test {
           << "the server's log contains a " << report << " report";
     if (HasFailure()) std::cerr << "--- switchboard log ---\n" << log << "--- end of log ---\n";
   }
+  // Waits for the server to end; success when it exited with code 0.
+  testing::AssertionResult exits_zero(std::chrono::milliseconds timeout = 10s) {
+    auto status = server_->wait_exit(timeout);
+    if (status && status->exited && status->code == 0) return testing::AssertionSuccess();
+    return testing::AssertionFailure() << (status ? status->describe() : "still running");
+  }
   void start(json::object config) { server_.emplace(std::move(config)); }
   unsigned short port() const { return server_->port(); }
   ServerProcess& server() { return *server_; }

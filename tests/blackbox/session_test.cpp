@@ -1094,6 +1094,13 @@ TEST_F(SessionProvider, RateLimitIsRetriedAndTheTurnSucceeds) {
   EXPECT_EQ(model_.request_count(), 2u);
 }
 
+// `r` over a connection the model keeps open, after `delay`.
+FakeResponse kept(FakeResponse r, std::chrono::milliseconds delay = 0ms) {
+  r.connection = FakeResponse::Connection::KeepAlive;
+  r.delay = delay;
+  return r;
+}
+
 TEST_F(SessionProvider, KeepAliveConnectionIsReusedAndOneTheModelClosedIsReplaced) {
   start_server(openai_config());
   std::string sid = create_session();
@@ -1123,6 +1130,54 @@ TEST_F(SessionProvider, KeepAliveConnectionIsReusedAndOneTheModelClosedIsReplace
   EXPECT_EQ(find(third.json(), "/info/error"), nullptr) << third.describe();
   EXPECT_EQ(model_.request_count(), 4u);
   EXPECT_EQ(model_.connection_count(), 2u);
+}
+
+// Kept model connections belong to the server's event loop and wait there without anything
+// pending: a SIGTERM ends the server as soon as its own connections are done, not at the
+// shutdown deadline.
+TEST_F(SessionProvider, KeptModelConnectionsDoNotHoldUpAShutdown) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  model_.push(kept(FakeResponse::with_text("kept")));
+  ASSERT_TRUE(IsOk(prompt(sid, "hello")));
+  server().send_signal(SIGTERM);
+  ASSERT_TRUE(exits_zero());
+  EXPECT_FALSE(contains(server().log(), "shutdown took too long")) << server().log();
+}
+
+// A forced exit (a second signal) with model connections kept: two idle ones, of which one was
+// taken again by a turn that the shutdown aborts mid-request. They go with the event loop,
+// before what they refer to. A silent WebSocket client (it never answers the close frame) holds
+// the shutdown up until the second signal. The sanitizer builds abort (exit code not 0) on a
+// use after free, and TearDown looks for their reports.
+TEST_F(SessionProvider, AForcedExitClosesKeptModelConnections) {
+  start_server(openai_config());
+  std::string a = create_session();
+  std::string b = create_session();
+  // Two turns at once: two connections, both kept after their answers.
+  model_.push(kept(FakeResponse::with_text("slow"), 3s));
+  model_.push(kept(FakeResponse::with_text("quick")));
+  prompt_async(a, "one");
+  ASSERT_TRUE(model_.wait_for_request(0, 5s));
+  ASSERT_TRUE(IsOk(prompt(b, "two")));
+  ASSERT_TRUE(wait_until([&] { return status().empty(); }, 10s)) << str(status());
+  ASSERT_EQ(model_.connection_count(), 2u);
+  // A request on one of them that the model takes its time to answer.
+  model_.push(kept(FakeResponse::with_text("never read"), 60s));
+  prompt_async(a, "three");
+  ASSERT_TRUE(model_.wait_for_request(2, 5s));
+  EXPECT_EQ(model_.connection_count(), 2u);
+  RawConnection silent(port());
+  silent.send(ws_upgrade_request("/client-tools/ws/silent"));
+  auto upgraded = silent.read_response();
+  ASSERT_TRUE(upgraded && upgraded->status == 101)
+      << (upgraded ? upgraded->describe() : silent.received());
+
+  server().send_signal(SIGTERM);
+  ASSERT_TRUE(server().wait_for_log("shutting down", 5s));
+  server().send_signal(SIGTERM);
+  ASSERT_TRUE(exits_zero());
+  EXPECT_TRUE(contains(server().log(), "second signal: exiting now")) << server().log();
 }
 
 TEST_F(SessionProvider, UnauthorizedIsAProviderAuthErrorWithoutRetries) {

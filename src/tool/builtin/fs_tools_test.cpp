@@ -427,6 +427,39 @@ TEST_F(ReadTest, ASymlinkLeadingOutsideTheProjectCountsAsOutside) {
   EXPECT_EQ(asked_permissions(), std::vector<std::string>{"external_directory"});
 }
 
+TEST_F(ReadTest, ADirectoryLinkLeadingOutsideTheProjectCountsAsOutside) {
+  write_all(outside_ / "notes.txt", "through the directory link\n");
+  fs::create_directory_symlink(outside_, project_ / "shared");
+  deny("external_directory");
+  auto r = call(*read_, R"({"filePath": "shared/notes.txt"})");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(asked_permissions(), std::vector<std::string>{"external_directory"});
+}
+
+TEST_F(ReadTest, ALinkThatStaysInsideTheProjectAsksNothingMore) {
+  write_all(project_ / "src" / "a.txt", "inside\n");
+  fs::create_directory_symlink(project_ / "src", project_ / "alias");
+  auto r = call(*read_, R"({"filePath": "alias/a.txt"})");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(asked_permissions(), std::vector<std::string>{"read"});
+}
+
+TEST_F(ReadTest, AProjectDirectoryNamedThroughASymlinkIsStillTheProject) {
+  write_all(project_ / "notes.txt", "inside\n");
+  write_all(outside_ / "notes.txt", "outside\n");
+  fs::create_directory_symlink(project_, root_ / "via");
+  ctx_.directory = root_ / "via";
+  // Relative to the link, and by the project's real path: both inside.
+  ASSERT_TRUE(call(*read_, R"({"filePath": "notes.txt"})"));
+  ASSERT_TRUE(read(project_ / "notes.txt"));
+  EXPECT_EQ(asked_permissions(), (std::vector<std::string>{"read", "read"}));
+  // Out of it by "..": outside.
+  requests_.clear();
+  deny("external_directory");
+  EXPECT_FALSE(call(*read_, R"({"filePath": "../outside/notes.txt"})"));
+  EXPECT_EQ(asked_permissions(), std::vector<std::string>{"external_directory"});
+}
+
 // --- write -------------------------------------------------------------------------------------
 
 class WriteTest : public ToolTest {
@@ -499,6 +532,19 @@ TEST_F(WriteTest, OutsideTheProjectAsksExternalDirectory) {
   ASSERT_FALSE(denied);
   EXPECT_FALSE(fs::exists(outside_ / "no.txt"));
   EXPECT_EQ(asked_permissions(), std::vector<std::string>{"external_directory"});
+}
+
+TEST_F(WriteTest, ANewFileBelowADirectoryLinkLeadingOutsideCountsAsOutside) {
+  fs::create_directory_symlink(outside_, project_ / "out");
+  deny("external_directory");
+  auto r = write("out/new/file.txt", "x");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(asked_permissions(), std::vector<std::string>{"external_directory"});
+  EXPECT_FALSE(fs::exists(outside_ / "new"));
+  // A new file in a new directory of the project itself is inside.
+  requests_.clear();
+  ASSERT_TRUE(write("fresh/dir/file.txt", "y"));
+  EXPECT_EQ(asked_permissions(), std::vector<std::string>{"edit"});
 }
 
 TEST_F(WriteTest, WritesUtf8ContentByteForByte) {
