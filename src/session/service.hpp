@@ -137,6 +137,8 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // at the end of the executor's current round (`now` false: a step's start, a tool that waits),
   // or at once with everything gathered (`now`: a turn's end, before its answer goes out).
   void flush(const std::shared_ptr<Turn>& turn, bool now);
+  // On the executor's thread, as everything that touches a turn's staged changes (or after the
+  // executor has stopped, from the destructor).
   void write_pending();
   // Changes that could not be stored go back to their turn, under what it staged since.
   void keep_unsaved(Turn& turn, StoreChanges older);
