@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <filesystem>
 
 #include "util/ids.hpp"
@@ -534,6 +537,73 @@ TEST(StoreFiles, ATransactionIsInTheFilesWhenItsCommitReturnsAndNotBefore) {
   EXPECT_EQ(committed.bytes, std::int64_t{kRows} * 2500 + 5);
   EXPECT_EQ(committed.max_id, 100 + kRows - 1);
   EXPECT_TRUE(committed.intact);
+}
+
+// Writes beyond `limit` bytes into any file fail (EFBIG, as a full disk fails them) while this
+// lives.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t limit) {
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    getrlimit(RLIMIT_FSIZE, &old_);
+    rlimit l = old_;
+    l.rlim_cur = limit;
+    setrlimit(RLIMIT_FSIZE, &l);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  void (*old_handler_)(int) = nullptr;
+};
+
+std::optional<std::string> text_of_row(store::Database& db, std::int64_t id) {
+  auto st = db.prepare("SELECT text FROM t WHERE id = ?1");
+  if (!st) return std::nullopt;
+  st->bind(1, id);
+  auto row = st->step();
+  if (!row || !*row) return std::nullopt;
+  return st->text(0);
+}
+
+// A commit whose WAL write fails (a full disk) is reported as failed. As with stock SQLite, what
+// it wrote must then not be what the store reads back, nor what it later stores; and reads that
+// need no write (a lookup that finds nothing) keep working while the disk is full.
+TEST(StoreFiles, ACommitThatFailsToWriteIsNeitherReadBackNorStoredLater) {
+  TempDir dir;
+  auto db = open_table_t(dir);
+  ASSERT_TRUE(db);
+  insert_row(*db, 1, "first");
+  auto wal_bytes = std::filesystem::file_size(dir.path() / "a.db-wal");
+  Result<void> committed;
+  bool lookup_ok = false;
+  std::optional<std::string> read_back;
+  {
+    FileSizeLimit full(wal_bytes);
+    {
+      store::Database::Transaction tx(*db);
+      insert_row(*db, 2, "reported as not stored");
+      committed = tx.commit();
+    }
+    // A lookup of a missing row (its statement ends without a row).
+    auto st = db->prepare("SELECT text FROM t WHERE id = ?1");
+    ASSERT_TRUE(st);
+    st->bind(1, std::int64_t{999});
+    auto row = st->step();
+    lookup_ok = row.has_value();
+    if (!row) ADD_FAILURE() << "a read while the disk is full: " << row.error().message;
+  }
+  read_back = text_of_row(*db, 2);
+  EXPECT_FALSE(committed) << "the commit could not be written";
+  EXPECT_TRUE(lookup_ok);
+  EXPECT_FALSE(read_back) << "row 2 reads back as \"" << read_back.value_or("") << "\"";
+  insert_row(*db, 3, "after the disk has room again");
+  auto got = recover_copy(dir.path(), "after");
+  EXPECT_EQ(got.rows, 2) << "rows 1 and 3; row 2's commit was reported failed";
+  EXPECT_TRUE(got.intact);
 }
 
 }  // namespace
