@@ -9,15 +9,6 @@ Error sqlite_error(sqlite3* db, std::string_view what) {
                     std::string("sqlite: ") + std::string(what) + ": " + sqlite3_errmsg(db));
 }
 
-// After a statement: once no transaction is open (it committed, on its own or by COMMIT), the
-// WAL's held writes go to the file before the caller learns the outcome (store/wal_buffer.hpp).
-Result<void> flush_after_statement(sqlite3* db) {
-  if (!sqlite3_get_autocommit(db)) return {};
-  if (int rc = flush_wal(db); rc != SQLITE_OK)
-    return make_error(ErrorCode::Internal,
-                      std::string("sqlite: writing the WAL: ") + sqlite3_errstr(rc));
-  return {};
-}
 }  // namespace
 
 Statement::Statement(Statement&& other) noexcept
@@ -55,9 +46,8 @@ Statement& Statement::bind_null(int index) {
 Result<bool> Statement::step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
-  if (rc != SQLITE_DONE) return sqlite_error(db_, "step");
-  if (auto flushed = flush_after_statement(db_); !flushed) return flushed.error();
-  return false;
+  if (rc == SQLITE_DONE) return false;
+  return sqlite_error(db_, "step");
 }
 
 Result<void> Statement::run() {
@@ -71,9 +61,6 @@ Result<void> Statement::run() {
 void Statement::reset() {
   sqlite3_reset(stmt_);
   sqlite3_clear_bindings(stmt_);
-  // A write statement reset before its last step commits here; its WAL writes go out too (a
-  // failure is met again, and reported, by the next statement's flush).
-  (void)flush_after_statement(db_);
 }
 
 std::string Statement::text(int column) const {
@@ -164,7 +151,7 @@ Result<void> Database::exec(std::string_view sql) {
     sqlite3_free(err);
     return make_error(ErrorCode::Internal, "sqlite: " + msg);
   }
-  return flush_after_statement(db_);
+  return {};
 }
 
 Result<Statement> Database::prepare(std::string_view sql) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <vector>
 
 namespace sb::store {
@@ -15,6 +16,18 @@ constexpr std::size_t kMaxHeldBytes = 4u << 20;
 constexpr std::size_t kMaxWriteBytes = 120u << 10;
 // After a flush the buffer keeps at most this much capacity for the next transaction.
 constexpr std::size_t kKeptCapacity = 256u << 10;
+
+// SQLite's WAL layout (wal.c): a 32-byte file header, then frames of a 24-byte header and a page.
+// A frame header's bytes 4-7 (big-endian) are the database size after the commit for the frame
+// that commits a transaction, and zero for every other frame.
+constexpr int kWalHeaderBytes = 32;
+constexpr int kFrameHeaderBytes = 24;
+
+bool is_commit_header(const void* buffer, int bytes) {
+  if (bytes != kFrameHeaderBytes) return false;
+  const auto* b = static_cast<const unsigned char*>(buffer);
+  return (b[4] | b[5] | b[6] | b[7]) != 0;
+}
 
 // A contiguous run of held bytes: file offset, and where the bytes are in File::held.
 struct Run {
@@ -33,6 +46,12 @@ struct File {
   // Constructed in x_open, destroyed in x_close (SQLite's memory for the file is raw).
   std::vector<unsigned char>* held;
   std::vector<Run>* runs;  // in the order SQLite wrote them
+  // Where the page of a commit frame whose header was just taken goes: that write ends the commit
+  // and is written with everything held before SQLite goes on. -1: none expected.
+  sqlite3_int64 commit_page_at;
+  // The end of the frames written since the WAL (re)started: a frame header below it rewrites a
+  // frame (checksums after a cache spill), at or past it appends one.
+  sqlite3_int64 written_end;
 };
 
 File* of(sqlite3_file* f) {
@@ -65,17 +84,38 @@ int write_held(File* f) {
   return SQLITE_OK;
 }
 
+// Writes what is held for a commit. If that fails, SQLite's write of the commit frame fails, and
+// SQLite rolls the transaction back as it would after a failed write of its own; what was held
+// (frames of that transaction only: an earlier commit left nothing held) is dropped, so the file
+// keeps a prefix of SQLite's writes without this commit frame, and no later write brings the
+// rolled-back transaction to the disk.
+int write_commit(File* f) {
+  f->commit_page_at = -1;
+  int rc = write_held(f);
+  if (rc != SQLITE_OK) {
+    f->runs->clear();
+    f->held->clear();
+  }
+  return rc;
+}
+
+// Before any other use of the file: what is held goes to the file.
+int settle(File* f) {
+  if (!f->wal) return SQLITE_OK;
+  return f->commit_page_at >= 0 ? write_commit(f) : write_held(f);
+}
+
 // Runs `call` on the real file once what is held has been written.
 template <class Call>
 int after_held(sqlite3_file* file, Call call) {
   File* f = of(file);
-  if (int rc = write_held(f); rc != SQLITE_OK) return rc;
+  if (int rc = settle(f); rc != SQLITE_OK) return rc;
   return call(f->real);
 }
 
 int x_close(sqlite3_file* file) {
   File* f = of(file);
-  int held = write_held(f);
+  int held = settle(f);
   int closed = f->real->pMethods->xClose(f->real);
   delete f->held;
   delete f->runs;
@@ -84,41 +124,86 @@ int x_close(sqlite3_file* file) {
 
 int x_read(sqlite3_file* file, void* buffer, int bytes, sqlite3_int64 offset) {
   File* f = of(file);
-  if (f->wal)
+  if (f->wal) {
+    bool overlaps = f->commit_page_at >= 0;
     for (const Run& run : *f->runs)
-      if (offset < run.end() && run.offset < offset + bytes) {
-        if (int rc = write_held(f); rc != SQLITE_OK) return rc;
-        break;
-      }
+      overlaps = overlaps || (offset < run.end() && run.offset < offset + bytes);
+    if (overlaps)
+      if (int rc = settle(f); rc != SQLITE_OK) return rc;
+  }
   return f->real->pMethods->xRead(f->real, buffer, bytes, offset);
 }
+
+// Holds a write; true when it continued the last held run.
+bool hold(File* f, const void* buffer, std::size_t size, sqlite3_int64 offset) {
+  const auto* bytes_in = static_cast<const unsigned char*>(buffer);
+  bool continued = !f->runs->empty() && f->runs->back().end() == offset;
+  if (continued)
+    f->runs->back().size += size;
+  else
+    f->runs->push_back(Run{offset, f->held->size(), size});
+  f->held->insert(f->held->end(), bytes_in, bytes_in + size);
+  return continued;
+}
+
+int x_write_held(File* f, const void* buffer, int bytes, sqlite3_int64 offset);
 
 int x_write(sqlite3_file* file, const void* buffer, int bytes, sqlite3_int64 offset) {
   File* f = of(file);
   if (!f->wal) return f->real->pMethods->xWrite(f->real, buffer, bytes, offset);
+  // No exception may cross SQLite's C frames.
+  try {
+    return x_write_held(f, buffer, bytes, offset);
+  } catch (const std::bad_alloc&) {
+    return SQLITE_IOERR_NOMEM;
+  }
+}
+
+int x_write_held(File* f, const void* buffer, int bytes, sqlite3_int64 offset) {
   auto size = static_cast<std::size_t>(bytes);
   sqlite3_int64 end = offset + bytes;
-  // A write inside a held run (SQLite rewriting frame checksums after a cache spill) changes
-  // the held bytes; one that continues the last run extends it.
+  if (offset == 0 && bytes == kWalHeaderBytes) f->written_end = kWalHeaderBytes;  // WAL restart
+  // The page of the commit frame whose header came last: the commit's last write.
+  if (f->commit_page_at >= 0) {
+    if (offset == f->commit_page_at) {
+      hold(f, buffer, size, offset);
+      f->written_end = std::max(f->written_end, end);
+      return write_commit(f);
+    }
+    if (int rc = write_commit(f); rc != SQLITE_OK) return rc;  // not expected: write it all now
+  }
+  bool commit = is_commit_header(buffer, bytes);
+  bool appended = offset >= f->written_end;
+  f->written_end = std::max(f->written_end, end);
+  // A write inside a held run (SQLite rewriting frame checksums after a cache spill) changes the
+  // held bytes; one that overlaps held bytes otherwise, or would hold too much, writes them first.
+  bool inside = false;
   for (Run& run : *f->runs)
     if (run.offset <= offset && end <= run.end()) {
       std::memcpy(f->held->data() + run.at + static_cast<std::size_t>(offset - run.offset), buffer,
                   size);
-      return SQLITE_OK;
+      inside = true;
+      break;
     }
-  bool overlaps = false;
-  for (const Run& run : *f->runs)
-    overlaps = overlaps || (offset < run.end() && run.offset < end);
-  if (overlaps || f->held->size() + size > kMaxHeldBytes)
-    if (int rc = write_held(f); rc != SQLITE_OK) return rc;
-  const auto* bytes_in = static_cast<const unsigned char*>(buffer);
-  if (!f->runs->empty() && f->runs->back().end() == offset) {
-    f->runs->back().size += size;
-  } else {
-    f->runs->push_back(Run{offset, f->held->size(), size});
+  bool continued = false;
+  if (!inside) {
+    bool overlaps = false;
+    for (const Run& run : *f->runs)
+      overlaps = overlaps || (offset < run.end() && run.offset < end);
+    if (overlaps || f->held->size() + size > kMaxHeldBytes)
+      if (int rc = write_held(f); rc != SQLITE_OK) return rc;
+    continued = hold(f, buffer, size, offset);
   }
-  f->held->insert(f->held->end(), bytes_in, bytes_in + size);
-  return SQLITE_OK;
+  if (!commit) return SQLITE_OK;
+  // A commit frame's header. Appended after the frames before it, it is held with them and its
+  // page (the next write) writes them all. Anything else (SQLite rewriting the commit frame's
+  // checksum after a cache spill, its last write for the commit) is written at once, and so is a
+  // page that follows.
+  f->commit_page_at = offset + kFrameHeaderBytes;
+  if (appended && !inside && (continued || f->runs->size() == 1)) return SQLITE_OK;
+  int rc = write_commit(f);
+  f->commit_page_at = rc == SQLITE_OK ? offset + kFrameHeaderBytes : -1;
+  return rc;
 }
 
 int x_truncate(sqlite3_file* file, sqlite3_int64 size) {
@@ -178,7 +263,7 @@ int x_shm_lock(sqlite3_file* file, int offset, int n, int flags) {
 
 void x_shm_barrier(sqlite3_file* file) {
   File* f = of(file);
-  (void)write_held(f);  // a failure shows at the next write or read of the file
+  (void)settle(f);  // a failure shows at the next write or read of the file
   f->real->pMethods->xShmBarrier(f->real);
 }
 
@@ -236,13 +321,26 @@ int x_open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, in
   f->base.pMethods = nullptr;  // SQLite closes nothing if the open fails
   f->real = reinterpret_cast<sqlite3_file*>(f + 1);
   f->wal = (flags & SQLITE_OPEN_WAL) != 0;
+  f->held = nullptr;
+  f->runs = nullptr;
+  if (f->wal) {
+    try {
+      f->held = new std::vector<unsigned char>();
+      f->runs = new std::vector<Run>();
+    } catch (const std::bad_alloc&) {
+      delete f->held;
+      return SQLITE_NOMEM;
+    }
+  }
   int rc = base->xOpen(base, name, f->real, flags, out_flags);
   if (rc != SQLITE_OK || !f->real->pMethods) {
     // The default VFS may have set its methods on failure; it has then closed what it opened.
+    delete f->held;
+    delete f->runs;
     return rc;
   }
-  f->held = f->wal ? new std::vector<unsigned char>() : nullptr;
-  f->runs = f->wal ? new std::vector<Run>() : nullptr;
+  f->commit_page_at = -1;
+  f->written_end = 0;
   f->methods = methods_for(f->real->pMethods);
   f->base.pMethods = &f->methods;
   return SQLITE_OK;
@@ -318,14 +416,6 @@ sqlite3_vfs* registered_vfs() {
 
 const char* buffered_wal_vfs() {
   return registered_vfs()->zName;
-}
-
-int flush_wal(sqlite3* db) {
-  sqlite3_file* journal = nullptr;
-  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &journal) != SQLITE_OK ||
-      !journal || !journal->pMethods || journal->pMethods->xWrite != x_write)
-    return SQLITE_OK;
-  return write_held(of(journal));
 }
 
 }  // namespace sb::store
