@@ -296,7 +296,7 @@ void SessionService::flush(const std::shared_ptr<Turn>& turn, bool now) {
   {
     std::lock_guard lock(mutex_);
     if (!turn->unsaved.empty())
-      pending_writes_.emplace_back(turn, std::exchange(turn->unsaved, {}));
+      pending_writes_.push_back(PendingWrite{turn, std::exchange(turn->unsaved, {})});
     if (!now && !write_posted_ && !pending_writes_.empty()) post = write_posted_ = true;
   }
   if (now) {
@@ -315,50 +315,52 @@ void SessionService::flush(const std::shared_ptr<Turn>& turn, bool now) {
   }
 }
 
+namespace {
+// A write that keeps failing (not a passing full disk) is given up after this many tries, each
+// made when the server stores something anyway.
+constexpr int kMaxWriteFailures = 64;
+}  // namespace
+
 void SessionService::write_pending() {
-  std::vector<std::pair<std::shared_ptr<Turn>, StoreChanges>> batch;
+  std::vector<PendingWrite> batch;
   {
     std::lock_guard lock(mutex_);
     batch = std::exchange(pending_writes_, {});
   }
+  std::erase_if(batch, [&](const PendingWrite& w) { return is_deleted(w.turn->session.id); });
+  if (batch.empty()) return;
   std::vector<const StoreChanges*> changes;
-  for (const auto& [turn, c] : batch)
-    if (!is_deleted(turn->session.id)) changes.push_back(&c);
-  if (changes.empty()) return;
+  changes.reserve(batch.size());
+  for (const auto& w : batch)
+    changes.push_back(&w.changes);
   auto r = deps_.store->write(changes);
   if (r) return;
-  // One transaction per turn instead, so that one turn's write that cannot succeed does not hold
-  // back the others'. What fails is kept for that turn's next flush (nothing of a transaction
-  // is stored when it fails), so a passing failure (a full disk that gets space back) loses
-  // nothing.
-  log::error("storing the changes of ", changes.size(),
-             " turns (retried one by one): ", r.error().message);
-  for (auto& [turn, c] : batch) {
-    if (is_deleted(turn->session.id)) continue;
-    if (auto one = deps_.store->write(c); !one) {
-      log::error("storing the changes of a turn (kept to retry): ", one.error().message);
-      keep_unsaved(*turn, std::move(c));
+  // One transaction per write instead, so that one that cannot succeed holds back no other turn.
+  // What fails (nothing of a failed transaction is stored) is kept, in order, ahead of what turns
+  // gather next, and tried again with the next write: a passing failure (a full disk that gets
+  // space back) loses nothing, a turn's last changes included. A turn's later changes wait behind
+  // its failed ones, so an older version of a row is never stored over a newer one.
+  log::error("storing the changes of ", batch.size(),
+             " turn steps (retried one by one): ", r.error().message);
+  std::vector<PendingWrite> kept;
+  std::set<const Turn*> held_back;
+  for (auto& w : batch) {
+    if (held_back.count(w.turn.get()) == 0) {
+      auto one = deps_.store->write(w.changes);
+      if (one) continue;
+      if (++w.failures >= kMaxWriteFailures) {
+        log::error("gave up storing changes of session ", w.turn->session.id, " after ",
+                   kMaxWriteFailures, " tries: ", one.error().message);
+        continue;
+      }
+      held_back.insert(w.turn.get());
     }
+    kept.push_back(std::move(w));
   }
-}
-
-namespace {
-// `older` items that `newer` does not replace, then `newer`.
-template <class T>
-void put_under(std::vector<T>& newer, std::vector<T> older) {
-  std::erase_if(older, [&](const T& o) {
-    return std::any_of(newer.begin(), newer.end(), [&](const T& n) { return n.id == o.id; });
-  });
-  for (auto& n : newer)
-    older.push_back(std::move(n));
-  newer = std::move(older);
-}
-}  // namespace
-
-void SessionService::keep_unsaved(Turn& turn, StoreChanges older) {
-  if (!turn.unsaved.session) turn.unsaved.session = std::move(older.session);
-  put_under(turn.unsaved.messages, std::move(older.messages));
-  put_under(turn.unsaved.parts, std::move(older.parts));
+  if (kept.empty()) return;
+  std::lock_guard lock(mutex_);
+  pending_writes_.insert(pending_writes_.begin(), std::make_move_iterator(kept.begin()),
+                         std::make_move_iterator(kept.end()));
 }
 
 Result<std::shared_ptr<SessionService::Conversation>> SessionService::conversation(

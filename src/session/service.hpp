@@ -140,8 +140,6 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // On the executor's thread, as everything that touches a turn's staged changes (or after the
   // executor has stopped, from the destructor).
   void write_pending();
-  // Changes that could not be stored go back to their turn, under what it staged since.
-  void keep_unsaved(Turn& turn, StoreChanges older);
   void publish_part(const Part& part);  // the event only
   bool is_deleted(const std::string& session_id) const;
   // The offered tools as a ToolSet: the same object (with its serialized forms) as long as the
@@ -162,8 +160,14 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   };
   std::deque<KnownToolSet> tool_sets_;  // most recently made first
   bool shutting_down_ = false;
-  // Gathered by flush(), in order; write_posted_ while a write_pending() is posted.
-  std::vector<std::pair<std::shared_ptr<Turn>, StoreChanges>> pending_writes_;
+  // Gathered by flush(), in order (with those that failed before, ahead of them);
+  // write_posted_ while a write_pending() is posted.
+  struct PendingWrite {
+    std::shared_ptr<Turn> turn;
+    StoreChanges changes;
+    int failures = 0;
+  };
+  std::vector<PendingWrite> pending_writes_;
   bool write_posted_ = false;
 };
 
