@@ -248,28 +248,26 @@ int x_device_characteristics(sqlite3_file* file) {
   return f->real->pMethods->xDeviceCharacteristics(f->real);
 }
 
-// The shared-memory index is used only by connections that are not in exclusive locking mode
-// (ours are); another process reading the WAL through it must find the frames written.
+// SQLite calls the shared-memory methods on the database file, never on the WAL, and only without
+// exclusive locking (store::Database always locks exclusively): they pass through.
 int x_shm_map(sqlite3_file* file, int page, int page_size, int extend, void volatile** out) {
-  return after_held(file, [&](sqlite3_file* real) {
-    return real->pMethods->xShmMap(real, page, page_size, extend, out);
-  });
+  File* f = of(file);
+  return f->real->pMethods->xShmMap(f->real, page, page_size, extend, out);
 }
 
 int x_shm_lock(sqlite3_file* file, int offset, int n, int flags) {
-  return after_held(
-      file, [&](sqlite3_file* real) { return real->pMethods->xShmLock(real, offset, n, flags); });
+  File* f = of(file);
+  return f->real->pMethods->xShmLock(f->real, offset, n, flags);
 }
 
 void x_shm_barrier(sqlite3_file* file) {
   File* f = of(file);
-  (void)settle(f);  // a failure shows at the next write or read of the file
   f->real->pMethods->xShmBarrier(f->real);
 }
 
 int x_shm_unmap(sqlite3_file* file, int delete_flag) {
-  return after_held(
-      file, [&](sqlite3_file* real) { return real->pMethods->xShmUnmap(real, delete_flag); });
+  File* f = of(file);
+  return f->real->pMethods->xShmUnmap(f->real, delete_flag);
 }
 
 int x_fetch(sqlite3_file* file, sqlite3_int64 offset, int bytes, void** out) {
