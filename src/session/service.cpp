@@ -46,6 +46,9 @@ namespace {
 constexpr std::size_t kConversationsKept = 64;
 // Distinct tool lists kept with their serialized forms (agents, per-session client tools).
 constexpr std::size_t kToolSetsKept = 32;
+// How long a turn's progress (its start, a waiting tool call) may wait to be stored; what a crash
+// can lose of a turn that is still running.
+constexpr std::chrono::milliseconds kWriteDelay{50};
 }  // namespace
 
 // One model step: one assistant message.
@@ -145,7 +148,7 @@ std::shared_ptr<SessionService> SessionService::create(ServiceDeps deps, Service
 }
 
 SessionService::SessionService(ServiceDeps deps, ServiceOptions options)
-    : deps_(std::move(deps)), options_(std::move(options)) {}
+    : deps_(std::move(deps)), options_(std::move(options)), write_timer_(deps_.executor) {}
 
 SessionService::~SessionService() {
   write_pending();
@@ -292,27 +295,33 @@ void SessionService::stage_message(Turn& turn, const MessageInfo& info) {
 }
 
 void SessionService::flush(const std::shared_ptr<Turn>& turn, bool now) {
-  bool post = false;
+  bool arm = false;
   {
     std::lock_guard lock(mutex_);
-    if (!turn->unsaved.empty())
-      pending_writes_.push_back(PendingWrite{turn, std::exchange(turn->unsaved, {})});
-    if (!now && !write_posted_ && !pending_writes_.empty()) post = write_posted_ = true;
+    if (std::find(unsaved_turns_.begin(), unsaved_turns_.end(), turn) == unsaved_turns_.end())
+      unsaved_turns_.push_back(turn);
+    now = now || shutting_down_;
+    if (!now && !write_armed_) arm = write_armed_ = true;
   }
   if (now) {
     write_pending();
-  } else if (post) {
-    // Posted behind the handlers already queued: the turns that reach a flush point in this round
-    // (concurrent sessions whose model answers arrived together) share one transaction, and the
-    // pages they all touch (the tables' last leaves, the open-message index) are written once.
-    asio::post(deps_.executor, [self = shared_from_this()] {
-      {
-        std::lock_guard lock(self->mutex_);
-        self->write_posted_ = false;
-      }
-      self->write_pending();
-    });
+    return;
   }
+  if (!arm) return;
+  // Stored a little later rather than at once: a turn that ends within the delay (a fast model,
+  // a tool that answers at once) stores its start, its tool calls and its end in one transaction
+  // at its end, each row once, instead of one transaction per step. A turn that takes longer has
+  // its progress stored within the delay, in one transaction with every other turn's.
+  write_timer_.expires_after(kWriteDelay);
+  write_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (!self || ec == asio::error::operation_aborted) return;
+    {
+      std::lock_guard lock(self->mutex_);
+      self->write_armed_ = false;
+    }
+    self->write_pending();
+  });
 }
 
 namespace {
@@ -325,7 +334,11 @@ void SessionService::write_pending() {
   std::vector<PendingWrite> batch;
   {
     std::lock_guard lock(mutex_);
-    batch = std::exchange(pending_writes_, {});
+    batch = std::exchange(failed_writes_, {});
+    for (auto& turn : unsaved_turns_)
+      if (!turn->unsaved.empty())
+        batch.push_back(PendingWrite{turn, std::exchange(turn->unsaved, {})});
+    unsaved_turns_.clear();
   }
   std::erase_if(batch, [&](const PendingWrite& w) { return is_deleted(w.turn->session.id); });
   if (batch.empty()) return;
@@ -337,7 +350,7 @@ void SessionService::write_pending() {
   if (r) return;
   // One transaction per write instead, so that one that cannot succeed holds back no other turn.
   // What fails (nothing of a failed transaction is stored) is kept, in order, ahead of what turns
-  // gather next, and tried again with the next write: a passing failure (a full disk that gets
+  // stage next, and tried again with the next write: a passing failure (a full disk that gets
   // space back) loses nothing, a turn's last changes included. A turn's later changes wait behind
   // its failed ones, so an older version of a row is never stored over a newer one.
   log::error("storing the changes of ", batch.size(),
@@ -359,8 +372,8 @@ void SessionService::write_pending() {
   }
   if (kept.empty()) return;
   std::lock_guard lock(mutex_);
-  pending_writes_.insert(pending_writes_.begin(), std::make_move_iterator(kept.begin()),
-                         std::make_move_iterator(kept.end()));
+  failed_writes_.insert(failed_writes_.begin(), std::make_move_iterator(kept.begin()),
+                        std::make_move_iterator(kept.end()));
 }
 
 Result<std::shared_ptr<SessionService::Conversation>> SessionService::conversation(
@@ -446,6 +459,14 @@ void SessionService::shutdown() {
   }
   for (const auto& id : ids)
     abort(id, "the server is shutting down");
+  // The turns store their ends at once from here on (flush); what waits is stored now, so that
+  // no write timer holds the stop up.
+  {
+    std::lock_guard lock(mutex_);
+    write_armed_ = false;
+  }
+  write_timer_.cancel();
+  write_pending();
 }
 
 asio::awaitable<Result<MessageWithParts>> SessionService::prompt(std::string session_id,
@@ -985,18 +1006,10 @@ asio::awaitable<void> SessionService::run_tool(std::shared_ptr<Step> step,
   part.state.input = args;
   part.state.start = now_ms();
   stage_part(turn, part);
-  // A restart must find a call that was running (and then mark it failed): the call is stored as
-  // running once it waits for anything (a person, a client, a process), which is when this
-  // posted check gets its turn on the executor. A call that ends without waiting (a file read)
-  // is stored when it has its result instead, with the step's next write: one transaction less.
-  // (Named, not in the co_await's expression: GCC 12 miscompiles a capturing lambda there.)
-  auto store_if_running = [self = shared_from_this(), step, call_id = call.id] {
-    auto it = step->tools.find(call_id);
-    if (it != step->tools.end() && it->second.state.status == ToolState::Status::Running)
-      self->flush(step->turn, false);
-  };
-  auto executor = co_await asio::this_coro::executor;
-  asio::post(executor, std::move(store_if_running));
+  // A restart must find a call that was running (and then mark it failed): one that still runs
+  // when the write delay ends is stored as running then. One that ends sooner (a file read) is
+  // stored once, with its result.
+  flush(step->turn, false);
 
   auto finish = [&](Result<tool::ToolResult> result) {
     Part& p = step->tools[call.id];

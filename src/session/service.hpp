@@ -11,6 +11,7 @@
 // turn after a start. Thread-safe; turns run on the executor given at construction.
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <deque>
 #include <filesystem>
@@ -133,12 +134,14 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // Publish now; store at the turn's next flush().
   void stage_part(Turn& turn, const Part& part);
   void stage_message(Turn& turn, const MessageInfo& info);
-  // Stores what the turn has staged. Turns' writes are gathered and stored in one transaction
-  // at the end of the executor's current round (`now` false: a step's start, a tool that waits),
-  // or at once with everything gathered (`now`: a turn's end, before its answer goes out).
+  // Stores what the turn has staged. `now` false (a step's start, a tool that waits): within
+  // kWriteDelay, in one transaction with what every other turn has staged by then; a turn that
+  // ends sooner stores everything once, at its end. `now` (a turn's end, before its answer goes
+  // out): at once, with everything other turns have staged.
   void flush(const std::shared_ptr<Turn>& turn, bool now);
-  // On the executor's thread, as everything that touches a turn's staged changes (or after the
-  // executor has stopped, from the destructor).
+  // Stores what every turn has staged (and what failed to store before). On the executor's
+  // thread, as everything that touches a turn's staged changes (or after the executor has
+  // stopped, from the destructor).
   void write_pending();
   void publish_part(const Part& part);  // the event only
   bool is_deleted(const std::string& session_id) const;
@@ -160,15 +163,17 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   };
   std::deque<KnownToolSet> tool_sets_;  // most recently made first
   bool shutting_down_ = false;
-  // Gathered by flush(), in order (with those that failed before, ahead of them);
-  // write_posted_ while a write_pending() is posted.
+  // Turns with staged changes that a flush() asked to store; write_timer_ runs while any waits.
+  std::vector<std::shared_ptr<Turn>> unsaved_turns_;
+  boost::asio::steady_timer write_timer_;
+  bool write_armed_ = false;
+  // Changes whose write failed, in order, tried again ahead of the next write.
   struct PendingWrite {
     std::shared_ptr<Turn> turn;
     StoreChanges changes;
     int failures = 0;
   };
-  std::vector<PendingWrite> pending_writes_;
-  bool write_posted_ = false;
+  std::vector<PendingWrite> failed_writes_;
 };
 
 }  // namespace sb::session

@@ -1412,6 +1412,10 @@ TEST_F(SessionRestart, CrashMidTurnLeavesNothingRunning) {
     next_ws_request(ws);
     json::object st = status();
     ASSERT_EQ(st.size(), 2u) << str(st);
+    // What GET .../message lists is stored (it stores what waits first): a crash from here on
+    // cannot lose it.
+    for (const auto& sid : {waiting_for_model, waiting_for_client})
+      ASSERT_EQ(messages(sid).size(), 2u) << "the turn in progress is not listed";
 
     server().send_signal(SIGKILL);
     auto exited = server().wait_exit(5s);
@@ -1458,6 +1462,44 @@ TEST_F(SessionRestart, CrashMidTurnLeavesNothingRunning) {
   auto reply = http_post(port(), "/session/" + waiting_for_model + "/message", again);
   ASSERT_TRUE(IsOk(reply));
   EXPECT_EQ(text_of(reply.json()), "Echo: are you there?");
+}
+
+// A turn's progress reaches the store by itself, shortly after it happens (the server gathers a
+// turn's writes for a moment so that a fast turn is one transaction): nothing reads the session
+// before the crash here, the test only watches the database's write-ahead log grow.
+TEST_F(SessionRestart, ATurnInProgressIsStoredWithoutBeingAskedFor) {
+  json::object cfg = test_config();
+  cfg["provider"] = json::object{
+      {"slow", json::object{{"type", "scripted"},
+                            {"script", json::array{json::object{{"delayMs", 30000},
+                                                                {"text", "too late"}}}}}}};
+  cfg["model"] = "slow/default";
+  start_server(cfg);
+  std::string sid = create_session();
+  auto wal = data_.path() / "switchboard.db-wal";
+  auto wal_size = [&] {
+    std::error_code ec;
+    auto size = std::filesystem::file_size(wal, ec);
+    return ec ? std::uintmax_t{0} : size;
+  };
+  auto before = wal_size();
+  {
+    BusEvents bus(port());
+    prompt_async(sid, "take your time");
+    ASSERT_TRUE(
+        bus.next_where("message.part.updated", "/properties/part/type", json::value("step-start")));
+  }
+  ASSERT_TRUE(wait_until([&] { return wal_size() > before; }, 10s))
+      << "nothing of the running turn was stored";
+  server().send_signal(SIGKILL);
+  auto exited = server().wait_exit(5s);
+  ASSERT_TRUE(exited && exited->signaled) << "SIGKILL did not end the server";
+  server_.reset();
+  start_server(cfg);
+  auto list = messages(sid);
+  ASSERT_EQ(list.size(), 2u) << str(list);
+  EXPECT_EQ(text_of(list[0]), "take your time") << str(list[0]);
+  EXPECT_EQ(string_at(list[1], "/info/error/name"), "MessageAbortedError") << str(list[1]);
 }
 
 // A server tool that is still running is in the store as running (GET .../message reads the
