@@ -30,7 +30,31 @@ struct SessionService::Turn {
   Agent agent;
   permission::Ruleset session_rules;
   std::shared_ptr<Conversation> conversation;
-  StoreChanges unsaved;  // staged writes, stored together by flush()
+  // The turn's messages as they are now (the user's, then one per step), each with its parts
+  // in id order; those changed since the last write are stored by the next one (flush()).
+  std::vector<MessageWithParts> messages;
+  std::vector<std::size_t> unsaved;  // indices into `messages`
+  std::optional<SessionInfo> unsaved_session;
+
+  bool has_unsaved() const { return unsaved_session || !unsaved.empty(); }
+  // What the next write stores; the turn starts over with nothing unsaved.
+  StoreChanges take_unsaved() {
+    StoreChanges changes;
+    changes.session = std::exchange(unsaved_session, {});
+    for (std::size_t i : unsaved)
+      changes.messages.push_back(messages[i]);
+    unsaved.clear();
+    return changes;
+  }
+  // The turn's message `id` (nullptr when it has none), marked as changed.
+  MessageWithParts* change(const std::string& id) {
+    for (std::size_t i = messages.size(); i-- > 0;) {
+      if (messages[i].info.id != id) continue;
+      if (std::find(unsaved.begin(), unsaved.end(), i) == unsaved.end()) unsaved.push_back(i);
+      return &messages[i];
+    }
+    return nullptr;
+  }
 };
 
 // The conversation of a session as the model sees it (history() of its stored messages), kept
@@ -128,17 +152,6 @@ void append_history(const MessageWithParts& m, std::vector<provider::ModelMessag
   out.push_back(provider::ModelMessage::assistant(text, std::move(calls)));
   for (auto& r : results)
     out.push_back(std::move(r));
-}
-
-// Replaces the staged copy of the same object, or adds it.
-template <class T>
-void upsert(std::vector<T>& staged, const T& item) {
-  for (auto& s : staged)
-    if (s.id == item.id) {
-      s = item;
-      return;
-    }
-  staged.push_back(item);
 }
 
 }  // namespace
@@ -281,16 +294,29 @@ void SessionService::publish_part(const Part& part) {
 }
 
 void SessionService::stage_part(Turn& turn, const Part& part) {
-  if (is_deleted(part.session_id)) return;
-  upsert(turn.unsaved.parts, part);
-  if (deps_.bus->has_subscribers())
-    deps_.bus->publish("message.part.updated", json::object{{"part", to_json(part)}});
+  MessageWithParts* m = turn.change(part.message_id);
+  if (!m) {
+    log::error("a part of message ", part.message_id, " that its turn does not have");
+    return;
+  }
+  // Parts are staged in the order they are made, so the place is nearly always the end.
+  auto it = std::find_if(m->parts.rbegin(), m->parts.rend(),
+                         [&](const Part& p) { return p.id <= part.id; });
+  if (it != m->parts.rend() && it->id == part.id)
+    *it = part;
+  else
+    m->parts.insert(it.base(), part);
+  publish_part(part);
 }
 
 void SessionService::stage_message(Turn& turn, const MessageInfo& info) {
-  if (is_deleted(info.session_id)) return;
-  upsert(turn.unsaved.messages, info);
-  if (deps_.bus->has_subscribers())
+  if (MessageWithParts* m = turn.change(info.id)) {
+    m->info = info;
+  } else {
+    turn.messages.push_back({info, {}});
+    turn.unsaved.push_back(turn.messages.size() - 1);
+  }
+  if (deps_.bus->has_subscribers() && !is_deleted(info.session_id))
     deps_.bus->publish("message.updated", json::object{{"info", to_json(info)}});
 }
 
@@ -336,8 +362,7 @@ void SessionService::write_pending() {
     std::lock_guard lock(mutex_);
     batch = std::exchange(failed_writes_, {});
     for (auto& turn : unsaved_turns_)
-      if (!turn->unsaved.empty())
-        batch.push_back(PendingWrite{turn, std::exchange(turn->unsaved, {})});
+      if (turn->has_unsaved()) batch.push_back(PendingWrite{turn, turn->take_unsaved()});
     unsaved_turns_.clear();
   }
   std::erase_if(batch, [&](const PendingWrite& w) { return is_deleted(w.turn->session.id); });
@@ -693,7 +718,7 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
   stage_part(*turn, text);
   turn->conversation->messages.push_back(provider::ModelMessage::user(input.text));
   turn->session.updated = now_ms();
-  turn->unsaved.session = turn->session;
+  turn->unsaved_session = turn->session;
   deps_.bus->publish("session.updated", json::object{{"info", to_json(turn->session)}});
 
   provider::ToolSet tool_set = tool_set_for(*offered);
@@ -770,17 +795,8 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
     m.completed = now_ms();
     stage_message(*turn, m);
 
-    // The message with its parts as stored (in id order), which the conversation gains.
-    last.info = m;
-    last.parts.clear();
-    last.parts.push_back(std::move(start));
-    for (auto* slot : {&step->reasoning, &step->text})
-      if (*slot) last.parts.push_back(**slot);
-    for (const auto& id : step->tool_order)
-      last.parts.push_back(step->tools[id]);
-    if (step->finish) last.parts.push_back(std::move(finish));
-    std::sort(last.parts.begin(), last.parts.end(),
-              [](const Part& a, const Part& b) { return a.id < b.id; });
+    // The message with its parts as stored, which the conversation gains.
+    last = *turn->change(m.id);
     append_history(last, turn->conversation->messages);
     bool called_tools = !step->tools.empty();
     if (m.error || step->halt || !called_tools) break;

@@ -3,11 +3,10 @@
 namespace sb::session {
 namespace {
 
-// Schema version 2 (PRAGMA user_version). Messages and parts are keyed by where they live
-// (session, message) with one unique index each, and no separate index per id: every stored
-// part or message then touches two b-tree pages, not four, which is most of the pages a turn
-// writes to the WAL.
-constexpr int kSchemaVersion = 2;
+// Schema version 3 (PRAGMA user_version). Messages are keyed by where they live (session) with
+// one unique index, and carry their parts: storing a step is one row and two b-tree pages, not a
+// row and an index entry per part, which was most of what a turn wrote to the WAL.
+constexpr int kSchemaVersion = 3;
 constexpr std::string_view kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS session (
   id TEXT PRIMARY KEY,
@@ -19,24 +18,18 @@ CREATE TABLE IF NOT EXISTS message (
   id TEXT NOT NULL,
   completed INTEGER NOT NULL DEFAULT 1,
   data TEXT NOT NULL,
+  parts TEXT NOT NULL DEFAULT '[]',
   UNIQUE(session_id, id)
 );
 CREATE INDEX IF NOT EXISTS message_open ON message(completed) WHERE completed = 0;
-CREATE TABLE IF NOT EXISTS part (
-  session_id TEXT NOT NULL,
-  message_id TEXT NOT NULL,
-  id TEXT NOT NULL,
-  data TEXT NOT NULL,
-  UNIQUE(session_id, message_id, id),
-  FOREIGN KEY(session_id, message_id) REFERENCES message(session_id, id) ON DELETE CASCADE
-);
 CREATE TABLE IF NOT EXISTS todo (
   session_id TEXT PRIMARY KEY REFERENCES session(id) ON DELETE CASCADE,
   data TEXT NOT NULL
 );
 )sql";
 
-// Version 1 (the first release) to 2: the rows move to tables of the new shape.
+// Version 1 (the first release, every row keyed by its own id): the old tables are renamed, the
+// current ones created, the messages copied and the parts embedded (embed_parts), the old dropped.
 constexpr std::string_view kMigrateFrom1 = R"sql(
 DROP INDEX IF EXISTS message_by_session;
 DROP INDEX IF EXISTS message_open;
@@ -48,11 +41,15 @@ ALTER TABLE message RENAME TO message_v1;
 constexpr std::string_view kCopyFrom1 = R"sql(
 INSERT INTO message(session_id, id, completed, data)
   SELECT session_id, id, completed, data FROM message_v1;
-INSERT INTO part(session_id, message_id, id, data)
-  SELECT session_id, message_id, id, data FROM part_v1;
+)sql";
+constexpr std::string_view kDropFrom1 = R"sql(
 DROP TABLE part_v1;
 DROP TABLE message_v1;
 )sql";
+// Version 2 (a table of parts keyed by session, message and id): the message rows gain their
+// parts, and the part table goes.
+constexpr std::string_view kMigrateFrom2 =
+    "ALTER TABLE message ADD COLUMN parts TEXT NOT NULL DEFAULT '[]'";
 
 // A stored row's JSON text. Its objects are built in a stack buffer and dropped once serialized:
 // about 40 heap allocations a row fewer (a turn stores about a dozen rows). A row larger than the
@@ -64,6 +61,17 @@ std::string row_text(const T& item) {
   return json::serialize(to_json(item, &scratch));
 }
 
+// A message's parts as the JSON text of their array, built the same way.
+std::string parts_text(const std::vector<Part>& parts) {
+  unsigned char buffer[16384];
+  json::monotonic_resource scratch(buffer, sizeof buffer);
+  json::array array(&scratch);
+  array.reserve(parts.size());
+  for (const auto& p : parts)
+    array.push_back(to_json(p, &scratch));
+  return json::serialize(array);
+}
+
 template <class T, class F>
 Result<T> parse_row(const std::string& text, F from_json) {
   auto doc = parse_json(text);
@@ -72,18 +80,41 @@ Result<T> parse_row(const std::string& text, F from_json) {
   return from_json(doc->get_object());
 }
 
-// Every row of a statement whose first column is a stored JSON document.
+// The message of a row whose first two columns are its data and its parts.
+Result<MessageWithParts> message_row(store::Statement& st) {
+  auto info = parse_row<MessageInfo>(st.text(0), message_from_json);
+  if (!info) return info.error();
+  MessageWithParts m{std::move(*info), {}};
+  auto parts = parse_json(st.text(1));
+  if (!parts || !parts->is_array())
+    return make_error(ErrorCode::Internal, "corrupt parts of message " + m.info.id);
+  m.parts.reserve(parts->get_array().size());
+  for (const auto& p : parts->get_array()) {
+    if (!p.is_object()) return make_error(ErrorCode::Internal, "corrupt part in the session store");
+    auto part = part_from_json(p.get_object());
+    if (!part) return part.error();
+    m.parts.push_back(std::move(*part));
+  }
+  return m;
+}
+
+// Every row of a statement whose first columns are a stored JSON document (for a message: and
+// its parts).
 template <class T, class F>
-Result<std::vector<T>> read_all(store::Statement& st, F from_json) {
+Result<std::vector<T>> read_all(store::Statement& st, F from_row) {
   std::vector<T> out;
   for (;;) {
     auto row = st.step();
     if (!row) return row.error();
     if (!*row) return out;
-    auto item = parse_row<T>(st.text(0), from_json);
+    auto item = from_row(st);
     if (!item) return item.error();
     out.push_back(std::move(*item));
   }
+}
+
+Result<SessionInfo> session_row(store::Statement& st) {
+  return parse_row<SessionInfo>(st.text(0), session_from_json);
 }
 
 }  // namespace
@@ -136,14 +167,55 @@ Result<void> SessionStore::migrate() {
   if (!from_v1) return from_v1.error();
   store::Database::Transaction tx(*db_);
   if (!tx.begun()) return tx.begun().error();
-  if (*from_v1)
+  if (*version == 2) {
+    if (auto r = db_->exec(kMigrateFrom2); !r) return r.error();
+    if (auto r = embed_parts("part"); !r) return r.error();
+    if (auto r = db_->exec("DROP TABLE part"); !r) return r.error();
+  } else if (*from_v1) {
     if (auto r = db_->exec(kMigrateFrom1); !r) return r.error();
+  }
   if (auto r = db_->exec(kSchema); !r) return r.error();
-  if (*from_v1)
+  if (*version != 2 && *from_v1) {
     if (auto r = db_->exec(kCopyFrom1); !r) return r.error();
+    if (auto r = embed_parts("part_v1"); !r) return r.error();
+    if (auto r = db_->exec(kDropFrom1); !r) return r.error();
+  }
   if (auto r = db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)); !r)
     return r.error();
   return tx.commit();
+}
+
+Result<void> SessionStore::embed_parts(std::string_view part_table) {
+  // The stored parts are JSON objects already: each message's are joined into its array as they
+  // are, in id order.
+  auto parts = db_->prepare("SELECT session_id, message_id, data FROM " + std::string(part_table) +
+                            " ORDER BY session_id, message_id, id");
+  if (!parts) return parts.error();
+  auto update = db_->prepare("UPDATE message SET parts = ?3 WHERE session_id = ?1 AND id = ?2");
+  if (!update) return update.error();
+  std::string session_id, message_id, array;
+  auto store_array = [&]() -> Result<void> {
+    if (message_id.empty()) return {};
+    array.push_back(']');
+    update->reset();  // the last run's bindings go (a bind after a run would be refused)
+    update->bind(1, session_id).bind(2, message_id).bind(3, array);
+    return update->run();
+  };
+  for (;;) {
+    auto row = parts->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    if (parts->text(0) != session_id || parts->text(1) != message_id) {
+      if (auto r = store_array(); !r) return r.error();
+      session_id = parts->text(0);
+      message_id = parts->text(1);
+      array = "[";
+    } else {
+      array.push_back(',');
+    }
+    array += parts->text(2);
+  }
+  return store_array();
 }
 
 Result<void> SessionStore::put_session(const SessionInfo& s) {
@@ -168,7 +240,7 @@ Result<std::optional<SessionInfo>> SessionStore::get_session(const std::string& 
   auto row = st->step();
   if (!row) return row.error();
   if (!*row) return std::optional<SessionInfo>{};
-  auto s = parse_row<SessionInfo>(st->text(0), session_from_json);
+  auto s = session_row(*st);
   if (!s) return s.error();
   return std::optional<SessionInfo>{std::move(*s)};
 }
@@ -177,7 +249,7 @@ Result<std::vector<SessionInfo>> SessionStore::list_sessions() {
   std::lock_guard lock(db_->mutex());
   auto st = db_->prepare("SELECT data FROM session ORDER BY updated DESC, id DESC");
   if (!st) return st.error();
-  return read_all<SessionInfo>(*st, session_from_json);
+  return read_all<SessionInfo>(*st, session_row);
 }
 
 Result<bool> SessionStore::delete_session(const std::string& id) {
@@ -185,8 +257,7 @@ Result<bool> SessionStore::delete_session(const std::string& id) {
   store::Database::Transaction tx(*db_);
   if (!tx.begun()) return tx.begun().error();
   for (auto sql :
-       {"DELETE FROM part WHERE session_id = ?1", "DELETE FROM message WHERE session_id = ?1",
-        "DELETE FROM todo WHERE session_id = ?1"}) {
+       {"DELETE FROM message WHERE session_id = ?1", "DELETE FROM todo WHERE session_id = ?1"}) {
     auto st = db_->prepare(sql);
     if (!st) return st.error();
     st->bind(1, id);
@@ -201,74 +272,43 @@ Result<bool> SessionStore::delete_session(const std::string& id) {
   return deleted;
 }
 
-Result<void> SessionStore::put_message(const MessageInfo& m) {
+Result<void> SessionStore::put_message(const MessageWithParts& m) {
   std::lock_guard lock(db_->mutex());
   return put_message_locked(m);
 }
 
-Result<void> SessionStore::put_message_locked(const MessageInfo& m) {
+Result<void> SessionStore::put_message_locked(const MessageWithParts& m) {
   auto st = db_->prepare(
-      "INSERT INTO message(id, session_id, completed, data) VALUES(?1, ?2, ?3, ?4) "
+      "INSERT INTO message(id, session_id, completed, data, parts) VALUES(?1, ?2, ?3, ?4, ?5) "
       "ON CONFLICT(session_id, id) DO UPDATE SET completed = excluded.completed, "
-      "data = excluded.data");
+      "data = excluded.data, parts = excluded.parts");
   if (!st) return st.error();
-  bool open = m.role == MessageInfo::Role::Assistant && !m.completed;
-  st->bind(1, m.id).bind(2, m.session_id).bind(3, std::int64_t{open ? 0 : 1});
-  st->bind(4, row_text(m));
+  bool open = m.info.role == MessageInfo::Role::Assistant && !m.info.completed;
+  st->bind(1, m.info.id).bind(2, m.info.session_id).bind(3, std::int64_t{open ? 0 : 1});
+  st->bind(4, row_text(m.info)).bind(5, parts_text(m.parts));
   return st->run();
 }
 
-Result<std::optional<MessageInfo>> SessionStore::get_message(const std::string& session_id,
-                                                             const std::string& id) {
+Result<std::optional<MessageWithParts>> SessionStore::get_message(const std::string& session_id,
+                                                                  const std::string& id) {
   std::lock_guard lock(db_->mutex());
-  auto st = db_->prepare("SELECT data FROM message WHERE session_id = ?1 AND id = ?2");
+  auto st = db_->prepare("SELECT data, parts FROM message WHERE session_id = ?1 AND id = ?2");
   if (!st) return st.error();
   st->bind(1, session_id).bind(2, id);
   auto row = st->step();
   if (!row) return row.error();
-  if (!*row) return std::optional<MessageInfo>{};
-  auto m = parse_row<MessageInfo>(st->text(0), message_from_json);
+  if (!*row) return std::optional<MessageWithParts>{};
+  auto m = message_row(*st);
   if (!m) return m.error();
-  return std::optional<MessageInfo>{std::move(*m)};
+  return std::optional<MessageWithParts>{std::move(*m)};
 }
 
 Result<std::vector<MessageWithParts>> SessionStore::list_messages(const std::string& session_id) {
   std::lock_guard lock(db_->mutex());
-  auto st = db_->prepare("SELECT data FROM message WHERE session_id = ?1 ORDER BY id");
+  auto st = db_->prepare("SELECT data, parts FROM message WHERE session_id = ?1 ORDER BY id");
   if (!st) return st.error();
   st->bind(1, session_id);
-  auto infos = read_all<MessageInfo>(*st, message_from_json);
-  if (!infos) return infos.error();
-  std::vector<MessageWithParts> out;
-  out.reserve(infos->size());
-  for (auto& info : *infos)
-    out.push_back({std::move(info), {}});
-  // Every part of the session in one query, in message order, merged into `out` (also sorted
-  // by message id); a part whose message is gone is skipped.
-  auto parts = db_->prepare(
-      "SELECT message_id, data FROM part WHERE session_id = ?1 ORDER BY message_id, id");
-  if (!parts) return parts.error();
-  parts->bind(1, session_id);
-  auto m = out.begin();
-  for (;;) {
-    auto row = parts->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    auto message_id = parts->text(0);
-    while (m != out.end() && m->info.id < message_id)
-      ++m;
-    if (m == out.end()) break;
-    if (m->info.id != message_id) continue;
-    auto part = parse_row<Part>(parts->text(1), part_from_json);
-    if (!part) return part.error();
-    m->parts.push_back(std::move(*part));
-  }
-  return out;
-}
-
-Result<void> SessionStore::put_part(const Part& p) {
-  std::lock_guard lock(db_->mutex());
-  return put_part_locked(p);
+  return read_all<MessageWithParts>(*st, message_row);
 }
 
 Result<void> SessionStore::write(const StoreChanges& changes) {
@@ -289,30 +329,8 @@ Result<void> SessionStore::write(std::span<const StoreChanges* const> batch) {
       if (auto r = put_session_locked(*changes->session); !r) return r.error();
     for (const auto& m : changes->messages)
       if (auto r = put_message_locked(m); !r) return r.error();
-    for (const auto& p : changes->parts)
-      if (auto r = put_part_locked(p); !r) return r.error();
   }
   return tx.commit();
-}
-
-Result<void> SessionStore::put_part_locked(const Part& p) {
-  auto st = db_->prepare(
-      "INSERT INTO part(id, message_id, session_id, data) VALUES(?1, ?2, ?3, ?4) "
-      "ON CONFLICT(session_id, message_id, id) DO UPDATE SET data = excluded.data");
-  if (!st) return st.error();
-  st->bind(1, p.id).bind(2, p.message_id).bind(3, p.session_id);
-  st->bind(4, row_text(p));
-  return st->run();
-}
-
-Result<std::vector<Part>> SessionStore::list_parts(const std::string& session_id,
-                                                   const std::string& message_id) {
-  std::lock_guard lock(db_->mutex());
-  auto st =
-      db_->prepare("SELECT data FROM part WHERE session_id = ?1 AND message_id = ?2 ORDER BY id");
-  if (!st) return st.error();
-  st->bind(1, session_id).bind(2, message_id);
-  return read_all<Part>(*st, part_from_json);
 }
 
 Result<std::string> SessionStore::get_todos(const std::string& session_id) {
@@ -336,20 +354,17 @@ Result<void> SessionStore::put_todos(const std::string& session_id, std::string_
 }
 
 Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(const std::string& reason) {
-  std::vector<MessageInfo> open;
-  {
-    std::lock_guard lock(db_->mutex());
-    auto st = db_->prepare("SELECT data FROM message WHERE completed = 0 ORDER BY id");
-    if (!st) return st.error();
-    auto rows = read_all<MessageInfo>(*st, message_from_json);
-    if (!rows) return rows.error();
-    open = std::move(*rows);
-  }
+  std::lock_guard lock(db_->mutex());
+  auto st = db_->prepare("SELECT data, parts FROM message WHERE completed = 0 ORDER BY id");
+  if (!st) return st.error();
+  auto open = read_all<MessageWithParts>(*st, message_row);
+  if (!open) return open.error();
+  store::Database::Transaction tx(*db_);
+  if (!tx.begun()) return tx.begun().error();
   auto now = now_ms();
-  for (auto& m : open) {
-    auto parts = list_parts(m.session_id, m.id);
-    if (!parts) return parts.error();
-    for (auto& p : *parts) {
+  std::vector<MessageInfo> failed;
+  for (auto& m : *open) {
+    for (auto& p : m.parts) {
       if (p.type != Part::Type::Tool) continue;
       if (p.state.status != ToolState::Status::Pending &&
           p.state.status != ToolState::Status::Running)
@@ -358,13 +373,14 @@ Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(const std:
       p.state.error = reason;
       if (!p.state.start) p.state.start = now;
       p.state.end = now;
-      if (auto r = put_part(p); !r) return r.error();
     }
-    m.completed = now;
-    m.error = NamedError{"MessageAbortedError", reason, {}};
-    if (auto r = put_message(m); !r) return r.error();
+    m.info.completed = now;
+    m.info.error = NamedError{"MessageAbortedError", reason, {}};
+    if (auto r = put_message_locked(m); !r) return r.error();
+    failed.push_back(std::move(m.info));
   }
-  return open;
+  if (auto r = tx.commit(); !r) return r.error();
+  return failed;
 }
 
 }  // namespace sb::session

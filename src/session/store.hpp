@@ -1,6 +1,7 @@
 #pragma once
-// SessionStore: sessions, messages and parts in SQLite (one row per object, its JSON in `data`).
-// Ids sort by creation time, so ORDER BY id is chronological.
+// SessionStore: sessions and messages in SQLite, one row each, its JSON in `data`; a message's
+// parts are in its row (`parts`, a JSON array in id order), so that storing a turn's step is one
+// row, not one per part. Ids sort by creation time, so ORDER BY id is chronological.
 //
 // Thread-safe: the connection's mutex (store::Database::mutex()) around each use.
 #include <filesystem>
@@ -17,16 +18,15 @@ namespace sb::session {
 
 struct MessageWithParts {
   MessageInfo info;
-  std::vector<Part> parts;
+  std::vector<Part> parts;  // in id order
 };
 
 // Writes that belong together, stored in one transaction by SessionStore::write (a session,
-// then messages, then parts, each an insert or replace).
+// then messages, each an insert or replace of the message with all of its parts).
 struct StoreChanges {
   std::optional<SessionInfo> session;
-  std::vector<MessageInfo> messages;
-  std::vector<Part> parts;
-  bool empty() const { return !session && messages.empty() && parts.empty(); }
+  std::vector<MessageWithParts> messages;
+  bool empty() const { return !session && messages.empty(); }
 };
 
 class SessionStore {
@@ -42,17 +42,15 @@ class SessionStore {
   Result<std::vector<SessionInfo>> list_sessions();    // most recently updated first
   Result<bool> delete_session(const std::string& id);  // with its messages and parts
 
-  Result<void> put_message(const MessageInfo& m);
-  Result<std::optional<MessageInfo>> get_message(const std::string& session_id,
-                                                 const std::string& id);
+  // Insert or replace the message with all of its parts.
+  Result<void> put_message(const MessageWithParts& m);
+  Result<std::optional<MessageWithParts>> get_message(const std::string& session_id,
+                                                      const std::string& id);
   Result<std::vector<MessageWithParts>> list_messages(const std::string& session_id);
 
-  Result<void> put_part(const Part& p);
   Result<void> write(const StoreChanges& changes);  // all or nothing
   // Several turns' changes in one transaction (all or nothing), in order.
   Result<void> write(std::span<const StoreChanges* const> batch);
-  Result<std::vector<Part>> list_parts(const std::string& session_id,
-                                       const std::string& message_id);
 
   // A session's todo list (the todowrite tool's) as the JSON text of its array; "" when it has
   // none. Deleted with the session.
@@ -67,8 +65,9 @@ class SessionStore {
   explicit SessionStore(std::shared_ptr<store::Database> db) : db_(std::move(db)) {}
   Result<void> migrate();
   Result<void> put_session_locked(const SessionInfo& s);
-  Result<void> put_message_locked(const MessageInfo& m);
-  Result<void> put_part_locked(const Part& p);
+  Result<void> put_message_locked(const MessageWithParts& m);
+  // Moves the rows of `part_table` (a schema before version 3) into their messages' rows.
+  Result<void> embed_parts(std::string_view part_table);
 
   std::shared_ptr<store::Database> db_;
 };

@@ -50,6 +50,18 @@ Part tool_part(const MessageInfo& m, ToolState::Status status) {
   return p;
 }
 
+// The ids of each message's parts, in the order they came back.
+using PartIds = std::vector<std::vector<std::string>>;
+PartIds part_ids(const std::vector<MessageWithParts>& messages) {
+  PartIds out;
+  for (const auto& m : messages) {
+    out.emplace_back();
+    for (const auto& p : m.parts)
+      out.back().push_back(p.id);
+  }
+  return out;
+}
+
 class TempDir {
  public:
   TempDir() {
@@ -94,12 +106,11 @@ TEST(SessionStore, DeleteRemovesMessagesAndParts) {
   auto s = make_session("s", 1);
   ASSERT_TRUE(store->put_session(s));
   auto m = make_assistant(s);
-  ASSERT_TRUE(store->put_message(m));
-  ASSERT_TRUE(store->put_part(tool_part(m, ToolState::Status::Completed)));
+  ASSERT_TRUE(store->put_message({m, {tool_part(m, ToolState::Status::Completed)}}));
   EXPECT_EQ(*store->delete_session(s.id), true);
   EXPECT_EQ(*store->delete_session(s.id), false);
   EXPECT_TRUE(store->list_messages(s.id)->empty());
-  EXPECT_TRUE(store->list_parts(s.id, m.id)->empty());
+  EXPECT_FALSE(*store->get_message(s.id, m.id));
 }
 
 TEST(SessionStore, MessagesComeBackInOrderWithTheirParts) {
@@ -111,37 +122,43 @@ TEST(SessionStore, MessagesComeBackInOrderWithTheirParts) {
   user.session_id = s.id;
   user.role = MessageInfo::Role::User;
   user.created = 5;
-  ASSERT_TRUE(store->put_message(user));
+  ASSERT_TRUE(store->put_message({user, {}}));
   auto m = make_assistant(s);
   m.parent_id = user.id;
   m.tokens.input = 10;
   m.tokens.cache_read = 3;
   m.finish = "tool-calls";
-  ASSERT_TRUE(store->put_message(m));
   auto p1 = tool_part(m, ToolState::Status::Running);
+  ASSERT_TRUE(store->put_message({m, {p1}}));
   auto p2 = tool_part(m, ToolState::Status::Completed);
   p2.state.output = "file.txt\n";
   p2.state.title = "ls";
   p2.state.end = 2;
-  ASSERT_TRUE(store->put_part(p1));
-  ASSERT_TRUE(store->put_part(p2));
+  // Stored again with a part more: the row is replaced, not added to.
+  ASSERT_TRUE(store->put_message({m, {p1, p2}}));
 
   auto list = store->list_messages(s.id);
   ASSERT_TRUE(list) << list.error().message;
   ASSERT_EQ(list->size(), 2u);
   EXPECT_EQ((*list)[0].info.role, MessageInfo::Role::User);
+  EXPECT_TRUE((*list)[0].parts.empty());
   const auto& a = (*list)[1];
   EXPECT_EQ(a.info.parent_id, user.id);
   EXPECT_EQ(a.info.tokens.input, 10);
   EXPECT_EQ(a.info.tokens.cache_read, 3);
   EXPECT_EQ(a.info.finish, "tool-calls");
   ASSERT_EQ(a.parts.size(), 2u);
+  EXPECT_EQ(a.parts[0].id, p1.id);
   EXPECT_EQ(a.parts[0].state.status, ToolState::Status::Running);
   EXPECT_EQ(a.parts[1].state.output, "file.txt\n");
   EXPECT_EQ(a.parts[1].state.input.at("command").as_string(), "ls");
+  auto one = store->get_message(s.id, m.id);
+  ASSERT_TRUE(one && *one) << "get_message finds it";
+  EXPECT_EQ((*one)->parts.size(), 2u);
+  EXPECT_EQ((*one)->info.finish, "tool-calls");
 }
 
-TEST(SessionStore, PartsGoToTheirOwnMessagesOnly) {
+TEST(SessionStore, MessagesAreListedForTheirOwnSessionOnly) {
   auto store = *SessionStore::open_memory();
   auto s = make_session("s", 1);
   auto other = make_session("other", 2);
@@ -151,25 +168,29 @@ TEST(SessionStore, PartsGoToTheirOwnMessagesOnly) {
   auto empty = make_assistant(s);
   auto second = make_assistant(s);
   auto foreign = make_assistant(other);
-  for (const auto& m : {first, empty, second, foreign})
-    ASSERT_TRUE(store->put_message(m));
-  // Written out of order: they come back by message, then by id.
-  auto b = tool_part(second, ToolState::Status::Completed);
   auto a1 = tool_part(first, ToolState::Status::Completed);
   auto a2 = tool_part(first, ToolState::Status::Error);
-  auto x = tool_part(foreign, ToolState::Status::Completed);
-  for (const auto& p : {x, b, a2, a1})
-    ASSERT_TRUE(store->put_part(p));
+  auto b = tool_part(second, ToolState::Status::Completed);
+  // Written out of order: they come back by id.
+  ASSERT_TRUE(store->put_message({foreign, {tool_part(foreign, ToolState::Status::Completed)}}));
+  ASSERT_TRUE(store->put_message({second, {b}}));
+  ASSERT_TRUE(store->put_message({first, {a1, a2}}));
+  ASSERT_TRUE(store->put_message({empty, {}}));
 
   auto list = store->list_messages(s.id);
   ASSERT_TRUE(list) << list.error().message;
   ASSERT_EQ(list->size(), 3u);
-  ASSERT_EQ((*list)[0].parts.size(), 2u);
-  EXPECT_EQ((*list)[0].parts[0].id, a1.id);
-  EXPECT_EQ((*list)[0].parts[1].id, a2.id);
-  EXPECT_TRUE((*list)[1].parts.empty());
-  ASSERT_EQ((*list)[2].parts.size(), 1u);
-  EXPECT_EQ((*list)[2].parts[0].id, b.id);
+  EXPECT_EQ((*list)[0].info.id, first.id);
+  EXPECT_EQ(part_ids(*list), (PartIds{{a1.id, a2.id}, {}, {b.id}}));
+  EXPECT_FALSE(*store->get_message(s.id, foreign.id)) << "found under another session";
+}
+
+// A message of a session that does not exist breaks the foreign key: a write that holds one
+// fails as a whole.
+MessageWithParts orphan_message() {
+  auto gone = make_session("gone", 1);
+  auto m = make_assistant(gone);
+  return {m, {tool_part(m, ToolState::Status::Running)}};
 }
 
 TEST(SessionStore, WriteStoresAllOrNothing) {
@@ -180,8 +201,7 @@ TEST(SessionStore, WriteStoresAllOrNothing) {
   StoreChanges changes;
   s.title = "renamed";
   changes.session = s;
-  changes.messages.push_back(m);
-  changes.parts.push_back(tool_part(m, ToolState::Status::Running));
+  changes.messages.push_back({m, {tool_part(m, ToolState::Status::Running)}});
   ASSERT_TRUE(store->write(changes));
   EXPECT_EQ((*store->get_session(s.id))->title, "renamed");
   auto list = store->list_messages(s.id);
@@ -189,18 +209,15 @@ TEST(SessionStore, WriteStoresAllOrNothing) {
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].parts.size(), 1u);
 
-  // A part of a message that does not exist breaks the foreign key: nothing of it is kept.
   StoreChanges broken;
   auto m2 = make_assistant(s);
-  broken.messages.push_back(m2);
-  auto orphan = tool_part(m2, ToolState::Status::Running);
-  orphan.message_id = "msg_missing";
-  broken.parts.push_back(orphan);
+  broken.messages.push_back({m2, {}});
+  broken.messages.push_back(orphan_message());
   EXPECT_FALSE(store->write(broken));
   EXPECT_FALSE(*store->get_message(s.id, m2.id));
   EXPECT_EQ(store->list_messages(s.id)->size(), 1u);
   // The store is still usable (the failed transaction was rolled back).
-  ASSERT_TRUE(store->put_message(m2));
+  ASSERT_TRUE(store->put_message({m2, {}}));
   EXPECT_EQ(store->list_messages(s.id)->size(), 2u);
 }
 
@@ -212,34 +229,31 @@ TEST(SessionStore, ABatchOfSeveralTurnsChangesIsStoredAllOrNothing) {
   StoreChanges first, second;
   first.session = a;
   auto ma = make_assistant(a);
-  first.messages.push_back(ma);
+  first.messages.push_back({ma, {}});
   second.session = b;
   auto mb = make_assistant(b);
-  second.messages.push_back(mb);
   auto running = tool_part(mb, ToolState::Status::Running);
-  second.parts.push_back(running);
-  // A later change of the same part in the same batch wins, as it would in two transactions.
+  second.messages.push_back({mb, {running}});
+  // A later change of the same message in the same batch wins, as it would in two transactions.
   StoreChanges third;
   auto completed = running;
   completed.state.status = ToolState::Status::Completed;
-  third.parts.push_back(completed);
+  third.messages.push_back({mb, {completed}});
   std::vector<const StoreChanges*> batch{&first, &second, &third};
   ASSERT_TRUE(store->write(batch));
   ASSERT_EQ(store->list_sessions()->size(), 2u);
   EXPECT_EQ(store->list_messages(a.id)->size(), 1u);
-  auto parts = store->list_parts(b.id, mb.id);
-  ASSERT_TRUE(parts);
-  ASSERT_EQ(parts->size(), 1u);
-  EXPECT_EQ((*parts)[0].state.status, ToolState::Status::Completed);
+  auto stored = store->get_message(b.id, mb.id);
+  ASSERT_TRUE(stored && *stored);
+  ASSERT_EQ((*stored)->parts.size(), 1u);
+  EXPECT_EQ((*stored)->parts[0].state.status, ToolState::Status::Completed);
 
   auto c = make_session("c", 3);
   StoreChanges good, broken;
   good.session = c;
   auto mc = make_assistant(b);
-  broken.messages.push_back(mc);
-  auto orphan = tool_part(mc, ToolState::Status::Running);
-  orphan.message_id = "msg_missing";
-  broken.parts.push_back(orphan);
+  broken.messages.push_back({mc, {}});
+  broken.messages.push_back(orphan_message());
   std::vector<const StoreChanges*> failing{&good, &broken};
   EXPECT_FALSE(store->write(failing));
   EXPECT_FALSE(*store->get_session(c.id));  // the good one went with the broken one
@@ -260,8 +274,9 @@ TEST(SessionStore, SurvivesReopeningAndFailsInterruptedTurns) {
     ASSERT_TRUE((*store)->put_session(s));
     auto m = make_assistant(s);  // never completed: the server "crashed" mid-turn
     message_id = m.id;
-    ASSERT_TRUE((*store)->put_message(m));
-    ASSERT_TRUE((*store)->put_part(tool_part(m, ToolState::Status::Running)));
+    auto done = tool_part(m, ToolState::Status::Completed);
+    done.state.output = "kept as it was";
+    ASSERT_TRUE((*store)->put_message({m, {done, tool_part(m, ToolState::Status::Running)}}));
   }
   auto store = SessionStore::open(dir.path());
   ASSERT_TRUE(store) << store.error().message;
@@ -272,13 +287,17 @@ TEST(SessionStore, SurvivesReopeningAndFailsInterruptedTurns) {
   auto failed = (*store)->fail_interrupted_turns("The server stopped during this turn");
   ASSERT_TRUE(failed) << failed.error().message;
   ASSERT_EQ(failed->size(), 1u);
+  EXPECT_EQ((*failed)[0].id, message_id);
   auto msgs = *(*store)->list_messages(session_id);
   ASSERT_EQ(msgs.size(), 1u);
   ASSERT_TRUE(msgs[0].info.error.has_value());
   EXPECT_EQ(msgs[0].info.error->name, "MessageAbortedError");
   EXPECT_TRUE(msgs[0].info.completed.has_value());
-  EXPECT_EQ(msgs[0].parts[0].state.status, ToolState::Status::Error);
-  EXPECT_EQ(msgs[0].parts[0].state.error, "The server stopped during this turn");
+  ASSERT_EQ(msgs[0].parts.size(), 2u);
+  EXPECT_EQ(msgs[0].parts[0].state.status, ToolState::Status::Completed);
+  EXPECT_EQ(msgs[0].parts[0].state.output, "kept as it was");
+  EXPECT_EQ(msgs[0].parts[1].state.status, ToolState::Status::Error);
+  EXPECT_EQ(msgs[0].parts[1].state.error, "The server stopped during this turn");
   // A second start finds nothing left to fail.
   EXPECT_TRUE((*store)->fail_interrupted_turns("x")->empty());
 }
@@ -296,36 +315,27 @@ TEST(SessionStore, TodosAreKeptPerSessionAndDeletedWithIt) {
   EXPECT_EQ(*store->get_todos(s.id), "");
 }
 
-// A data directory of the first release (schema without a version, each row keyed by its own
-// id) is moved to the current schema at start: every session, message and part is still there,
-// an interrupted turn is still found, and new writes work.
-TEST(SessionStore, ADatabaseOfTheFirstReleaseIsMigrated) {
-  TempDir dir;
-  auto s = make_session("old", 5);
-  auto done = make_assistant(s);
-  done.completed = 6;
-  auto open = make_assistant(s);  // interrupted
-  auto done_part = tool_part(done, ToolState::Status::Completed);
-  auto open_part = tool_part(open, ToolState::Status::Running);
-  {
-    auto db = store::Database::open(dir.path() / "switchboard.db");
+// The rows that the migration tests write in an older schema, and what they must find after it.
+struct OldRows {
+  SessionInfo s = make_session("old", 5);
+  MessageInfo done = completed(make_assistant(s));
+  MessageInfo open = make_assistant(s);  // interrupted
+  Part done_part = tool_part(done, ToolState::Status::Completed);
+  Part done_later = tool_part(done, ToolState::Status::Error);
+  Part open_part = tool_part(open, ToolState::Status::Running);
+
+  static MessageInfo completed(MessageInfo m) {
+    m.completed = 6;
+    return m;
+  }
+
+  // Writes the rows into tables of an older schema (created by `schema`; the part table's key
+  // columns are the same in every version).
+  void write(const std::filesystem::path& dir, std::string_view schema, int version) const {
+    auto db = store::Database::open(dir / "switchboard.db");
     ASSERT_TRUE(db) << db.error().message;
-    ASSERT_TRUE((*db)->exec(R"sql(
-      CREATE TABLE session (id TEXT PRIMARY KEY, updated INTEGER NOT NULL, data TEXT NOT NULL);
-      CREATE TABLE message (
-        id TEXT PRIMARY KEY,
-        session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
-        completed INTEGER NOT NULL DEFAULT 1,
-        data TEXT NOT NULL);
-      CREATE INDEX message_by_session ON message(session_id, id);
-      CREATE INDEX message_open ON message(completed) WHERE completed = 0;
-      CREATE TABLE part (
-        id TEXT PRIMARY KEY,
-        message_id TEXT NOT NULL REFERENCES message(id) ON DELETE CASCADE,
-        session_id TEXT NOT NULL,
-        data TEXT NOT NULL);
-      CREATE INDEX part_by_message ON part(message_id, id);
-      CREATE INDEX part_by_session ON part(session_id, message_id, id);)sql"));
+    ASSERT_TRUE((*db)->exec(schema));
+    ASSERT_TRUE((*db)->exec("PRAGMA user_version = " + std::to_string(version)));
     auto put = [&](std::string_view sql, std::initializer_list<std::string> values) {
       auto st = (*db)->prepare(sql);
       ASSERT_TRUE(st);
@@ -339,37 +349,96 @@ TEST(SessionStore, ADatabaseOfTheFirstReleaseIsMigrated) {
     for (const auto* m : {&done, &open})
       put("INSERT INTO message(id, session_id, completed, data) VALUES(?1, ?2, ?3, ?4)",
           {m->id, s.id, m == &open ? "0" : "1", json::serialize(to_json(*m))});
-    for (const auto* p : {&done_part, &open_part})
+    // Out of id order: a message's parts come back in id order all the same.
+    for (const auto* p : {&done_later, &open_part, &done_part})
       put("INSERT INTO part(id, message_id, session_id, data) VALUES(?1, ?2, ?3, ?4)",
           {p->id, p->message_id, s.id, json::serialize(to_json(*p))});
   }
-  auto store = SessionStore::open(dir.path());
-  ASSERT_TRUE(store) << store.error().message;
-  auto messages = (*store)->list_messages(s.id);
-  ASSERT_TRUE(messages) << messages.error().message;
-  ASSERT_EQ(messages->size(), 2u);
-  EXPECT_EQ((*messages)[0].info.id, done.id);
-  ASSERT_EQ((*messages)[0].parts.size(), 1u);
-  EXPECT_EQ((*messages)[0].parts[0].id, done_part.id);
-  EXPECT_EQ((*messages)[1].parts[0].id, open_part.id);
-  auto failed = (*store)->fail_interrupted_turns("stopped");
-  ASSERT_TRUE(failed) << failed.error().message;
-  ASSERT_EQ(failed->size(), 1u);
-  EXPECT_EQ((*failed)[0].id, open.id);
-  EXPECT_EQ((*(*store)->list_parts(s.id, open.id))[0].state.status, ToolState::Status::Error);
-  // The migrated tables take new rows and upserts.
-  auto again = tool_part(done, ToolState::Status::Completed);
-  ASSERT_TRUE((*store)->put_part(again));
-  again.state.output = "changed";
-  ASSERT_TRUE((*store)->put_part(again));
-  EXPECT_EQ((*(*store)->list_parts(s.id, done.id)).size(), 2u);
-  EXPECT_EQ(*(*store)->delete_session(s.id), true);
-  EXPECT_TRUE((*store)->list_messages(s.id)->empty());
-  store->reset();
-  // A second start finds the current version and changes nothing.
-  auto reopened = SessionStore::open(dir.path());
-  ASSERT_TRUE(reopened) << reopened.error().message;
-  EXPECT_TRUE((*reopened)->list_sessions()->empty());
+
+  // Opens the store on `dir` (which migrates it) and checks that every session, message and part
+  // is there, that the interrupted turn is found, and that new writes work.
+  void expect_migrated(const std::filesystem::path& dir) const {
+    auto store = SessionStore::open(dir);
+    ASSERT_TRUE(store) << store.error().message;
+    auto messages = (*store)->list_messages(s.id);
+    ASSERT_TRUE(messages) << messages.error().message;
+    ASSERT_EQ(messages->size(), 2u);
+    EXPECT_EQ((*messages)[0].info.id, done.id);
+    ASSERT_EQ(part_ids(*messages), (PartIds{{done_part.id, done_later.id}, {open_part.id}}));
+    EXPECT_EQ((*messages)[0].parts[1].state.status, ToolState::Status::Error);
+    auto failed = (*store)->fail_interrupted_turns("stopped");
+    ASSERT_TRUE(failed) << failed.error().message;
+    ASSERT_EQ(failed->size(), 1u);
+    EXPECT_EQ((*failed)[0].id, open.id);
+    auto interrupted = (*store)->get_message(s.id, open.id);
+    ASSERT_TRUE(interrupted && *interrupted);
+    EXPECT_EQ((*interrupted)->parts[0].state.status, ToolState::Status::Error);
+    // The migrated tables take new rows and upserts.
+    auto again = (*messages)[0];
+    again.parts.push_back(tool_part(done, ToolState::Status::Completed));
+    ASSERT_TRUE((*store)->put_message(again));
+    EXPECT_EQ((*(*store)->get_message(s.id, done.id))->parts.size(), 3u);
+    EXPECT_EQ(*(*store)->delete_session(s.id), true);
+    EXPECT_TRUE((*store)->list_messages(s.id)->empty());
+    store->reset();
+    // A second start finds the current version and changes nothing.
+    auto reopened = SessionStore::open(dir);
+    ASSERT_TRUE(reopened) << reopened.error().message;
+    EXPECT_TRUE((*reopened)->list_sessions()->empty());
+  }
+};
+
+// A data directory of the first release (schema without a version, each row keyed by its own
+// id) is moved to the current schema at start.
+TEST(SessionStore, ADatabaseOfTheFirstReleaseIsMigrated) {
+  TempDir dir;
+  OldRows rows;
+  rows.write(dir.path(), R"sql(
+    CREATE TABLE session (id TEXT PRIMARY KEY, updated INTEGER NOT NULL, data TEXT NOT NULL);
+    CREATE TABLE message (
+      id TEXT PRIMARY KEY,
+      session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+      completed INTEGER NOT NULL DEFAULT 1,
+      data TEXT NOT NULL);
+    CREATE INDEX message_by_session ON message(session_id, id);
+    CREATE INDEX message_open ON message(completed) WHERE completed = 0;
+    CREATE TABLE part (
+      id TEXT PRIMARY KEY,
+      message_id TEXT NOT NULL REFERENCES message(id) ON DELETE CASCADE,
+      session_id TEXT NOT NULL,
+      data TEXT NOT NULL);
+    CREATE INDEX part_by_message ON part(message_id, id);
+    CREATE INDEX part_by_session ON part(session_id, message_id, id);)sql",
+             0);
+  rows.expect_migrated(dir.path());
+}
+
+// Schema version 2 (parts in a table of their own, keyed by session, message and id) moves to
+// the current one at start: each message's parts go into its row.
+TEST(SessionStore, ADatabaseOfSchemaVersion2IsMigrated) {
+  TempDir dir;
+  OldRows rows;
+  rows.write(dir.path(), R"sql(
+    CREATE TABLE session (id TEXT PRIMARY KEY, updated INTEGER NOT NULL, data TEXT NOT NULL);
+    CREATE TABLE message (
+      session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+      id TEXT NOT NULL,
+      completed INTEGER NOT NULL DEFAULT 1,
+      data TEXT NOT NULL,
+      UNIQUE(session_id, id));
+    CREATE INDEX message_open ON message(completed) WHERE completed = 0;
+    CREATE TABLE part (
+      session_id TEXT NOT NULL,
+      message_id TEXT NOT NULL,
+      id TEXT NOT NULL,
+      data TEXT NOT NULL,
+      UNIQUE(session_id, message_id, id),
+      FOREIGN KEY(session_id, message_id) REFERENCES message(session_id, id) ON DELETE CASCADE);
+    CREATE TABLE todo (
+      session_id TEXT PRIMARY KEY REFERENCES session(id) ON DELETE CASCADE,
+      data TEXT NOT NULL);)sql",
+             2);
+  rows.expect_migrated(dir.path());
 }
 
 // The database belongs to one connection: a second store on the same directory (another server)
