@@ -415,14 +415,6 @@ asio::awaitable<Reply> event_stream(Call& c) {
 
 // ---- sessions (OpenCode's V1 API) -----------------------------------------------------------
 
-json::object message_json(const session::MessageWithParts& m, json::storage_ptr sp = {}) {
-  json::array parts(sp);
-  parts.reserve(m.parts.size());
-  for (const auto& p : m.parts)
-    parts.push_back(session::to_json(p, sp));
-  return json::object({{"info", session::to_json(m.info, sp)}, {"parts", std::move(parts)}}, sp);
-}
-
 asio::awaitable<Reply> create_session(Call& c) {
   session::CreateInput input;
   if (!c.req.body().empty()) {
@@ -490,10 +482,13 @@ asio::awaitable<Reply> delete_session(Call& c) {
 asio::awaitable<Reply> list_messages(Call& c) {
   auto list = c.state.sessions->messages(c.params[0]);
   if (!list) co_return fail(c, list.error());
-  json::array out;
-  for (const auto& m : *list)
-    out.push_back(message_json(m));
-  co_return ok(c, out);
+  std::string out = "[";
+  for (const auto& m : *list) {
+    if (out.size() > 1) out.push_back(',');
+    session::append_json(out, m);
+  }
+  out.push_back(']');
+  co_return ok_text(c, std::move(out));
 }
 
 asio::awaitable<Reply> list_todos(Call& c) {
@@ -561,9 +556,7 @@ asio::awaitable<Reply> prompt(Call& c) {
   if (!in) co_return fail(c, in.error());
   auto r = co_await c.state.sessions->prompt(c.params[0], std::move(*in));
   if (!r) co_return fail(c, r.error());
-  // The answer's objects come from one block, dropped once the answer is serialized.
-  json::monotonic_resource scratch(16 * 1024);
-  co_return ok(c, message_json(*r, &scratch));
+  co_return ok_text(c, session::json_text(*r));
 }
 
 asio::awaitable<Reply> prompt_async(Call& c) {

@@ -51,27 +51,6 @@ DROP TABLE message_v1;
 constexpr std::string_view kMigrateFrom2 =
     "ALTER TABLE message ADD COLUMN parts TEXT NOT NULL DEFAULT '[]'";
 
-// A stored row's JSON text. Its objects are built in a stack buffer and dropped once serialized:
-// about 40 heap allocations a row fewer (a turn stores about a dozen rows). A row larger than the
-// buffer (a long tool output) takes the rest from the heap.
-template <class T>
-std::string row_text(const T& item) {
-  unsigned char buffer[8192];
-  json::monotonic_resource scratch(buffer, sizeof buffer);
-  return json::serialize(to_json(item, &scratch));
-}
-
-// A message's parts as the JSON text of their array, built the same way.
-std::string parts_text(const std::vector<Part>& parts) {
-  unsigned char buffer[16384];
-  json::monotonic_resource scratch(buffer, sizeof buffer);
-  json::array array(&scratch);
-  array.reserve(parts.size());
-  for (const auto& p : parts)
-    array.push_back(to_json(p, &scratch));
-  return json::serialize(array);
-}
-
 template <class T, class F>
 Result<T> parse_row(const std::string& text, F from_json) {
   auto doc = parse_json(text);
@@ -228,7 +207,7 @@ Result<void> SessionStore::put_session_locked(const SessionInfo& s) {
       "INSERT INTO session(id, updated, data) VALUES(?1, ?2, ?3) "
       "ON CONFLICT(id) DO UPDATE SET updated = excluded.updated, data = excluded.data");
   if (!st) return st.error();
-  st->bind(1, s.id).bind(2, s.updated).bind(3, row_text(s));
+  st->bind(1, s.id).bind(2, s.updated).bind(3, json_text(s));
   return st->run();
 }
 
@@ -285,7 +264,7 @@ Result<void> SessionStore::put_message_locked(const MessageWithParts& m) {
   if (!st) return st.error();
   bool open = m.info.role == MessageInfo::Role::Assistant && !m.info.completed;
   st->bind(1, m.info.id).bind(2, m.info.session_id).bind(3, std::int64_t{open ? 0 : 1});
-  st->bind(4, row_text(m.info)).bind(5, parts_text(m.parts));
+  st->bind(4, json_text(m.info)).bind(5, json_text(m.parts));
   return st->run();
 }
 

@@ -16,11 +16,6 @@
 
 namespace sb::session {
 
-struct MessageWithParts {
-  MessageInfo info;
-  std::vector<Part> parts;  // in id order
-};
-
 // Writes that belong together, stored in one transaction by SessionStore::write (a session,
 // then messages, each an insert or replace of the message with all of its parts).
 struct StoreChanges {

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "util/log.hpp"
+
 namespace sb::session {
 
 std::int64_t now_ms() {
@@ -89,26 +91,46 @@ Tokens tokens_from(const json::object& t) {
 
 }  // namespace
 
-json::object to_json(const Tokens& t, json::storage_ptr sp) {
-  return json::object(
-      {{"input", t.input},
-       {"output", t.output},
-       {"reasoning", t.reasoning},
-       {"cache", json::object({{"read", t.cache_read}, {"write", t.cache_write}}, sp)}},
-      sp);
+namespace {
+
+void append_tokens(std::string& out, const Tokens& t) {
+  ObjectWriter o(out);
+  o.integer("input", t.input).integer("output", t.output).integer("reasoning", t.reasoning);
+  ObjectWriter cache(o.key("cache"));
+  cache.integer("read", t.cache_read).integer("write", t.cache_write);
+  cache.close();
+  o.close();
+}
+
+// The tree of a text that append_json wrote. Its values came from JSON parsed with a depth
+// limit (tool inputs, metadata) and sit at most a few levels deeper here, hence the wider limit.
+json::object tree_of(const std::string& text, json::storage_ptr sp) {
+  auto doc = parse_json(text, 256, std::move(sp));
+  if (!doc || !doc->is_object()) {
+    log::error("a session object did not read back as JSON: ",
+               doc ? std::string("not an object") : doc.error().message);
+    return json::object();
+  }
+  return std::move(doc->get_object());
+}
+
+}  // namespace
+
+void append_json(std::string& out, const SessionInfo& s) {
+  ObjectWriter o(out);
+  o.string("id", s.id).string("title", s.title).string("directory", s.directory);
+  o.string("version", SWITCHBOARD_VERSION);
+  ObjectWriter time(o.key("time"));
+  time.integer("created", s.created).integer("updated", s.updated);
+  time.close();
+  if (!s.parent_id.empty()) o.string("parentID", s.parent_id);
+  if (!s.client_id.empty()) o.string("clientID", s.client_id);
+  if (!s.permission.empty()) o.value("permission", s.permission);
+  o.close();
 }
 
 json::object to_json(const SessionInfo& s, json::storage_ptr sp) {
-  json::object o({{"id", s.id},
-                  {"title", s.title},
-                  {"directory", s.directory},
-                  {"version", SWITCHBOARD_VERSION},
-                  {"time", json::object({{"created", s.created}, {"updated", s.updated}}, sp)}},
-                 sp);
-  if (!s.parent_id.empty()) o["parentID"] = s.parent_id;
-  if (!s.client_id.empty()) o["clientID"] = s.client_id;
-  if (!s.permission.empty()) o["permission"] = s.permission;
-  return o;
+  return tree_of(json_text(s), std::move(sp));
 }
 
 Result<SessionInfo> session_from_json(const json::object& o) {
@@ -126,33 +148,49 @@ Result<SessionInfo> session_from_json(const json::object& o) {
   return s;
 }
 
-json::object to_json(const MessageInfo& m, json::storage_ptr sp) {
-  json::object time({{"created", m.created}}, sp);
-  if (m.completed) time["completed"] = *m.completed;
-  json::object o({{"id", m.id},
-                  {"sessionID", m.session_id},
-                  {"role", m.role == MessageInfo::Role::User ? "user" : "assistant"},
-                  {"time", std::move(time)},
-                  {"agent", m.agent}},
-                 sp);
+void append_json(std::string& out, const MessageInfo& m) {
+  ObjectWriter o(out);
+  o.string("id", m.id).string("sessionID", m.session_id);
+  o.string("role", m.role == MessageInfo::Role::User ? "user" : "assistant");
+  {
+    ObjectWriter time(o.key("time"));
+    time.integer("created", m.created);
+    if (m.completed) time.integer("completed", *m.completed);
+    time.close();
+  }
+  o.string("agent", m.agent);
   if (m.role == MessageInfo::Role::User) {
-    o["model"] = json::object({{"providerID", m.provider_id}, {"modelID", m.model_id}}, sp);
-    return o;
+    ObjectWriter model(o.key("model"));
+    model.string("providerID", m.provider_id).string("modelID", m.model_id);
+    model.close();
+    o.close();
+    return;
   }
-  o["parentID"] = m.parent_id;
-  o["providerID"] = m.provider_id;
-  o["modelID"] = m.model_id;
-  o["mode"] = m.agent;
-  o["path"] = json::object({{"cwd", m.cwd}, {"root", m.cwd}}, sp);
-  o["cost"] = m.cost;
-  o["tokens"] = to_json(m.tokens, sp);
-  if (!m.finish.empty()) o["finish"] = m.finish;
+  o.string("parentID", m.parent_id).string("providerID", m.provider_id);
+  o.string("modelID", m.model_id).string("mode", m.agent);
+  {
+    ObjectWriter path(o.key("path"));
+    path.string("cwd", m.cwd).string("root", m.cwd);
+    path.close();
+  }
+  o.number("cost", m.cost);
+  append_tokens(o.key("tokens"), m.tokens);
+  if (!m.finish.empty()) o.string("finish", m.finish);
   if (m.error) {
-    json::object data(m.error->data, sp);
-    data["message"] = m.error->message;
-    o["error"] = json::object({{"name", m.error->name}, {"data", std::move(data)}}, sp);
+    ObjectWriter error(o.key("error"));
+    error.string("name", m.error->name);
+    ObjectWriter data(error.key("data"));
+    for (const auto& kv : m.error->data)
+      if (kv.key() != "message") data.value(kv.key(), kv.value());
+    data.string("message", m.error->message);
+    data.close();
+    error.close();
   }
-  return o;
+  o.close();
+}
+
+json::object to_json(const MessageInfo& m, json::storage_ptr sp) {
+  return tree_of(json_text(m), std::move(sp));
 }
 
 Result<MessageInfo> message_from_json(const json::object& o) {
@@ -190,60 +228,79 @@ Result<MessageInfo> message_from_json(const json::object& o) {
   return m;
 }
 
-json::object to_json(const Part& p, json::storage_ptr sp) {
-  json::object o({{"id", p.id},
-                  {"sessionID", p.session_id},
-                  {"messageID", p.message_id},
-                  {"type", to_string(p.type)}},
-                 sp);
+void append_json(std::string& out, const Part& p) {
+  ObjectWriter o(out);
+  o.string("id", p.id).string("sessionID", p.session_id).string("messageID", p.message_id);
+  o.string("type", to_string(p.type));
   switch (p.type) {
     case Part::Type::Text:
     case Part::Type::Reasoning: {
-      o["text"] = p.text;
-      json::object time({{"start", p.start}}, sp);
-      if (p.end) time["end"] = p.end;
-      o["time"] = std::move(time);
+      o.string("text", p.text);
+      ObjectWriter time(o.key("time"));
+      time.integer("start", p.start);
+      if (p.end) time.integer("end", p.end);
+      time.close();
       break;
     }
     case Part::Type::Tool: {
-      o["callID"] = p.call_id;
-      o["tool"] = p.tool;
+      o.string("callID", p.call_id).string("tool", p.tool);
       const ToolState& s = p.state;
-      json::object state({{"status", to_string(s.status)}, {"input", s.input}}, sp);
+      ObjectWriter state(o.key("state"));
+      state.string("status", to_string(s.status)).value("input", s.input);
       switch (s.status) {
         case ToolState::Status::Pending:
-          state["raw"] = s.raw;
+          state.string("raw", s.raw);
           break;
         case ToolState::Status::Running:
-          if (!s.title.empty()) state["title"] = s.title;
-          state["metadata"] = s.metadata;
-          state["time"] = json::object({{"start", s.start}}, sp);
+          if (!s.title.empty()) state.string("title", s.title);
+          state.value("metadata", s.metadata);
           break;
         case ToolState::Status::Completed:
-          state["output"] = s.output;
-          state["title"] = s.title;
-          state["metadata"] = s.metadata;
-          state["time"] = json::object({{"start", s.start}, {"end", s.end}}, sp);
-          if (!s.attachments.empty()) state["attachments"] = s.attachments;
+          state.string("output", s.output).string("title", s.title).value("metadata", s.metadata);
           break;
         case ToolState::Status::Error:
-          state["error"] = s.error;
-          state["metadata"] = s.metadata;
-          state["time"] = json::object({{"start", s.start}, {"end", s.end}}, sp);
+          state.string("error", s.error).value("metadata", s.metadata);
           break;
       }
-      o["state"] = std::move(state);
+      if (s.status != ToolState::Status::Pending) {
+        ObjectWriter time(state.key("time"));
+        time.integer("start", s.start);
+        if (s.status != ToolState::Status::Running) time.integer("end", s.end);
+        time.close();
+      }
+      if (s.status == ToolState::Status::Completed && !s.attachments.empty())
+        state.value("attachments", s.attachments);
+      state.close();
       break;
     }
     case Part::Type::StepStart:
       break;
     case Part::Type::StepFinish:
-      o["reason"] = p.reason;
-      o["cost"] = p.cost;
-      o["tokens"] = to_json(p.tokens, sp);
+      o.string("reason", p.reason).number("cost", p.cost);
+      append_tokens(o.key("tokens"), p.tokens);
       break;
   }
-  return o;
+  o.close();
+}
+
+json::object to_json(const Part& p, json::storage_ptr sp) {
+  return tree_of(json_text(p), std::move(sp));
+}
+
+void append_json(std::string& out, const std::vector<Part>& parts) {
+  out.push_back('[');
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i) out.push_back(',');
+    append_json(out, parts[i]);
+  }
+  out.push_back(']');
+}
+
+void append_json(std::string& out, const MessageWithParts& m) {
+  ObjectWriter o(out);
+  append_json(o.key("info"), m.info);
+  append_json(o.key("parts"), m.parts);
+  o.close();
 }
 
 Result<Part> part_from_json(const json::object& o) {

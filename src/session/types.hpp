@@ -1,6 +1,7 @@
 #pragma once
 // Sessions, messages and parts: the shapes of seed 002 and OpenCode's V1 API, as C++ types with
-// one JSON conversion each (to_json / from_json), used for storage and for the wire alike.
+// one JSON conversion each, used for storage and for the wire alike: append_json writes the text
+// (to_json is that text as a tree, for documents that embed it), *_from_json reads it back.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -97,11 +98,28 @@ struct Part {
 std::string_view to_string(ToolState::Status s);
 std::string_view to_string(Part::Type t);
 
-// `sp`: where the objects live (the store builds rows in a stack buffer it drops after each).
+struct MessageWithParts {
+  MessageInfo info;
+  std::vector<Part> parts;  // in id order
+};
+
+void append_json(std::string& out, const SessionInfo& s);
+void append_json(std::string& out, const MessageInfo& m);
+void append_json(std::string& out, const Part& p);
+void append_json(std::string& out, const std::vector<Part>& parts);  // [...]
+void append_json(std::string& out, const MessageWithParts& m);  // {"info": ..., "parts": [...]}
+
+template <class T>
+std::string json_text(const T& item) {
+  std::string out;
+  append_json(out, item);
+  return out;
+}
+
+// The same as a tree (events, answers that embed it); `sp`: where its objects live.
 json::object to_json(const SessionInfo& s, json::storage_ptr sp = {});
 json::object to_json(const MessageInfo& m, json::storage_ptr sp = {});
 json::object to_json(const Part& p, json::storage_ptr sp = {});
-json::object to_json(const Tokens& t, json::storage_ptr sp = {});
 
 Result<SessionInfo> session_from_json(const json::object& o);
 Result<MessageInfo> message_from_json(const json::object& o);

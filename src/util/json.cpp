@@ -1,6 +1,8 @@
 #include "util/json.hpp"
 
 #include <array>
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -243,6 +245,54 @@ Result<std::string> require_string(const json::object& obj, std::string_view key
 json::object error_body(const Error& e) {
   return json::object{
       {"error", json::object{{"code", error_code_name(e.code)}, {"message", e.message}}}};
+}
+
+void append_json_value(std::string& out, const json::value& value) {
+  json::serializer serializer;
+  serializer.reset(&value);
+  while (!serializer.done()) {
+    std::size_t used = out.size();
+    out.resize(used + 512);
+    out.resize(used + serializer.read(out.data() + used, 512).size());
+  }
+}
+
+std::string& ObjectWriter::key(std::string_view key) {
+  if (!first_) out_.push_back(',');
+  first_ = false;
+  out_.push_back('"');
+  out_.append(key);
+  out_.append("\":");
+  return out_;
+}
+
+ObjectWriter& ObjectWriter::string(std::string_view key, std::string_view value) {
+  append_json_string(this->key(key), value);
+  return *this;
+}
+
+ObjectWriter& ObjectWriter::integer(std::string_view key, std::int64_t value) {
+  char digits[24];
+  auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+  this->key(key).append(digits, end);
+  return *this;
+}
+
+ObjectWriter& ObjectWriter::number(std::string_view key, double value) {
+  std::string& out = this->key(key);
+  if (!std::isfinite(value)) {
+    out.append("null");
+    return *this;
+  }
+  char digits[32];
+  auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+  out.append(digits, end);
+  return *this;
+}
+
+ObjectWriter& ObjectWriter::value(std::string_view key, const json::value& value) {
+  append_json_value(this->key(key), value);
+  return *this;
 }
 
 }  // namespace sb

@@ -48,6 +48,29 @@ std::string_view kind_name(const json::value& v);
 // a tree, where the text is most of the bytes: runs that need no escape are copied whole.
 void append_json_string(std::string& out, std::string_view text);
 
+// Appends any JSON value as its text (Boost.JSON's serializer, straight into `out`).
+void append_json_value(std::string& out, const json::value& value);
+
+// Writes one JSON object as text into `out`, member by member, with no tree built first: for the
+// documents written at every turn (stored rows, answers). Keys are written as given, so they are
+// plain names that need no escape. The constructor writes "{", close() the "}".
+class ObjectWriter {
+ public:
+  explicit ObjectWriter(std::string& out) : out_(out) { out_.push_back('{'); }
+  ObjectWriter& string(std::string_view key, std::string_view value);
+  ObjectWriter& integer(std::string_view key, std::int64_t value);
+  ObjectWriter& number(std::string_view key, double value);  // null when not finite
+  ObjectWriter& value(std::string_view key, const json::value& value);
+  // Writes the key; the caller then writes its value into the returned string (a nested
+  // ObjectWriter, an array).
+  std::string& key(std::string_view key);
+  void close() { out_.push_back('}'); }
+
+ private:
+  std::string& out_;
+  bool first_ = true;
+};
+
 // {"error": {"code": ..., "message": ...}}
 json::object error_body(const Error& e);
 

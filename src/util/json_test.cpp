@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -376,6 +378,51 @@ TEST(AppendJsonString, MatchesBoostJsonOnEveryByte) {
       }
     }
   }
+}
+
+// ---- ObjectWriter ---------------------------------------------------------------------------
+
+TEST(ObjectWriter, WritesTheObjectThatAParserReadsBack) {
+  std::string out = "prefix:";
+  {
+    ObjectWriter o(out);
+    o.string("text", "quote \" backslash \\ newline \n tab \t bell \x07 \xc3\xa9 end");
+    o.integer("min", std::numeric_limits<std::int64_t>::min());
+    o.integer("max", std::numeric_limits<std::int64_t>::max());
+    o.number("half", 0.5).number("big", 1e300).number("nan", std::nan(""));
+    o.value("tree", json::value{{"a", json::array{1, "two", nullptr}}, {"b", true}});
+    ObjectWriter nested(o.key("nested"));
+    nested.close();
+    o.close();
+  }
+  ASSERT_EQ(out.rfind("prefix:", 0), 0u) << "written after what the string held";
+  json::object got = parse_object(std::string_view(out).substr(7));
+  json::object want{{"text", "quote \" backslash \\ newline \n tab \t bell \x07 \xc3\xa9 end"},
+                    {"min", std::numeric_limits<std::int64_t>::min()},
+                    {"max", std::numeric_limits<std::int64_t>::max()},
+                    {"half", 0.5},
+                    {"big", 1e300},
+                    {"nan", nullptr},
+                    {"tree", json::value{{"a", json::array{1, "two", nullptr}}, {"b", true}}},
+                    {"nested", json::object{}}};
+  EXPECT_EQ(got, want) << out;
+}
+
+TEST(ObjectWriter, AnEmptyObjectIsBraces) {
+  std::string out;
+  ObjectWriter(out).close();
+  EXPECT_EQ(out, "{}");
+}
+
+TEST(AppendJsonValue, WritesValuesLargerThanOneSerializerRead) {
+  json::array big;
+  for (int i = 0; i < 2000; ++i)
+    big.push_back(json::value("item " + std::to_string(i)));
+  std::string out;
+  append_json_value(out, big);
+  auto back = parse_json(out);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, json::value(big));
 }
 
 }  // namespace
