@@ -10,10 +10,13 @@
 // error, never the server's).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -91,8 +94,20 @@ class Connection {
     // the loopback's ports with TIME_WAIT and make connect() fail for want of a port.
     linger reset{1, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-      sb::fuzz::fail("the server does not accept connections any more");
+    // libFuzzer's timer signal (every second with -timeout) interrupts a call on a socket with
+    // a timeout set, which then fails with EINTR whatever SA_RESTART says (signal(7)); the
+    // connection itself goes on, so a connect is finished rather than taken for a refusal.
+    int rc = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    for (int tries = 0; rc != 0 && (errno == EINTR || errno == EALREADY) && tries < 300; ++tries) {
+      pollfd ready{fd_, POLLOUT, 0};
+      ::poll(&ready, 1, 10);
+      rc = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    }
+    if (rc != 0 && errno != EISCONN) {
+      std::string why = "the server does not accept connections any more: ";
+      why += std::strerror(errno);
+      sb::fuzz::fail(why.c_str());
+    }
   }
   ~Connection() { ::close(fd_); }
   Connection(const Connection&) = delete;
@@ -100,8 +115,11 @@ class Connection {
 
   // False when the server closed the connection first (it may, after an error response).
   bool send(std::string_view bytes) {
+    auto deadline = std::chrono::steady_clock::now() + 3s;
     while (!bytes.empty()) {
       ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      // The timer signal, as in connect (with a deadline, as in read).
+      if (n < 0 && errno == EINTR && std::chrono::steady_clock::now() < deadline) continue;
       if (n <= 0) return false;
       bytes.remove_prefix(static_cast<std::size_t>(n));
     }
@@ -113,9 +131,13 @@ class Connection {
   std::string read(std::string_view stop = {}) {
     std::string received;
     char buf[16384];
+    auto deadline = std::chrono::steady_clock::now() + 3s;
     for (;;) {
       if (!stop.empty() && received.find(stop) != std::string::npos) break;
       ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      // The timer signal, as in connect; each call starts the socket's timeout again, hence
+      // the read's own deadline (a stream the server holds open ends the read at it).
+      if (n < 0 && errno == EINTR && std::chrono::steady_clock::now() < deadline) continue;
       if (n <= 0) break;
       received.append(buf, static_cast<std::size_t>(n));
       if (received.size() > (8u << 20)) break;

@@ -42,7 +42,7 @@ struct SessionService::Turn {
     StoreChanges changes;
     changes.session = std::exchange(unsaved_session, {});
     for (std::size_t i : unsaved)
-      changes.messages.push_back(messages[i]);
+      changes.add(messages[i]);
     unsaved.clear();
     return changes;
   }
@@ -723,7 +723,7 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
 
   provider::ToolSet tool_set = tool_set_for(*offered);
 
-  MessageWithParts last;
+  std::optional<std::size_t> last;  // the last step's message in turn->messages
   for (int step_no = 0; step_no < turn->agent.max_steps; ++step_no) {
     if (turn->abort->aborted()) break;
 
@@ -796,13 +796,15 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
     stage_message(*turn, m);
 
     // The message with its parts as stored, which the conversation gains.
-    last = *turn->change(m.id);
-    append_history(last, turn->conversation->messages);
+    const MessageWithParts* stored = turn->change(m.id);
+    append_history(*stored, turn->conversation->messages);
+    last = static_cast<std::size_t>(stored - turn->messages.data());
     bool called_tools = !step->tools.empty();
     if (m.error || step->halt || !called_tools) break;
   }
   flush(turn, true);
-  co_return last;
+  // Stored (as text) by now: the message can leave the turn.
+  co_return last ? std::move(turn->messages[*last]) : MessageWithParts{};
 }
 
 asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {

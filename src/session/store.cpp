@@ -251,20 +251,29 @@ Result<bool> SessionStore::delete_session(const std::string& id) {
   return deleted;
 }
 
-Result<void> SessionStore::put_message(const MessageWithParts& m) {
-  std::lock_guard lock(db_->mutex());
-  return put_message_locked(m);
+MessageRow MessageRow::of(const MessageWithParts& m) {
+  MessageRow row;
+  row.session_id = m.info.session_id;
+  row.id = m.info.id;
+  row.open = m.info.role == MessageInfo::Role::Assistant && !m.info.completed;
+  row.info = json_text(m.info);
+  row.parts = json_text(m.parts);
+  return row;
 }
 
-Result<void> SessionStore::put_message_locked(const MessageWithParts& m) {
+Result<void> SessionStore::put_message(const MessageWithParts& m) {
+  std::lock_guard lock(db_->mutex());
+  return put_message_locked(MessageRow::of(m));
+}
+
+Result<void> SessionStore::put_message_locked(const MessageRow& m) {
   auto st = db_->prepare(
       "INSERT INTO message(id, session_id, completed, data, parts) VALUES(?1, ?2, ?3, ?4, ?5) "
       "ON CONFLICT(session_id, id) DO UPDATE SET completed = excluded.completed, "
       "data = excluded.data, parts = excluded.parts");
   if (!st) return st.error();
-  bool open = m.info.role == MessageInfo::Role::Assistant && !m.info.completed;
-  st->bind(1, m.info.id).bind(2, m.info.session_id).bind(3, std::int64_t{open ? 0 : 1});
-  st->bind(4, json_text(m.info)).bind(5, json_text(m.parts));
+  st->bind(1, m.id).bind(2, m.session_id).bind(3, std::int64_t{m.open ? 0 : 1});
+  st->bind(4, m.info).bind(5, m.parts);
   return st->run();
 }
 
@@ -355,7 +364,7 @@ Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(const std:
     }
     m.info.completed = now;
     m.info.error = NamedError{"MessageAbortedError", reason, {}};
-    if (auto r = put_message_locked(m); !r) return r.error();
+    if (auto r = put_message_locked(MessageRow::of(m)); !r) return r.error();
     failed.push_back(std::move(m.info));
   }
   if (auto r = tx.commit(); !r) return r.error();

@@ -16,11 +16,23 @@
 
 namespace sb::session {
 
+// A message as it is stored: its JSON texts, written when the change is staged (so that what is
+// kept for a retry is a snapshot, and a write copies nothing).
+struct MessageRow {
+  std::string session_id;
+  std::string id;
+  bool open = false;  // an assistant message that has not completed (what a restart fails)
+  std::string info;   // the MessageInfo
+  std::string parts;  // its parts, a JSON array in id order
+  static MessageRow of(const MessageWithParts& m);
+};
+
 // Writes that belong together, stored in one transaction by SessionStore::write (a session,
 // then messages, each an insert or replace of the message with all of its parts).
 struct StoreChanges {
   std::optional<SessionInfo> session;
-  std::vector<MessageWithParts> messages;
+  std::vector<MessageRow> messages;
+  void add(const MessageWithParts& m) { messages.push_back(MessageRow::of(m)); }
   bool empty() const { return !session && messages.empty(); }
 };
 
@@ -60,7 +72,7 @@ class SessionStore {
   explicit SessionStore(std::shared_ptr<store::Database> db) : db_(std::move(db)) {}
   Result<void> migrate();
   Result<void> put_session_locked(const SessionInfo& s);
-  Result<void> put_message_locked(const MessageWithParts& m);
+  Result<void> put_message_locked(const MessageRow& m);
   // Moves the rows of `part_table` (a schema before version 3) into their messages' rows.
   Result<void> embed_parts(std::string_view part_table);
 

@@ -201,7 +201,7 @@ TEST(SessionStore, WriteStoresAllOrNothing) {
   StoreChanges changes;
   s.title = "renamed";
   changes.session = s;
-  changes.messages.push_back({m, {tool_part(m, ToolState::Status::Running)}});
+  changes.add({m, {tool_part(m, ToolState::Status::Running)}});
   ASSERT_TRUE(store->write(changes));
   EXPECT_EQ((*store->get_session(s.id))->title, "renamed");
   auto list = store->list_messages(s.id);
@@ -211,8 +211,8 @@ TEST(SessionStore, WriteStoresAllOrNothing) {
 
   StoreChanges broken;
   auto m2 = make_assistant(s);
-  broken.messages.push_back({m2, {}});
-  broken.messages.push_back(orphan_message());
+  broken.add({m2, {}});
+  broken.add(orphan_message());
   EXPECT_FALSE(store->write(broken));
   EXPECT_FALSE(*store->get_message(s.id, m2.id));
   EXPECT_EQ(store->list_messages(s.id)->size(), 1u);
@@ -229,16 +229,16 @@ TEST(SessionStore, ABatchOfSeveralTurnsChangesIsStoredAllOrNothing) {
   StoreChanges first, second;
   first.session = a;
   auto ma = make_assistant(a);
-  first.messages.push_back({ma, {}});
+  first.add({ma, {}});
   second.session = b;
   auto mb = make_assistant(b);
   auto running = tool_part(mb, ToolState::Status::Running);
-  second.messages.push_back({mb, {running}});
+  second.add({mb, {running}});
   // A later change of the same message in the same batch wins, as it would in two transactions.
   StoreChanges third;
   auto completed = running;
   completed.state.status = ToolState::Status::Completed;
-  third.messages.push_back({mb, {completed}});
+  third.add({mb, {completed}});
   std::vector<const StoreChanges*> batch{&first, &second, &third};
   ASSERT_TRUE(store->write(batch));
   ASSERT_EQ(store->list_sessions()->size(), 2u);
@@ -252,8 +252,8 @@ TEST(SessionStore, ABatchOfSeveralTurnsChangesIsStoredAllOrNothing) {
   StoreChanges good, broken;
   good.session = c;
   auto mc = make_assistant(b);
-  broken.messages.push_back({mc, {}});
-  broken.messages.push_back(orphan_message());
+  broken.add({mc, {}});
+  broken.add(orphan_message());
   std::vector<const StoreChanges*> failing{&good, &broken};
   EXPECT_FALSE(store->write(failing));
   EXPECT_FALSE(*store->get_session(c.id));  // the good one went with the broken one
