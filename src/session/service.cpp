@@ -719,7 +719,8 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
   turn->conversation->messages.push_back(provider::ModelMessage::user(input.text));
   turn->session.updated = now_ms();
   turn->unsaved_session = turn->session;
-  deps_.bus->publish("session.updated", json::object{{"info", to_json(turn->session)}});
+  if (deps_.bus->has_subscribers())
+    deps_.bus->publish("session.updated", json::object{{"info", to_json(turn->session)}});
 
   provider::ToolSet tool_set = tool_set_for(*offered);
 
