@@ -770,7 +770,7 @@ TEST(OpenAIStream, KeysInAnyOrder) {
 TEST(OpenAIStream, DuplicateKeysLastWins) {
   Events events = parse_whole<OpenAIStreamParser>(data_events({
       R"({"choices":[{"index":0,"delta":{"content":"NOT 1"}}],"choices":[{"index":0,"delta":{"content":"one"}}]})",
-      R"({"choices":[{"index":0,"delta":{"content":"NOT 2","reasoning":"NOT 3"},"delta":{"content":"two"}}]})",
+      R"({"choices":[{"index":0,"delta":{"content":"NOT 2","reasoning":"NOT 3"},"delta":{"refusal":"two"}}]})",
       R"({"choices":[{"index":0,"delta":{"content":"NOT 4","content":null}}]})",
       R"({"choices":[{"index":1,"index":0,"delta":{"content":"three"}}]})",
       R"({"choices":[{"index":0,"index":1,"delta":{"content":"NOT 5"}}]})",
