@@ -735,6 +735,186 @@ TEST(OpenAIStream, OversizedEventIsAnError) {
   EXPECT_TRUE(Contains(std::get<StreamError>(events[0]).message, "larger than 64 bytes"));
 }
 
+// The chunks are read without a tree (a SAX handler, see openai.cpp): what the tree gave for
+// free must still hold. Keys in any order: the index of a call after its function, finish_reason
+// before delta, the choice's index last, usage before choices.
+TEST(OpenAIStream, KeysInAnyOrder) {
+  Events events = parse_whole<OpenAIStreamParser>(data_events({
+      R"({"usage":{"completion_tokens_details":{"reasoning_tokens":2},"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":3},"prompt_tokens":10},"choices":[{"finish_reason":null,"delta":{"tool_calls":[{"function":{"arguments":"{\"a\":","name":"f"},"type":"function","id":"k1","index":4}]},"index":0}],"object":"chat.completion.chunk"})",
+      R"({"choices":[{"finish_reason":"tool_calls","delta":{"tool_calls":[{"function":{"arguments":"1}"},"index":4}]},"index":0}]})",
+      "[DONE]",
+  }));
+  Events expected = {
+      ToolInputStart{0, "k1", "f"},
+      ToolInputDelta{"k1", "{\"a\":"},
+      ToolInputDelta{"k1", "1}"},
+      tool_call("k1", "f", R"({"a":1})", R"({"a":1})"),
+      StepFinish{FinishReason::ToolCalls,
+                 Usage{.input = 7, .output = 3, .reasoning = 2, .cache_read = 3}, "tool_calls"},
+  };
+  EXPECT_EQ(events, expected) << dump(events);
+
+  // An error after the choices: the chunk is the error, its content is not shown first.
+  Events error_last = parse_whole<OpenAIStreamParser>(data_events({
+      R"({"choices":[{"index":0,"delta":{"content":"x"}}],"error":{"message":"m","type":"server_error"}})",
+  }));
+  EXPECT_EQ(error_last, (Events{StreamError{"server_error: m", true}})) << dump(error_last);
+  // vLLM's error chunk with its "object" last.
+  Events object_last = parse_whole<OpenAIStreamParser>(data_events({
+      R"({"message":"busy","code":503,"object":"error"})",
+  }));
+  EXPECT_EQ(object_last, (Events{StreamError{"503: busy", true}})) << dump(object_last);
+}
+
+// Of duplicate keys the last wins, whatever the earlier ones held (as in a json::object).
+TEST(OpenAIStream, DuplicateKeysLastWins) {
+  Events events = parse_whole<OpenAIStreamParser>(data_events({
+      R"({"choices":[{"index":0,"delta":{"content":"NOT 1"}}],"choices":[{"index":0,"delta":{"content":"one"}}]})",
+      R"({"choices":[{"index":0,"delta":{"content":"NOT 2","reasoning":"NOT 3"},"delta":{"refusal":"two"}}]})",
+      R"({"choices":[{"index":0,"delta":{"content":"NOT 4","content":null}}]})",
+      R"({"choices":[{"index":1,"index":0,"delta":{"content":"three"}}]})",
+      R"({"choices":[{"index":0,"index":1,"delta":{"content":"NOT 5"}}]})",
+      R"({"error":{"message":"NOT 6"},"error":null,"choices":[]})",
+      R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"NOT 7"},"function":{"name":"f","arguments":"{\"a\":1}","arguments":{"b":2}}}]}}]})",
+      R"({"choices":[],"usage":{"prompt_tokens":5,"prompt_tokens":9,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":3},"prompt_tokens_details":{}}})",
+      R"({"choices":[],"usage":{"prompt_tokens":1000},"usage":null})",
+      R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop","finish_reason":"tool_calls"}]})",
+      "[DONE]",
+  }));
+  Events expected = {
+      TextDelta{"one"},
+      TextDelta{"two"},
+      TextDelta{"three"},
+      ToolInputStart{0, "c1", "f"},
+      ToolInputDelta{"c1", R"({"b":2})"},
+      tool_call("c1", "f", R"({"b":2})", R"({"b":2})"),
+      StepFinish{FinishReason::ToolCalls, Usage{.input = 9, .output = 4}, "tool_calls"},
+  };
+  EXPECT_EQ(events, expected) << dump(events);
+}
+
+// Arguments sent as an object are serialized as the tree writes it: nested values, escapes,
+// numbers kept, the last of duplicate keys. Arguments of any other kind are none.
+TEST(OpenAIStream, ArgumentsAsAnObjectAreItsText) {
+  std::string_view object =
+      R"({"pattern":"*.md","opts":{"deep":[1,{"x":null,"y":[true,false]}],"n":1.5,"big":18446744073709551615,"s":"a\"b\\c\u00e9\n"},"pattern":"*.txt"})";
+  std::string text = json::serialize(parse_json(object).value());
+  Events events = parse_whole<OpenAIStreamParser>(data_events({
+      std::string(
+          R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"g1","function":{"name":"glob","arguments":)") +
+          std::string(object) + "}}]}}]}",
+      R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"g2","function":{"name":"list","arguments":[1,2]}}]}}]})",
+      R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":7}}]}}]})",
+      R"({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]})",
+      "[DONE]",
+  }));
+  ASSERT_EQ(events.size(), 6u) << dump(events);
+  EXPECT_EQ(events[0], (StreamEvent{ToolInputStart{0, "g1", "glob"}}));
+  EXPECT_EQ(events[1], (StreamEvent{ToolInputDelta{"g1", text}}));
+  EXPECT_EQ(events[2], (StreamEvent{ToolInputStart{1, "g2", "list"}}));
+  const auto& glob = std::get<ToolCall>(events[3]);
+  EXPECT_EQ(glob.raw_input, text);
+  EXPECT_TRUE(glob.input_valid);
+  EXPECT_EQ(glob.input.as_object().at("pattern"), "*.txt");
+  EXPECT_EQ(glob.input.as_object().at("opts").as_object().at("s"), "a\"b\\c\xC3\xA9\n");
+  EXPECT_EQ(events[4], (StreamEvent{tool_call("g2", "list", "{}", "")}));
+}
+
+// Only choice 0 is read (n = 1); other choices, and entries that are not objects, are skipped
+// whatever they hold. Numbers may come as doubles; a call's position in tool_calls is its index
+// when it has none, counting the entries that are not objects.
+TEST(OpenAIStream, OtherChoicesAreSkippedAndNumbersReadAsIntegers) {
+  Events events = parse_whole<OpenAIStreamParser>(data_events({
+      R"({"choices":[null,[{"index":0,"delta":{"content":"NOT 1"}}],{"index":1.0,"delta":{"content":"NOT 2","tool_calls":[{"index":0,"id":"z","function":{"name":"NOT"}}]},"finish_reason":"error"},{"index":0.0,"delta":{"content":"mine"}}]})",
+      R"({"choices":[{"index":0,"delta":{"tool_calls":[null,{"id":"c2","function":{"name":"f","arguments":"{\"a\""}}]}}]})",
+      R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":1.0,"function":{"arguments":":1}"}}]}}]})",
+      R"({"choices":[{"index":2,"finish_reason":"length"},{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":12.0,"completion_tokens":3,"completion_tokens_details":{"reasoning_tokens":1.0}}})",
+      "[DONE]",
+  }));
+  Events expected = {
+      TextDelta{"mine"},
+      ToolInputStart{0, "c2", "f"},
+      ToolInputDelta{"c2", "{\"a\""},
+      ToolInputDelta{"c2", ":1}"},
+      tool_call("c2", "f", R"({"a":1})", R"({"a":1})"),
+      StepFinish{FinishReason::ToolCalls, Usage{.input = 12, .output = 2, .reasoning = 1},
+                 "tool_calls"},
+  };
+  EXPECT_EQ(events, expected) << dump(events);
+}
+
+// Members nobody reads are skipped with everything in them, even where they hold keys the
+// parser reads elsewhere.
+TEST(OpenAIStream, UnknownMembersAreSkippedWhateverTheyHold) {
+  std::string_view decoy =
+      R"({"choices":[{"index":0,"delta":{"content":"NOT"},"finish_reason":"stop"}],"usage":{"prompt_tokens":999},"error":{"message":"NOT"},"object":"error","content":"NOT","function":{"name":"NOT","arguments":"NOT"},"deep":[[[{"a":[{"b":{}}]}]]]})";
+  std::string d(decoy);
+  Events events = parse_whole<OpenAIStreamParser>(data_events({
+      R"({"extra":)" + d + R"(,"choices":[{"logprobs":)" + d + R"(,"index":0,"delta":{"audio":)" +
+          d + R"(,"content":"yes","tool_calls":[{"extra":)" + d +
+          R"(,"index":0,"id":"c1","function":{"meta":)" + d +
+          R"(,"name":"f","arguments":"{}"}}]}}],"model":)" + d + "}",
+      R"({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]})",
+      "[DONE]",
+  }));
+  Events expected = {
+      TextDelta{"yes"},
+      ToolInputStart{0, "c1", "f"},
+      ToolInputDelta{"c1", "{}"},
+      tool_call("c1", "f", "{}", "{}"),
+      StepFinish{FinishReason::ToolCalls, {}, "tool_calls"},
+  };
+  EXPECT_EQ(events, expected) << dump(events);
+}
+
+// Strings and keys the JSON parser hands over in parts (long, with escapes) are read whole.
+TEST(OpenAIStream, LongEscapedStringsAndEscapedKeys) {
+  std::string escaped, plain;
+  for (int i = 0; i < 3000; ++i) {
+    escaped += "\\u00e9\\n";
+    plain += "\xC3\xA9\n";
+  }
+  std::string long_key(5000, 'k');
+  Events events = parse_whole<OpenAIStreamParser>(data_events({
+      R"({"choices":[{"index":0,"delta":{"con\u0074ent":")" + escaped + R"(","\u006b)" + long_key +
+          R"(\n":{"content":"NOT"}}}]})",
+      R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})",
+  }));
+  EXPECT_EQ(events, (Events{TextDelta{plain}, StepFinish{FinishReason::Stop, {}, "stop"}}));
+}
+
+// A malformed chunk fails in parse_json's words; nesting is limited to 64 levels.
+TEST(OpenAIStream, MalformedChunksFailInTheWordsOfParseJson) {
+  for (std::string_view bad : {R"({"choices":[}])", R"({"choices":[]} x)", R"({"a":"\ud800"})",
+                               R"({"a" 1})", "{\"a\":\"\xFF\"}"}) {
+    Events events = parse_whole<OpenAIStreamParser>(data_events({bad}));
+    ASSERT_EQ(events.size(), 1u) << bad << "\n" << dump(events);
+    EXPECT_EQ(
+        events[0],
+        (StreamEvent{StreamError{
+            "malformed chunk in the model stream: " + parse_json(bad).error().message, false}}))
+        << bad;
+  }
+  auto nested = [](std::size_t arrays) {
+    return R"({"choices":[],"x":)" + std::string(arrays, '[') + std::string(arrays, ']') + "}";
+  };
+  Events deepest = parse_whole<OpenAIStreamParser>(data_events({nested(63), "[DONE]"}));
+  EXPECT_EQ(deepest, (Events{StepFinish{FinishReason::Stop, {}, ""}})) << dump(deepest);
+  Events too_deep = parse_whole<OpenAIStreamParser>(data_events({nested(64), "[DONE]"}));
+  ASSERT_EQ(too_deep.size(), 1u) << dump(too_deep);
+  EXPECT_TRUE(Contains(std::get<StreamError>(too_deep[0]).message,
+                       "nested deeper than the limit of 64 levels"))
+      << dump(too_deep);
+  for (std::string_view scalar : {"\"text\"", "[1]", "true", "null", "1.5"}) {
+    Events events = parse_whole<OpenAIStreamParser>(data_events({scalar}));
+    ASSERT_EQ(events.size(), 1u) << scalar;
+    EXPECT_EQ(std::get<StreamError>(events[0]).message,
+              "malformed chunk in the model stream: expected an object, got " +
+                  std::string(kind_name(parse_json(scalar).value())))
+        << scalar;
+  }
+}
+
 // ---- OpenAI request --------------------------------------------------------------------------
 
 ModelRequest sample_request() {

@@ -103,6 +103,31 @@ void append_json_string(std::string& out, std::string_view text) {
   out.push_back('"');
 }
 
+std::string json_error_message(std::string_view text, std::size_t used,
+                               const boost::system::error_code& ec, std::size_t max_depth,
+                               std::string_view depth_setting) {
+  // Count lines up to where the parser stopped, so the message points at the problem.
+  std::size_t line = 1, col = 1;
+  for (std::size_t i = 0; i < used && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  if (text.empty() || (ec == json::error::incomplete && used == text.size() &&
+                       text.find_first_not_of(" \t\r\n") == std::string_view::npos))
+    return "invalid JSON: empty body";
+  std::string what = ec.message();
+  if (ec == json::error::too_deep) {
+    what = "nested deeper than the limit of " + std::to_string(max_depth) + " levels";
+    if (!depth_setting.empty()) what += " (" + std::string(depth_setting) + ")";
+  }
+  return "invalid JSON at line " + std::to_string(line) + ", column " + std::to_string(col) + ": " +
+         what;
+}
+
 Result<json::value> parse_json(std::string_view text, std::size_t max_depth, json::storage_ptr sp,
                                std::string_view depth_setting) {
   json::parse_options opts;
@@ -115,29 +140,9 @@ Result<json::value> parse_json(std::string_view text, std::size_t max_depth, jso
   std::size_t used = parser.write_some(text.data(), text.size(), ec);
   if (!ec && used < text.size()) ec = json::error::extra_data;
   if (!ec) parser.finish(ec);
-  if (ec) {
-    // Count lines up to where the parser stopped, so the message points at the problem.
-    std::size_t line = 1, col = 1;
-    for (std::size_t i = 0; i < used && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    if (text.empty() || (ec == json::error::incomplete && used == text.size() &&
-                         text.find_first_not_of(" \t\r\n") == std::string_view::npos))
-      return make_error(ErrorCode::InvalidRequest, "invalid JSON: empty body");
-    std::string what = ec.message();
-    if (ec == json::error::too_deep) {
-      what = "nested deeper than the limit of " + std::to_string(max_depth) + " levels";
-      if (!depth_setting.empty()) what += " (" + std::string(depth_setting) + ")";
-    }
-    return make_error(ErrorCode::InvalidRequest, "invalid JSON at line " + std::to_string(line) +
-                                                     ", column " + std::to_string(col) + ": " +
-                                                     what);
-  }
+  if (ec)
+    return make_error(ErrorCode::InvalidRequest,
+                      json_error_message(text, used, ec, max_depth, depth_setting));
   return parser.release();
 }
 
@@ -169,6 +174,19 @@ std::string_view kind_name(const json::value& v) {
   return "value";
 }
 
+std::optional<std::int64_t> exact_int64(std::uint64_t u) {
+  if (u > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+  return static_cast<std::int64_t>(u);
+}
+
+std::optional<std::int64_t> exact_int64(double d) {
+  // Converting a double outside int64's range is undefined behaviour (1e300 is valid JSON).
+  if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
+      d == static_cast<double>(static_cast<std::int64_t>(d)))
+    return static_cast<std::int64_t>(d);
+  return std::nullopt;
+}
+
 namespace {
 Error wrong_type(std::string_view prefix, std::string_view key, std::string_view want,
                  const json::value& got) {
@@ -197,15 +215,10 @@ Result<std::optional<std::int64_t>> get_int(const json::object& obj, std::string
   const json::value* v = find(obj, key);
   if (!v) return std::optional<std::int64_t>{};
   if (v->is_int64()) return std::optional<std::int64_t>{v->get_int64()};
-  if (v->is_uint64() && v->get_uint64() <= static_cast<std::uint64_t>(INT64_MAX))
-    return std::optional<std::int64_t>{static_cast<std::int64_t>(v->get_uint64())};
-  if (v->is_double()) {
-    double d = v->get_double();
-    // Converting a double outside int64's range is undefined behaviour (1e300 is valid JSON).
-    if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
-        d == static_cast<double>(static_cast<std::int64_t>(d)))
-      return std::optional<std::int64_t>{static_cast<std::int64_t>(d)};
-  }
+  if (auto i = v->is_uint64()   ? exact_int64(v->get_uint64())
+               : v->is_double() ? exact_int64(v->get_double())
+                                : std::nullopt)
+    return std::optional<std::int64_t>{*i};
   return wrong_type(prefix, key, "an integer", *v);
 }
 

@@ -21,6 +21,18 @@ namespace json = boost::json;
 Result<json::value> parse_json(std::string_view text, std::size_t max_depth = 64,
                                json::storage_ptr sp = {}, std::string_view depth_setting = {});
 
+// The message parse_json gives (without its error code) when a parser of `text` stopped after
+// `used` bytes with `ec`: for readers that parse with their own handler (json::basic_parser) and
+// must fail in the same words.
+std::string json_error_message(std::string_view text, std::size_t used,
+                               const boost::system::error_code& ec, std::size_t max_depth,
+                               std::string_view depth_setting = {});
+
+// The integer a JSON number stands for exactly, or nullopt when it has a fraction or is out of
+// int64's range.
+std::optional<std::int64_t> exact_int64(std::uint64_t u);
+std::optional<std::int64_t> exact_int64(double d);
+
 // "prefix.key", or "key" when prefix is empty.
 std::string field_path(std::string_view prefix, std::string_view key);
 
