@@ -643,6 +643,7 @@ class OpenAIStreamParser::ChunkReader {
           return;
         }
         stack_.push_string(s);
+        in_string_ = false;  // a string that was the capture itself ("error": "text") ends here
         if (capture_depth_ == 0) end_capture();
         return;
       }

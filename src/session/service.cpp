@@ -246,7 +246,7 @@ Result<void> SessionService::delete_session(const std::string& id) {
 
 Result<std::vector<MessageWithParts>> SessionService::messages(const std::string& session_id) {
   if (auto s = get_session(session_id); !s) return s.error();
-  write_pending();  // what turns have gathered for the end of this round, so that it is listed
+  write_pending();  // what turns have not stored yet (within the write delay), so it is listed
   return deps_.store->list_messages(session_id);
 }
 

@@ -4,11 +4,13 @@
 // message (text, reasoning and tool parts), runs the tool calls (server tools concurrently,
 // client tools delivered to their clients) and feeds their results to the next step.
 //
-// Every change is published on the bus at once and stored (SQLite) in a few transactions per
-// step: what a restart must find (the open assistant message, a running tool call) when it
-// happens, the rest at the next of those points or at the turn's end. The conversation as the
-// model sees it is kept in memory per session and read from the store only on a session's first
-// turn after a start. Thread-safe; turns run on the executor given at construction.
+// Every change is published on the bus at once and stored (SQLite) whole message by message:
+// what a restart must find (a step's open assistant message, a running tool call) within 50 ms,
+// in one transaction with every other turn's, and everything at the turn's end, before its
+// answer. The conversation as the model sees it is kept in memory per session and read from the
+// store only on a session's first turn after a start. Turns run on the executor given at
+// construction, which must be one thread: a turn's messages are changed there without a lock,
+// and every method that writes (messages(), shutdown(), the prompts) must be called there too.
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>

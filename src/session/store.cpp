@@ -51,9 +51,13 @@ DROP TABLE message_v1;
 constexpr std::string_view kMigrateFrom2 =
     "ALTER TABLE message ADD COLUMN parts TEXT NOT NULL DEFAULT '[]'";
 
+// Rows hold values parsed elsewhere with their own depth limits (tool inputs: 128), a few levels
+// deeper in the row: read with a limit wide enough for all of them.
+constexpr std::size_t kRowDepth = 256;
+
 template <class T, class F>
 Result<T> parse_row(const std::string& text, F from_json) {
-  auto doc = parse_json(text);
+  auto doc = parse_json(text, kRowDepth);
   if (!doc || !doc->is_object())
     return make_error(ErrorCode::Internal, "corrupt row in the session store");
   return from_json(doc->get_object());
@@ -64,7 +68,7 @@ Result<MessageWithParts> message_row(store::Statement& st) {
   auto info = parse_row<MessageInfo>(st.text(0), message_from_json);
   if (!info) return info.error();
   MessageWithParts m{std::move(*info), {}};
-  auto parts = parse_json(st.text(1));
+  auto parts = parse_json(st.text(1), kRowDepth);
   if (!parts || !parts->is_array())
     return make_error(ErrorCode::Internal, "corrupt parts of message " + m.info.id);
   m.parts.reserve(parts->get_array().size());

@@ -158,6 +158,25 @@ TEST(SessionStore, MessagesComeBackInOrderWithTheirParts) {
   EXPECT_EQ((*one)->info.finish, "tool-calls");
 }
 
+// A tool input as deep as a model's arguments may be (they are read with a limit of 128 levels)
+// is stored and read back: the row puts it a few levels deeper.
+TEST(SessionStore, DeeplyNestedToolInputsAreReadBack) {
+  auto store = *SessionStore::open_memory();
+  auto s = make_session("s", 1);
+  ASSERT_TRUE(store->put_session(s));
+  auto m = make_assistant(s);
+  auto p = tool_part(m, ToolState::Status::Completed);
+  json::value nested = json::object{{"leaf", true}};
+  for (int i = 0; i < 127; ++i)
+    nested = json::object{{"a", std::move(nested)}};
+  p.state.input = nested.as_object();
+  ASSERT_TRUE(store->put_message({m, {p}}));
+  auto list = store->list_messages(s.id);
+  ASSERT_TRUE(list) << list.error().message;
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].parts.at(0).state.input, p.state.input);
+}
+
 TEST(SessionStore, MessagesAreListedForTheirOwnSessionOnly) {
   auto store = *SessionStore::open_memory();
   auto s = make_session("s", 1);

@@ -66,40 +66,85 @@ bool any_needs_escape(std::uint64_t w) {
 
 }  // namespace
 
+namespace {
+// The length of the well-formed UTF-8 sequence at `p` (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), or 0 when the bytes there are not one.
+std::size_t utf8_length(const unsigned char* p, const unsigned char* end) {
+  unsigned char c = *p;
+  std::size_t n;
+  unsigned char low = 0x80, high = 0xbf;  // the range of the second byte
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) low = 0xa0;
+    if (c == 0xed) high = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) low = 0x90;
+    if (c == 0xf4) high = 0x8f;
+  } else {
+    return 0;
+  }
+  if (static_cast<std::size_t>(end - p) < n || p[1] < low || p[1] > high) return 0;
+  for (std::size_t i = 2; i < n; ++i)
+    if (p[i] < 0x80 || p[i] > 0xbf) return 0;
+  return n;
+}
+}  // namespace
+
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
+  constexpr std::uint64_t kHighs = 0x8080808080808080ull;
   out.reserve(out.size() + text.size() + 2);
   out.push_back('"');
-  const char* run = text.data();  // the bytes since the last escape, not yet copied
-  const char* end = text.data() + text.size();
-  auto take = [&](const char* p) {
-    char escape = kEscapes[static_cast<unsigned char>(*p)];
-    if (escape == 0) return;
-    out.append(run, p);
+  const auto* run = reinterpret_cast<const unsigned char*>(text.data());  // not yet copied
+  const auto* end = run + text.size();
+  auto flush = [&](const unsigned char* p) {
+    out.append(reinterpret_cast<const char*>(run), reinterpret_cast<const char*>(p));
+  };
+  const unsigned char* p = run;
+  while (p != end) {
+    if (end - p >= 8) {
+      std::uint64_t word;
+      std::memcpy(&word, p, 8);
+      if (!any_needs_escape(word) && (word & kHighs) == 0) {
+        p += 8;
+        continue;
+      }
+    }
+    if (*p >= 0x80) {
+      // Bytes that are not UTF-8 (a cut multibyte character, a Latin-1 path) become U+FFFD:
+      // a JSON text must be UTF-8, and a reader (ours included) refuses one that is not.
+      if (std::size_t n = utf8_length(p, end)) {
+        p += n;
+        continue;
+      }
+      flush(p);
+      out.append("\xEF\xBF\xBD");
+      run = ++p;
+      continue;
+    }
+    char escape = kEscapes[*p];
+    if (escape == 0) {
+      ++p;
+      continue;
+    }
+    flush(p);
     run = p + 1;
     char seq[6] = {'\\', escape};
     if (escape != 'u') {
       out.append(seq, 2);
-      return;
+    } else {
+      seq[2] = '0';
+      seq[3] = '0';
+      seq[4] = kHex[*p >> 4];
+      seq[5] = kHex[*p & 15];
+      out.append(seq, 6);
     }
-    auto c = static_cast<unsigned char>(*p);
-    seq[2] = '0';
-    seq[3] = '0';
-    seq[4] = kHex[c >> 4];
-    seq[5] = kHex[c & 15];
-    out.append(seq, 6);
-  };
-  const char* p = run;
-  for (; end - p >= 8; p += 8) {
-    std::uint64_t word;
-    std::memcpy(&word, p, 8);
-    if (!any_needs_escape(word)) continue;
-    for (int i = 0; i < 8; ++i)
-      take(p + i);
+    ++p;
   }
-  for (; p != end; ++p)
-    take(p);
-  out.append(run, end);
+  flush(end);
   out.push_back('"');
 }
 
@@ -260,7 +305,44 @@ json::object error_body(const Error& e) {
       {"error", json::object{{"code", error_code_name(e.code)}, {"message", e.message}}}};
 }
 
+namespace {
+bool all_finite(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::double_:
+      return std::isfinite(v.get_double());
+    case json::kind::array:
+      for (const auto& e : v.get_array())
+        if (!all_finite(e)) return false;
+      return true;
+    case json::kind::object:
+      for (const auto& kv : v.get_object())
+        if (!all_finite(kv.value())) return false;
+      return true;
+    default:
+      return true;
+  }
+}
+
+void null_non_finite(json::value& v) {
+  if (v.is_double() && !std::isfinite(v.get_double())) {
+    v = nullptr;
+  } else if (v.is_array()) {
+    for (auto& e : v.get_array())
+      null_non_finite(e);
+  } else if (v.is_object()) {
+    for (auto& kv : v.get_object())
+      null_non_finite(kv.value());
+  }
+}
+}  // namespace
+
 void append_json_value(std::string& out, const json::value& value) {
+  if (!all_finite(value)) {
+    json::value copy = value;
+    null_non_finite(copy);
+    append_json_value(out, copy);
+    return;
+  }
   json::serializer serializer;
   serializer.reset(&value);
   while (!serializer.done()) {

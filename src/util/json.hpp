@@ -56,11 +56,14 @@ Result<std::string> require_string(const json::object& obj, std::string_view key
 std::string_view kind_name(const json::value& v);
 
 // Appends `text` as a JSON string literal, quotes included, escaped as Boost.JSON's serializer
-// escapes (", \\, control characters; other bytes pass through). For documents written without
-// a tree, where the text is most of the bytes: runs that need no escape are copied whole.
+// escapes (", \\, control characters); bytes that are not UTF-8 become U+FFFD, so the result is
+// always valid JSON. For documents written without a tree, where the text is most of the bytes:
+// runs that need nothing are copied whole.
 void append_json_string(std::string& out, std::string_view text);
 
-// Appends any JSON value as its text (Boost.JSON's serializer, straight into `out`).
+// Appends any JSON value as its text (Boost.JSON's serializer, straight into `out`). A number
+// too large for a double (1e400 parses as infinity) is written as null: Boost writes "Infinity",
+// which no JSON reader takes.
 void append_json_value(std::string& out, const json::value& value);
 
 // Writes one JSON object as text into `out`, member by member, with no tree built first: for the

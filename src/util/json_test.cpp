@@ -350,15 +350,16 @@ TEST(AppendJsonString, EscapesQuotesBackslashesAndControlCharacters) {
   EXPECT_EQ(json_literal("a\"b\\c"), R"("a\"b\\c")");
   EXPECT_EQ(json_literal("\b\f\n\r\t"), R"("\b\f\n\r\t")");
   EXPECT_EQ(json_literal(std::string_view("\0\x01\x1f", 3)), R"("\u0000\u0001\u001f")");
-  EXPECT_EQ(json_literal("caf\xc3\xa9 \x7f"), "\"caf\xc3\xa9 \x7f\"") << "other bytes pass through";
+  EXPECT_EQ(json_literal("caf\xc3\xa9 \x7f"), "\"caf\xc3\xa9 \x7f\"")
+      << "UTF-8 and DEL pass through";
   std::string out = "prefix:";
   append_json_string(out, "x");
   EXPECT_EQ(out, "prefix:\"x\"") << "appends";
 }
 
-// The same text as Boost.JSON's serializer writes, for every byte in every position of an 8-byte
-// word, and the
-// literal parses back to the original (for valid UTF-8).
+// The same text as Boost.JSON's serializer writes, for every ASCII byte in every position of an
+// 8-byte word, and the literal parses back to the original; a byte above 0x7f alone is not UTF-8
+// and comes back as U+FFFD.
 TEST(AppendJsonString, MatchesBoostJsonOnEveryByte) {
   for (int c = 0; c < 256; ++c) {
     std::vector<std::string> texts{std::string(1, char(c)), std::string(3, char(c)),
@@ -370,12 +371,17 @@ TEST(AppendJsonString, MatchesBoostJsonOnEveryByte) {
       texts.push_back(text);
     }
     for (const auto& text : texts) {
-      EXPECT_EQ(json_literal(text), json::serialize(json::string_view(text))) << "byte " << c;
+      auto back = parse_json(json_literal(text));
+      ASSERT_TRUE(back) << "byte " << c;
       if (c < 0x80) {
-        auto back = parse_json(json_literal(text));
-        ASSERT_TRUE(back) << "byte " << c;
+        EXPECT_EQ(json_literal(text), json::serialize(json::string_view(text))) << "byte " << c;
         EXPECT_EQ(back->as_string(), text) << "byte " << c;
+        continue;
       }
+      std::string replaced;
+      for (char ch : text)
+        replaced += ch == char(c) ? std::string("\xEF\xBF\xBD") : std::string(1, ch);
+      EXPECT_EQ(back->as_string(), replaced) << "byte " << c;
     }
   }
 }
@@ -406,6 +412,44 @@ TEST(ObjectWriter, WritesTheObjectThatAParserReadsBack) {
                     {"tree", json::value{{"a", json::array{1, "two", nullptr}}, {"b", true}}},
                     {"nested", json::object{}}};
   EXPECT_EQ(got, want) << out;
+}
+
+// Whatever the bytes, the text is JSON that a parser takes: what is not UTF-8 becomes U+FFFD,
+// well-formed sequences of every length pass as they are.
+TEST(AppendJsonString, BytesThatAreNotUtf8BecomeTheReplacementCharacter) {
+  struct Case {
+    std::string in, out;
+  };
+  const std::string r = "\xEF\xBF\xBD";
+  std::vector<Case> cases = {
+      {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+      {"cut \xe2\x82", "cut " + r + r},               // a character cut at the end
+      {"latin1 \xe9t\xe9", "latin1 " + r + "t" + r},  // not UTF-8 at all
+      {"\xc0\x80", r + r},                            // overlong NUL
+      {"\xed\xa0\x80", r + r + r},                    // a surrogate
+      {"\xf4\x90\x80\x80", r + r + r + r},            // above U+10FFFF
+      {"\x80 lone continuation", r + " lone continuation"},
+      {std::string(20, 'a') + "\xff" + std::string(20, 'b'),
+       std::string(20, 'a') + r + std::string(20, 'b')},  // inside the 8-byte fast path
+  };
+  for (const auto& c : cases) {
+    std::string out;
+    append_json_string(out, c.in);
+    auto back = parse_json(out);
+    ASSERT_TRUE(back) << out << ": " << back.error().message;
+    EXPECT_EQ(back->as_string(), c.out) << out;
+  }
+}
+
+TEST(AppendJsonValue, NumbersBeyondADoubleAreWrittenAsNull) {
+  auto parsed = parse_json(R"({"big":1e400,"list":[1,-1e400,{"x":2.5}]})");
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  std::string out;
+  append_json_value(out, *parsed);
+  auto back = parse_json(out);
+  ASSERT_TRUE(back) << out << ": " << back.error().message;
+  EXPECT_EQ(*back, (json::value{{"big", nullptr}, {"list", json::array{1, nullptr, {{"x", 2.5}}}}}))
+      << out;
 }
 
 TEST(ObjectWriter, AnEmptyObjectIsBraces) {
