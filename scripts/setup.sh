@@ -7,6 +7,7 @@ packages=(
   g++ cmake ninja-build pkg-config ccache git
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libvalijson-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev libxml2-dev
+  libre2-dev  # tool schemas' regular expressions
   libmimalloc-dev  # the server's allocator (not in sanitizer builds)
   ripgrep procps
   chromium  # the web page's end-to-end tests (web/e2e)

@@ -3,6 +3,7 @@
 // instance is shared by every concurrent validation.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "util/error.hpp"
 #include "util/json.hpp"
@@ -23,14 +24,22 @@ class CompiledSchema {
   static Result<std::shared_ptr<const CompiledSchema>> compile(const json::object& schema);
 
   // Ok, or InvalidRequest naming the JSON path of the first violation ("/location: ...").
+  // "pattern", "patternProperties" and "format" are checked with RE2 (linear time, no
+  // recursion), never with valijson's std::regex; a pattern RE2 cannot compile fails compile().
   Result<void> validate(const json::value& input) const;
 
   ~CompiledSchema();
+
+  // One "patternProperties" (with its object's "properties" names and "additionalProperties"),
+  // compiled when the schema is; defined in schema.cpp.
+  struct PatternProperties;
 
  private:
   CompiledSchema();
   static Result<std::shared_ptr<const CompiledSchema>> compile_uncached(const json::object& schema);
   std::unique_ptr<valijson::Schema> schema_;
+  // Owned here because the compiled schema's constraints point at them.
+  std::vector<std::unique_ptr<PatternProperties>> pattern_properties_;
 };
 
 }  // namespace sb::clienttool

@@ -263,19 +263,6 @@ bool coerce(const json::value& root, const std::vector<const json::value*>& sche
 
 // --- messages ----------------------------------------------------------------------------------
 
-std::string escape_pointer_token(std::string_view key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out.push_back(c);
-  }
-  return out;
-}
-
 std::string shown(const std::string& path) {
   return path.empty() ? "the arguments" : path;
 }

@@ -199,6 +199,19 @@ std::string field_path(std::string_view prefix, std::string_view key) {
   return out;
 }
 
+std::string escape_pointer_token(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out.push_back(c);
+  }
+  return out;
+}
+
 std::string_view kind_name(const json::value& v) {
   switch (v.kind()) {
     case json::kind::null:

@@ -55,6 +55,9 @@ Result<std::string> require_string(const json::object& obj, std::string_view key
 // The JSON name of a value's kind ("string", "object", ...), for error messages.
 std::string_view kind_name(const json::value& v);
 
+// A key as one token of a JSON Pointer (RFC 6901): "~" becomes "~0" and "/" becomes "~1".
+std::string escape_pointer_token(std::string_view key);
+
 // Appends `text` as a JSON string literal, quotes included, escaped as Boost.JSON's serializer
 // escapes (", \\, control characters); bytes that are not UTF-8 become U+FFFD, so the result is
 // always valid JSON. For documents written without a tree, where the text is most of the bytes:
