@@ -301,39 +301,47 @@ class Rewriter {
       Result<void> r;
       json::value& child = kv.value();
       std::string_view key = kv.key();
+      // Keywords whose subschemas apply to the same value as this schema, not to a part of it.
+      bool same_value = key == "allOf" || key == "anyOf" || key == "oneOf" || key == "not" ||
+                        key == "if" || key == "then" || key == "else" || key == "dependencies";
+      auto sub = [&](json::value& s, std::string place) {
+        if (same_value && (key != "dependencies" || s.is_object())) applies_[at].push_back(place);
+        return schema(s, std::move(place));
+      };
       if (key == "$ref" && child.is_string()) {
         refs_.emplace(at, std::string(child.get_string()));
       } else if (key == "properties" || key == "patternProperties" || key == "definitions" ||
                  key == "$defs" || key == "dependencies") {
         if (auto* members = child.if_object())
           for (auto& m : *members)
-            if (r = schema(m.value(), here + "/" + escape_pointer_token(m.key())); !r) return r;
+            if (r = sub(m.value(), here + "/" + escape_pointer_token(m.key())); !r) return r;
       } else if (key == "allOf" || key == "anyOf" || key == "oneOf" || key == "items") {
         if (auto* items = child.if_array()) {
           for (std::size_t i = 0; i < items->size(); ++i)
-            if (r = schema((*items)[i], here + "/" + std::to_string(i)); !r) return r;
+            if (r = sub((*items)[i], here + "/" + std::to_string(i)); !r) return r;
         } else if (key == "items") {
-          r = schema(child, here);
+          r = sub(child, here);
         }
       } else if (key == "additionalProperties" || key == "additionalItems" || key == "contains" ||
                  key == "propertyNames" || key == "not" || key == "if" || key == "then" ||
                  key == "else") {
-        r = schema(child, here);
+        r = sub(child, here);
       }
       if (!r) return r;
     }
     return move_keywords(*obj, at);
   }
 
-  // A "$ref" must point into the document, at a schema the rewrite went through, and a chain
-  // of "$ref"s must end: valijson follows one by recursion, so {"$ref": "object"} (a relative
-  // URI resolving to the document itself) or two "$ref"s naming each other overflowed the stack.
-  Result<void> check_refs() const {
+  // A "$ref" must point into the document, at a schema the rewrite went through; and no schema
+  // may come back to itself through "$ref"s and keywords that apply to the same value (allOf,
+  // not, ...). valijson follows both by recursion, at compile time and for every validation:
+  // {"$ref": "object"} (a relative URI naming the document itself), two "$ref"s naming each
+  // other and {"allOf": [{"$ref": "#"}]} each overflowed the stack.
+  Result<void> check_refs() {
     auto refused = [](const std::string& at, const std::string& ref, const std::string& why) {
       return make_error(ErrorCode::InvalidRequest, "is not a valid JSON Schema: the $ref at " + at +
                                                        "/$ref (\"" + ref + "\") " + why);
     };
-    std::map<std::string, std::string> target_of;  // schema location -> where its $ref points
     for (const auto& [at, ref] : refs_) {
       std::string target = ref.starts_with("#") ? ref.substr(1) : ref;
       while (!target.empty() && target.back() == '/')
@@ -344,14 +352,36 @@ class Rewriter {
         return refused(at, ref,
                        "points at no schema: not under properties, definitions, $defs, items or "
                        "another keyword whose value is a schema");
-      target_of.emplace(at, std::move(target));
+      // valijson reads nothing beside a "$ref": the reference is the schema's only way on.
+      applies_[at] = {std::move(target)};
     }
-    for (const auto& [at, target] : target_of) {
-      std::string here = target;
-      for (std::size_t steps = 0; target_of.contains(here); ++steps) {
-        if (steps > target_of.size())
-          return refused(at, refs_.at(at), "is part of a cycle of $refs");
-        here = target_of.at(here);
+    // Depth-first search for a cycle, without recursion (a schema can have many places).
+    enum class Mark { Open, Done };
+    std::map<std::string_view, Mark> marks;
+    for (const auto& [start, ignored] : applies_) {
+      if (marks.contains(start)) continue;
+      std::vector<std::pair<std::string_view, std::size_t>> stack{{start, 0}};
+      marks[start] = Mark::Open;
+      while (!stack.empty()) {
+        auto& [place, next] = stack.back();
+        auto it = applies_.find(std::string(place));
+        if (it == applies_.end() || next == it->second.size()) {
+          marks[place] = Mark::Done;
+          stack.pop_back();
+          continue;
+        }
+        std::string_view to = it->second[next++];
+        auto mark = marks.find(to);
+        if (mark == marks.end()) {
+          marks[to] = Mark::Open;
+          stack.emplace_back(to, 0);
+        } else if (mark->second == Mark::Open) {
+          return make_error(ErrorCode::InvalidRequest,
+                            "is not a valid JSON Schema: the schema at " +
+                                std::string(to.empty() ? "/" : to) +
+                                " applies to itself through $ref, allOf, anyOf, oneOf, not, "
+                                "if/then/else or dependencies without descending into the value");
+        }
       }
     }
     return {};
@@ -414,6 +444,8 @@ class Rewriter {
   std::vector<std::unique_ptr<PatternProperties>>& rules_;
   std::set<std::string> places_;
   std::map<std::string, std::string> refs_;  // schema location -> its "$ref"
+  // Schema location -> the places of the subschemas that apply to the same value.
+  std::map<std::string, std::vector<std::string>> applies_;
 };
 
 // valijson with our keywords' builders; throws what valijson throws for a bad schema.
