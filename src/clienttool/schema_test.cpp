@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 
 using namespace sb;
@@ -89,7 +90,42 @@ TEST(CompiledSchemaPattern, LongInputsAndNestedQuantifiersAreMatchedInLinearTime
   EXPECT_EQ(check(*s, json::serialize(long_name)), "");  // no "y": the pattern does not take it
 }
 
-TEST(CompiledSchemaPattern, KeywordsAreFoundWhereverASchemaCanBe) {
+// Every place a schema can be is walked: an unusable pattern there is refused naming the place.
+// A place the walk missed would be compiled by valijson with std::regex, and register.
+TEST(CompiledSchemaPattern, EveryPlaceASchemaCanBeIsWalked) {
+  const std::string bad = R"({"pattern": "("})";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"properties": {"a": B}})", "/properties/a/pattern"},
+      {R"({"items": B})", "/items/pattern"},
+      {R"({"items": [{}, B]})", "/items/1/pattern"},
+      {R"({"additionalItems": B})", "/additionalItems/pattern"},
+      {R"({"additionalProperties": B})", "/additionalProperties/pattern"},
+      {R"({"contains": B})", "/contains/pattern"},
+      {R"({"propertyNames": B})", "/propertyNames/pattern"},
+      {R"({"not": B})", "/not/pattern"},
+      {R"({"if": B})", "/if/pattern"},
+      {R"({"then": B})", "/then/pattern"},
+      {R"({"else": B})", "/else/pattern"},
+      {R"({"allOf": [B]})", "/allOf/0/pattern"},
+      {R"({"anyOf": [{}, B]})", "/anyOf/1/pattern"},
+      {R"({"oneOf": [B]})", "/oneOf/0/pattern"},
+      {R"({"dependencies": {"a": ["b"], "c": B}})", "/dependencies/c/pattern"},
+      {R"({"definitions": {"d": B}})", "/definitions/d/pattern"},
+      {R"({"$defs": {"d": B}})", "/$defs/d/pattern"},
+      {R"({"patternProperties": {"^x/y": B}})", "/patternProperties/^x~1y/pattern"},
+      {R"({"patternProperties": {"^x": {}}, "additionalProperties": B})",
+       "/additionalProperties/pattern"},
+      {R"({"patternProperties": {"^x": {"patternProperties": {"^y": B}}}})",
+       "/patternProperties/^x/patternProperties/^y/pattern"},
+  };
+  for (const auto& [shape, where] : cases) {
+    std::string text = shape;
+    text.replace(text.find('B'), 1, bad);
+    EXPECT_THAT(compile_error(text), HasSubstr("the pattern at " + where + " is not")) << text;
+  }
+}
+
+TEST(CompiledSchemaPattern, KeywordsWhereverASchemaCanBeAreMatchedByRe2) {
   auto s = compiled(R"({"type": "object",
       "definitions": {"code": {"type": "string", "pattern": "^[0-9]{3}$"}},
       "properties": {
@@ -97,19 +133,28 @@ TEST(CompiledSchemaPattern, KeywordsAreFoundWhereverASchemaCanBe) {
         "list": {"type": "array", "items": {"pattern": "^x"}},
         "tuple": {"type": "array", "items": [{"pattern": "^y"}]},
         "any": {"anyOf": [{"type": "integer"}, {"type": "string", "pattern": "^z"}]},
-        "not": {"not": {"pattern": "^n"}},
-        "cond": {"if": {"pattern": "^i"}, "then": {"pattern": "t$"}, "else": {"pattern": "e$"}},
-        "names": {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}},
+        "cond": {"if": {"minLength": 2}, "then": {"pattern": "t$"}, "else": {"pattern": "e$"}},
         "extra": {"type": "object", "additionalProperties": {"pattern": "^a"}}}})");
   ASSERT_TRUE(s);
-  EXPECT_EQ(check(*s, R"({"ref": "123", "list": ["x1"], "tuple": ["y"], "any": "z", "not": "m",
-                          "cond": "it", "names": {"ok": 1}, "extra": {"k": "a"}})"),
+  EXPECT_EQ(check(*s, R"({"ref": "123", "list": ["x1"], "tuple": ["y"], "any": "z",
+                          "cond": "it", "extra": {"k": "a"}})"),
             "");
-  const char* bad[] = {R"({"ref": "12"})",  R"({"list": ["x", "y"]})", R"({"tuple": ["x"]})",
-                       R"({"any": "a"})",   R"({"not": "no"})",        R"({"cond": "ie"})",
-                       R"({"cond": "et"})", R"({"names": {"Ok": 1}})", R"({"extra": {"k": "b"}})"};
-  for (const char* input : bad)
-    EXPECT_NE(check(*s, input), "") << input;
+  // Each fails on its pattern, and the message is RE2's constraint's, naming the pattern.
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"ref": "12"})", "^[0-9]{3}$"}, {R"({"list": ["x", "y"]})", "^x"},
+      {R"({"tuple": ["x"]})", "^y"},      {R"({"cond": "ie"})", "t$"},
+      {R"({"cond": "t"})", "e$"},         {R"({"extra": {"k": "b"}})", "^a"}};
+  for (const auto& [input, pattern] : bad)
+    EXPECT_THAT(check(*s, input),
+                HasSubstr(std::string("does not match the pattern \"") + pattern + "\""))
+        << input;
+  EXPECT_NE(check(*s, R"({"any": "a"})"), "");  // anyOf names its first branch's failure
+  auto names = compiled(R"({"propertyNames": {"pattern": "^[a-z]+$"},
+                            "properties": {"n": {"not": {"pattern": "^n"}}}})");
+  ASSERT_TRUE(names);
+  EXPECT_EQ(check(*names, R"({"ok": 1, "n": "m"})"), "");
+  EXPECT_NE(check(*names, R"({"Ok": 1})"), "");
+  EXPECT_NE(check(*names, R"({"n": "no"})"), "");
 }
 
 TEST(CompiledSchemaPattern, ThePropertyNamedPatternIsAPropertyAndConstValuesAreLeftAlone) {
@@ -202,4 +247,113 @@ TEST(CompiledSchemaPattern, OurOwnKeywordsAndRefsOutsideSchemasAreRefused) {
   EXPECT_EQ(compile_error(R"({"$defs": {"s": {"pattern": "^a"}},
                               "properties": {"s": {"$ref": "#/$defs/s/"}}})"),
             "compiled");
+}
+
+// What a reviewer found still reaching std::regex or unbounded recursion in valijson, each now
+// refused or handled.
+TEST(CompiledSchemaRefs, ReferencesResolveAsValijsonResolvesThem) {
+  // valijson skips an empty token: this would land on properties.properties.x, never rewritten.
+  EXPECT_THAT(compile_error(R"({"properties": {"": {"properties": {"x": {}}},
+      "properties": {"x": {"type": "string", "pattern": "^(a|b)*$"}},
+      "s": {"$ref": "#/properties//properties/x"}}})"),
+              HasSubstr("has an empty reference token"));
+  // valijson decodes %XX: "%61" is "a", so this allOf contains itself.
+  EXPECT_THAT(compile_error(R"({"definitions": {"a": {"allOf": [{"$ref": "#/definitions/%61"}]},
+                                                "%61": {}},
+                                "properties": {"x": {"$ref": "#/definitions/a"}}})"),
+              HasSubstr("applies to itself"));
+  // What generators of schemas from TypeScript types write resolves.
+  auto s = compiled(R"({"definitions": {"Record<string,any>": {"type": "object"}},
+      "properties": {"r": {"$ref": "#/definitions/Record%3Cstring%2Cany%3E"}}})");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(check(*s, R"({"r": {}})"), "");
+  EXPECT_NE(check(*s, R"({"r": 1})"), "");
+  EXPECT_THAT(compile_error(R"({"properties": {"r": {"$ref": "#/definitions/nothing"}}})"),
+              HasSubstr("points at nothing"));
+}
+
+TEST(CompiledSchemaRefs, AnIdChangesNothing) {
+  // valijson resolved "$ref"s against "id": a relative one grew the scope on each visit of "#"
+  // until the stack ran out, and a URN's check was a std::regex with a lookahead.
+  auto tree = compiled(R"({"type": "object", "id": "a", "properties": {"c": {"$ref": "#"}}})");
+  ASSERT_TRUE(tree);
+  EXPECT_EQ(check(*tree, R"({"c": {"c": {}}})"), "");
+  EXPECT_NE(check(*tree, R"({"c": {"c": 1}})"), "");
+  std::string urn = R"({"type": "object", "id": "http://e/", "properties": {"a": {"id": "urn:ab:)" +
+                    std::string(100'000, 'a') + R"("}}})";
+  EXPECT_EQ(compile_error(urn), "compiled");
+  // A property named "id" is a property.
+  auto named = compiled(R"({"properties": {"id": {"type": "string"}}, "required": ["id"]})");
+  ASSERT_TRUE(named);
+  EXPECT_NE(check(*named, R"({"id": 1})"), "");
+}
+
+namespace {
+// {"definitions": {"d0": f(1), ..., "d{n-1}": f(n), "d{n}": {}}, "properties": {"x": d0}}
+std::string chain(int n, const std::function<std::string(int)>& link) {
+  std::string defs;
+  for (int i = 0; i < n; ++i)
+    defs += "\"d" + std::to_string(i) + "\": " + link(i + 1) + ", ";
+  return R"({"definitions": {)" + defs + "\"d" + std::to_string(n) +
+         R"(": {}}, "properties": {"x": {"$ref": "#/definitions/d0"}}})";
+}
+std::string ref(int i) {
+  return "{\"$ref\": \"#/definitions/d" + std::to_string(i) + "\"}";
+}
+}  // namespace
+
+TEST(CompiledSchemaRefs, ChainsThatWouldRecurseTooDeepOrTooLongAreRefused) {
+  auto all_of = [](int i) { return "{\"allOf\": [" + ref(i) + "]}"; };
+  EXPECT_EQ(compile_error(chain(8, all_of)), "compiled");
+  EXPECT_THAT(compile_error(chain(100, all_of)), HasSubstr("in a chain"));
+  // About 2^(n+2) chains below x: every branch of an allOf is evaluated when the input is valid.
+  auto twice = [](int i) { return "{\"allOf\": [" + ref(i) + ", " + ref(i) + "]}"; };
+  EXPECT_EQ(compile_error(chain(9, twice)), "compiled");
+  EXPECT_THAT(compile_error(chain(12, twice)), HasSubstr("chains of schemas"));
+  // Through properties each schema descends into the value, but valijson compiles the chain by
+  // recursion all the same.
+  auto nested = [](int i) { return "{\"properties\": {\"n\": " + ref(i) + "}}"; };
+  EXPECT_EQ(compile_error(chain(100, nested)), "compiled");
+  EXPECT_THAT(compile_error(chain(3000, nested)), HasSubstr("nest"));
+}
+
+TEST(CompiledSchemaPatternProperties, EmptyAndPercentKeysAndNestingAreTheirOwnPatterns) {
+  // The key "" matches every name; "properties" is a pattern here, not a keyword.
+  auto s = compiled(R"({"type": "object", "patternProperties": {
+      "": {"type": "object"},
+      "properties": {"properties": {"x": {"pattern": "^(a*)*b$"}}},
+      "^\\d+%$": {"type": "integer"}}})");
+  ASSERT_TRUE(s);
+  EXPECT_NE(check(*s, R"({"k": 5})"), "");
+  EXPECT_THAT(check(*s, json::serialize(json::object{
+                            {"the_properties", json::object{{"x", std::string(30, 'a')}}}})),
+              HasSubstr("does not match the pattern"));
+  EXPECT_EQ(check(*s, R"({"50%": {}})").find("50%") != std::string::npos, true);
+  auto nested = compiled(R"({"type": "object", "patternProperties": {
+      "^a": {"type": "object", "patternProperties": {"^b": {"type": "integer"}}}},
+      "additionalProperties": {"patternProperties": {".*": {"type": "string"}}}})");
+  ASSERT_TRUE(nested);
+  EXPECT_EQ(check(*nested, R"({"a1": {"b1": 2}, "m": {"k": "v"}})"), "");
+  EXPECT_THAT(check(*nested, R"({"a1": {"b1": "x"}})"), HasSubstr("at /a1/b1"));
+  EXPECT_THAT(check(*nested, R"({"m": {"k": 1}})"), HasSubstr("at /m/k"));
+  std::string many = R"({"patternProperties": {)";
+  for (int i = 0; i < 1001; ++i)
+    many += (i ? ", " : "") + std::string("\"p") + std::to_string(i) + "\": {}";
+  EXPECT_THAT(compile_error(many + "}}"), HasSubstr("more than 1000 patternProperties"));
+}
+
+TEST(CompiledSchemaPattern, EcmaSpellingsRe2WritesOtherwiseAreTranslated) {
+  auto s = compiled(R"({"properties": {
+      "e": {"pattern": "^\\u00e9+$"},
+      "y": {"pattern": "^(?<year>[0-9]{4})$"},
+      "t": {"then": {"$ref": "#"}}}})");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(check(*s, R"({"e": "\u00e9\u00e9", "y": "2024"})"), "");
+  EXPECT_THAT(check(*s, R"({"e": "e"})"), HasSubstr(R"(does not match the pattern "^\u00e9+$")"));
+  EXPECT_NE(check(*s, R"({"y": "24"})"), "");
+  EXPECT_THAT(compile_error(R"({"properties": {"s": {"pattern": "(?<=a)b"}}})"),
+              HasSubstr("/properties/s/pattern"));
+  std::string big = "[ab]{1000}[ab]{1000}[ab]{1000}[ab]{1000}[ab]{1000}[ab]{1000}";
+  EXPECT_THAT(compile_error(R"({"properties": {"s": {"pattern": ")" + big + R"("}}})"),
+              HasSubstr("is too large"));
 }
