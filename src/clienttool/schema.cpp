@@ -371,7 +371,6 @@ class Rewriter {
     std::vector<const json::value*> children;    // every subschema, in document order
     std::vector<const json::value*> same_value;  // those applying to this schema's value
     std::optional<std::string> ref;              // "$ref", which replaces everything else
-    const json::value* ref_target = nullptr;
   };
 
   // `at` names the schema as the client wrote it (for messages); `path` is where it is in the
@@ -556,19 +555,14 @@ class Rewriter {
 
   // valijson reads nothing beside a "$ref": the reference is the schema's only way on.
   Result<void> resolve_refs(const json::value& document) {
-    for (auto& [address, node] : nodes_) {
+    for (auto& [ignored, node] : nodes_) {
       if (!node.ref) continue;
       auto target = resolve(document, node);
       if (!target) return target.error();
-      node.ref_target = *target;
       node.children = {*target};
       node.same_value = {*target};
     }
     return {};
-  }
-
-  const std::vector<const json::value*>& children(const json::value* v) const {
-    return nodes_.at(v).children;
   }
 
   // valijson compiles depth first and each schema once; its recursion is as deep as this walk.
@@ -577,7 +571,7 @@ class Rewriter {
     std::vector<std::pair<const json::value*, std::size_t>> stack{{&document, 0}};
     while (!stack.empty()) {
       auto [v, next] = stack.back();
-      const auto& kids = children(v);
+      const auto& kids = nodes_.at(v).children;
       if (next == kids.size()) {
         stack.pop_back();
         continue;
