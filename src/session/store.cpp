@@ -201,9 +201,26 @@ Result<void> SessionStore::embed_parts(std::string_view part_table) {
   return store_array();
 }
 
+namespace {
+constexpr std::size_t kSessionsRemembered = 256;
+}
+
+void SessionStore::remember_session(const SessionInfo& s) {
+  auto it = sessions_.find(s.id);
+  if (it != sessions_.end()) {
+    it->second = s;
+    return;
+  }
+  // Any one goes when full: a miss costs one SELECT, and recently used sessions come back.
+  if (sessions_.size() >= kSessionsRemembered) sessions_.erase(sessions_.begin());
+  sessions_.emplace(s.id, s);
+}
+
 Result<void> SessionStore::put_session(const SessionInfo& s) {
   std::lock_guard lock(db_->mutex());
-  return put_session_locked(s);
+  auto r = put_session_locked(s);
+  if (r) remember_session(s);
+  return r;
 }
 
 Result<void> SessionStore::put_session_locked(const SessionInfo& s) {
@@ -217,6 +234,8 @@ Result<void> SessionStore::put_session_locked(const SessionInfo& s) {
 
 Result<std::optional<SessionInfo>> SessionStore::get_session(const std::string& id) {
   std::lock_guard lock(db_->mutex());
+  if (auto it = sessions_.find(id); it != sessions_.end())
+    return std::optional<SessionInfo>{it->second};
   auto st = db_->prepare("SELECT data FROM session WHERE id = ?1");
   if (!st) return st.error();
   st->bind(1, id);
@@ -225,6 +244,7 @@ Result<std::optional<SessionInfo>> SessionStore::get_session(const std::string& 
   if (!*row) return std::optional<SessionInfo>{};
   auto s = session_row(*st);
   if (!s) return s.error();
+  remember_session(*s);
   return std::optional<SessionInfo>{std::move(*s)};
 }
 
@@ -237,6 +257,7 @@ Result<std::vector<SessionInfo>> SessionStore::list_sessions() {
 
 Result<bool> SessionStore::delete_session(const std::string& id) {
   std::lock_guard lock(db_->mutex());
+  sessions_.erase(id);  // read again if the delete fails
   store::Database::Transaction tx(*db_);
   if (!tx.begun()) return tx.begun().error();
   for (auto sql :
@@ -322,7 +343,10 @@ Result<void> SessionStore::write(std::span<const StoreChanges* const> batch) {
     for (const auto& m : changes->messages)
       if (auto r = put_message_locked(m); !r) return r.error();
   }
-  return tx.commit();
+  if (auto r = tx.commit(); !r) return r;
+  for (const StoreChanges* changes : batch)
+    if (changes->session) remember_session(*changes->session);
+  return {};
 }
 
 Result<std::string> SessionStore::get_todos(const std::string& session_id) {

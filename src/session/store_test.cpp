@@ -107,7 +107,9 @@ TEST(SessionStore, DeleteRemovesMessagesAndParts) {
   ASSERT_TRUE(store->put_session(s));
   auto m = make_assistant(s);
   ASSERT_TRUE(store->put_message({m, {tool_part(m, ToolState::Status::Completed)}}));
+  ASSERT_TRUE(*store->get_session(s.id));
   EXPECT_EQ(*store->delete_session(s.id), true);
+  EXPECT_FALSE(*store->get_session(s.id));
   EXPECT_EQ(*store->delete_session(s.id), false);
   EXPECT_TRUE(store->list_messages(s.id)->empty());
   EXPECT_FALSE(*store->get_message(s.id, m.id));
@@ -230,9 +232,14 @@ TEST(SessionStore, WriteStoresAllOrNothing) {
 
   StoreChanges broken;
   auto m2 = make_assistant(s);
+  auto lost = s;
+  lost.title = "never stored";
+  broken.session = lost;
   broken.add({m2, {}});
   broken.add(orphan_message());
   EXPECT_FALSE(store->write(broken));
+  // Sessions are read from memory after the first time: what a failed write carried is not.
+  EXPECT_EQ((*store->get_session(s.id))->title, "renamed");
   EXPECT_FALSE(*store->get_message(s.id, m2.id));
   EXPECT_EQ(store->list_messages(s.id)->size(), 1u);
   // The store is still usable (the failed transaction was rolled back).
