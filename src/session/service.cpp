@@ -90,6 +90,10 @@ struct SessionService::Step {
   std::optional<provider::StreamError> error;
   bool halt = false;  // a person rejected a permission: stop after this step
   bool emitted = false;
+  // Streamed text not yet published as message.part.delta (see publish_delta).
+  Part* delta_part = nullptr;
+  std::string delta;
+  bool delta_posted = false;
 };
 
 namespace {
@@ -291,6 +295,19 @@ void SessionService::publish_part(const Part& part) {
   if (!deps_.bus->has_subscribers()) return;
   if (is_deleted(part.session_id)) return;  // an aborted turn of a deleted session winding down
   deps_.bus->publish("message.part.updated", json::object{{"part", to_json(part)}});
+}
+
+void SessionService::publish_delta(Step& step) {
+  if (!step.delta_part || step.delta.empty()) return;
+  const Part& part = *step.delta_part;
+  step.delta_part = nullptr;
+  std::string delta = std::exchange(step.delta, {});
+  if (is_deleted(part.session_id)) return;
+  deps_.bus->publish("message.part.delta", json::object{{"sessionID", part.session_id},
+                                                        {"messageID", part.message_id},
+                                                        {"partID", part.id},
+                                                        {"field", "text"},
+                                                        {"delta", std::move(delta)}});
 }
 
 void SessionService::stage_part(Turn& turn, const Part& part) {
@@ -815,6 +832,9 @@ asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {
   auto self = shared_from_this();
 
   auto on_event = [&](provider::StreamEvent event) {
+    bool is_delta = std::holds_alternative<provider::TextDelta>(event) ||
+                    std::holds_alternative<provider::ReasoningDelta>(event);
+    if (!is_delta) publish_delta(*step);  // what streamed so far goes out before what follows
     std::visit(
         [&](auto& e) {
           using E = std::decay_t<decltype(e)>;
@@ -822,6 +842,7 @@ asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {
                         std::is_same_v<E, provider::ReasoningDelta>) {
             bool reasoning = std::is_same_v<E, provider::ReasoningDelta>;
             auto& slot = reasoning ? step->reasoning : step->text;
+            if (slot && step->delta_part && step->delta_part != &*slot) publish_delta(*step);
             if (!slot) {
               Part p;
               p.id = ids::make("prt");
@@ -834,12 +855,20 @@ asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {
             }
             slot->text += e.text;
             step->emitted = true;
-            if (deps_.bus->has_subscribers())
-              deps_.bus->publish("message.part.delta", json::object{{"sessionID", session_id},
-                                                                    {"messageID", step->message.id},
-                                                                    {"partID", slot->id},
-                                                                    {"field", "text"},
-                                                                    {"delta", e.text}});
+            if (deps_.bus->has_subscribers()) {
+              // Gathered and published once the stream's current read is handled: a fast model
+              // sends hundreds of deltas in one read, and an event each overflowed the queue of
+              // every /event subscriber (1,024 frames) before one frame could be written.
+              step->delta_part = &*slot;
+              step->delta += e.text;
+              if (!step->delta_posted) {
+                step->delta_posted = true;
+                asio::post(executor, [self, step] {
+                  step->delta_posted = false;
+                  self->publish_delta(*step);
+                });
+              }
+            }
           } else if constexpr (std::is_same_v<E, provider::ToolInputStart>) {
             Part p;
             p.id = ids::make("prt");
@@ -903,6 +932,7 @@ asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {
     set_status(session_id, json::object{{"type", "busy"}});
   }
 
+  publish_delta(*step);
   // Server tools run concurrently and client calls wait for their clients; the step ends when
   // every call has its result (design.md decision 7).
   co_await step->running->wait();

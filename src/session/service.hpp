@@ -146,6 +146,8 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // stopped, from the destructor).
   void write_pending();
   void publish_part(const Part& part);  // the event only
+  // message.part.delta with the text streamed into a part since the last one.
+  void publish_delta(Step& step);
   bool is_deleted(const std::string& session_id) const;
   // The offered tools as a ToolSet: the same object (with its serialized forms) as long as the
   // tools are the same.

@@ -1043,6 +1043,40 @@ TEST_F(SessionTurn, SyncPromptAnswersWithTheAssistantMessage) {
   EXPECT_TRUE(contains(streamed, "Hello there, human.")) << streamed;
 }
 
+// A fast model sends hundreds of text deltas in one read. Each /event subscriber gets all of the
+// text and stays connected: the deltas of one read go out as one event (an event each overflowed
+// every subscriber's queue of 1,024 frames before one could be written).
+TEST_F(SessionTurn, ABurstOfThousandsOfDeltasReachesEverySubscriberWhole) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  BusEvents first(port()), second(port());
+  std::string text;
+  for (int i = 0; i < 3000; ++i) {
+    text += 'w';
+    text += std::to_string(i);
+    text += ' ';
+  }
+  FakeResponse r = FakeResponse::with_text(text);
+  r.text_pieces = 3000;
+  model_.push(r);
+  auto reply = prompt(sid, "say a lot");
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(text_of(reply.json()), text);
+  for (BusEvents* bus : {&first, &second}) {
+    auto events = events_until_idle(*bus, sid);
+    std::string streamed;
+    std::size_t deltas = 0;
+    for (const auto& e : events)
+      if (string_at(json::value(e), "/type") == "message.part.delta") {
+        streamed += string_at(json::value(e), "/properties/delta");
+        ++deltas;
+      }
+    EXPECT_EQ(streamed, text);
+    EXPECT_LT(deltas, 1000u);
+  }
+  EXPECT_FALSE(contains(server().log(), "dropping a subscriber")) << server().log();
+}
+
 // ---- provider failures --------------------------------------------------------------------------
 
 class SessionProvider : public SessionTest {};

@@ -72,7 +72,7 @@ Frames openai_frames(const FakeResponse& r, const std::string& model) {
   f.events.push_back(chunk(json::object{{"role", "assistant"}, {"content", ""}}));
   for (const auto& piece : split(r.reasoning))
     f.events.push_back(chunk(json::object{{"reasoning_content", piece}}));
-  for (const auto& piece : split(r.text))
+  for (const auto& piece : split(r.text, r.text_pieces))
     f.events.push_back(chunk(json::object{{"content", piece}}));
   for (std::size_t i = 0; i < r.tool_calls.size(); ++i) {
     const auto& call = r.tool_calls[i];

@@ -44,8 +44,9 @@ struct FakeResponse {
     MidToolCall,     // in the first tool call, after its name and the first piece of arguments
   };
 
-  std::string reasoning;  // OpenAI: delta.reasoning_content; Anthropic: a thinking block
-  std::string text;       // streamed in several pieces
+  std::string reasoning;        // OpenAI: delta.reasoning_content; Anthropic: a thinking block
+  std::string text;             // streamed in several pieces
+  std::size_t text_pieces = 3;  // how many (about equal; all in one write without chunk_delay)
   std::vector<FakeToolCall> tool_calls;
   std::optional<std::string> finish;  // finish_reason / stop_reason; default from the content
   unsigned status = 200;              // anything else: an error answer in the API's error format
