@@ -80,12 +80,19 @@ boost::asio::awaitable<Result<fs::path>> resolve_path(ToolContext& ctx, std::str
   if (p.is_relative()) p = ctx.directory / p;
   p = p.lexically_normal();
   if (!ctx.directory.empty() && !is_within(ctx.directory, p)) {
-    fs::path dir = p.has_filename() ? p.parent_path() : p;
+    // The ask names where the path really leads, not the way it is written: a link inside the
+    // project to /etc/hostname asked for "<project>/*", and "always" on that let every other
+    // link in the project lead anywhere. A directory (grep, list, glob, a bash workdir) is the
+    // place itself: "/etc" asks for "/etc/*", not for "/*".
+    std::error_code ec;
+    fs::path target = fs::weakly_canonical(p, ec);
+    if (ec) target = p;
+    fs::path dir =
+        fs::is_directory(target, ec) || !target.has_filename() ? target : target.parent_path();
     std::string pattern = (dir / "*").string();
-    PermissionRequest req{"external_directory",
-                          {pattern},
-                          {pattern},
-                          json::object{{"filepath", p.string()}, {"parentDir", dir.string()}}};
+    json::object metadata{{"filepath", p.string()}, {"parentDir", dir.string()}};
+    if (target != p) metadata["target"] = target.string();
+    PermissionRequest req{"external_directory", {pattern}, {pattern}, std::move(metadata)};
     if (auto allowed = co_await ctx.request_permission(std::move(req)); !allowed)
       co_return allowed.error();
   }

@@ -813,6 +813,23 @@ TEST(GlobTool, PathOutsideTheProjectAsksExternalDirectory) {
   EXPECT_EQ(asks.permissions(), std::vector<std::string>{"external_directory"});
 }
 
+// A directory outside is asked for as itself ("<dir>/*"), not as its parent: "always" on the
+// ask then covers that directory, not everything beside it ("/etc" asked for "/*").
+TEST(GlobTool, ADirectoryOutsideIsAskedForAsItself) {
+  TempDir project, outside;
+  outside.write("a.txt", "");
+  Asks asks;
+  auto ctx = context(project, asks);
+  auto r = call(make_glob_tool(),
+                R"({"pattern": "*.txt", "path": )" + json_str(outside.str()) + "}", ctx);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_FALSE(asks.requests.empty());
+  EXPECT_EQ(asks.requests[0].permission, "external_directory");
+  std::string expected = (fs::canonical(outside.str()) / "*").string();
+  EXPECT_EQ(asks.requests[0].patterns, std::vector<std::string>{expected});
+  EXPECT_EQ(asks.requests[0].always, std::vector<std::string>{expected});
+}
+
 TEST(GlobMatch, Semantics) {
   EXPECT_TRUE(glob_match("*.ts", "a.ts"));
   EXPECT_TRUE(glob_match("*.ts", "src/deep/a.ts"));  // no slash: the name at any depth

@@ -427,6 +427,32 @@ TEST_F(ReadTest, ASymlinkLeadingOutsideTheProjectCountsAsOutside) {
   EXPECT_EQ(asked_permissions(), std::vector<std::string>{"external_directory"});
 }
 
+// The ask names where a link leads: approving "always" for it covers that place, not the
+// project directory the link sits in (which let every other link in the project lead anywhere).
+TEST_F(ReadTest, ALinkLeadingOutsideIsAskedForWhereItLeads) {
+  write_all(outside_ / "target.txt", "through the link\n");
+  fs::create_directories(root_ / "elsewhere");
+  write_all(root_ / "elsewhere" / "secret.txt", "elsewhere\n");
+  fs::create_symlink(outside_ / "target.txt", project_ / "link.txt");
+  fs::create_directory_symlink(root_ / "elsewhere", project_ / "other");
+  auto r = read(project_ / "link.txt");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(asked_permissions(), (std::vector<std::string>{"external_directory", "read"}));
+  std::string outside = (fs::canonical(outside_) / "*").string();
+  EXPECT_EQ(requests_[0].patterns, std::vector<std::string>{outside});
+  EXPECT_EQ(requests_[0].always, std::vector<std::string>{outside});
+  EXPECT_EQ(requests_[0].metadata.at("filepath"), json::value((project_ / "link.txt").string()));
+  EXPECT_EQ(requests_[0].metadata.at("target"),
+            json::value((fs::canonical(outside_) / "target.txt").string()));
+
+  requests_.clear();
+  auto other = call(*read_, R"({"filePath": "other/secret.txt"})");
+  ASSERT_TRUE(other) << other.error().message;
+  ASSERT_EQ(asked_permissions(), (std::vector<std::string>{"external_directory", "read"}));
+  EXPECT_EQ(requests_[0].patterns,
+            std::vector<std::string>{(fs::canonical(root_ / "elsewhere") / "*").string()});
+}
+
 TEST_F(ReadTest, ADirectoryLinkLeadingOutsideTheProjectCountsAsOutside) {
   write_all(outside_ / "notes.txt", "through the directory link\n");
   fs::create_directory_symlink(outside_, project_ / "shared");
