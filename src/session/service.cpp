@@ -688,6 +688,17 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
   if (agent_it == deps_.agents.end())
     co_return make_error(ErrorCode::InvalidRequest, "Unknown agent: " + agent_name);
   turn->agent = agent_it->second;
+  {
+    // The truncation note tells the model to read the full output where it was saved: this
+    // session's saved outputs are read without an ask (a headless server rejected it). As an
+    // agent default, so that the config file or the session may still deny it.
+    std::error_code ec;
+    auto saved = std::filesystem::weakly_canonical(
+        tool::session_output_dir(options_.data_dir / "truncate", session_id), ec);
+    if (!ec)
+      turn->agent.permission.push_back(
+          {"external_directory", (saved / "*").string(), permission::Action::Allow});
+  }
   std::string model =
       input.model.value_or(turn->agent.model.value_or(deps_.providers.default_model));
   auto slash = model.find('/');
@@ -1071,14 +1082,25 @@ asio::awaitable<void> SessionService::run_tool(std::shared_ptr<Step> step,
       p.state.status = ToolState::Status::Error;
       p.state.error = result.error().message;
     } else {
-      auto truncated = tool::truncate_output(std::move(result->output), session_id, tool_name,
-                                             tool::TruncateOptions{options_.data_dir / "truncate"});
       p.state.status = ToolState::Status::Completed;
-      p.state.output = std::move(truncated.content);
       p.state.title = result->title;
       p.state.metadata = std::move(result->metadata);
-      p.state.metadata["truncated"] = truncated.truncated;
-      if (truncated.output_path) p.state.metadata["outputPath"] = truncated.output_path->string();
+      // What the tool cut itself (glob's first 100 files, bash past its capture limit) stays
+      // said when the output is within the limits here.
+      auto said = p.state.metadata.find("truncated");
+      bool cut =
+          said != p.state.metadata.end() && said->value().is_bool() && said->value().get_bool();
+      if (result->bounded) {
+        p.state.output = std::move(result->output);
+      } else {
+        auto truncated =
+            tool::truncate_output(std::move(result->output), session_id, tool_name,
+                                  tool::TruncateOptions{options_.data_dir / "truncate"});
+        p.state.output = std::move(truncated.content);
+        cut = cut || truncated.truncated;
+        if (truncated.output_path) p.state.metadata["outputPath"] = truncated.output_path->string();
+      }
+      p.state.metadata["truncated"] = cut;
       p.state.attachments = std::move(result->attachments);
     }
     stage_part(turn, p);

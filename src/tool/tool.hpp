@@ -26,6 +26,11 @@ struct ToolResult {
   std::string output;
   json::object metadata;
   json::array attachments;  // file parts: {type: "file", mime, url, filename}
+  // The tool kept its output within its own limits and told the model how to get the rest
+  // (read's offset): the processor's truncation leaves it alone. Cut again, a read of 2,000
+  // lines plus its frame lost its last lines and its note, and the model was pointed at a saved
+  // copy instead of the file. metadata.truncated then says what the tool said.
+  bool bounded = false;
 };
 
 // What a tool asks the permission system (seed 002's ctx.ask).

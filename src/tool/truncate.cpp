@@ -153,6 +153,11 @@ Result<void> write_file(const std::filesystem::path& path, std::string_view cont
   return {};
 }
 
+std::filesystem::path session_output_dir(const std::filesystem::path& dir,
+                                         std::string_view session_id) {
+  return dir / safe_name(session_id);
+}
+
 TruncateResult truncate_output(std::string output, std::string_view session_id,
                                std::string_view tool, const TruncateOptions& options) {
   TruncateResult result;
@@ -183,7 +188,7 @@ TruncateResult truncate_output(std::string output, std::string_view session_id,
       "(" + plural(total_lines, "line", "lines") + ", " + human_size(total_bytes) + ")";
 
   std::filesystem::path path =
-      options.dir / safe_name(session_id) / (ids::make("tool_" + safe_name(tool)) + ".txt");
+      session_output_dir(options.dir, session_id) / (ids::make("tool_" + safe_name(tool)) + ".txt");
   auto saved = options.write ? options.write(path, output)
                              : Result<void>(make_error(ErrorCode::Internal, "no file writer"));
   if (saved) {

@@ -50,4 +50,8 @@ struct TruncateResult {
 TruncateResult truncate_output(std::string output, std::string_view session_id,
                                std::string_view tool, const TruncateOptions& options);
 
+// Where truncate_output saves the full outputs of a session's tools below `dir`.
+std::filesystem::path session_output_dir(const std::filesystem::path& dir,
+                                         std::string_view session_id);
+
 }  // namespace sb::tool

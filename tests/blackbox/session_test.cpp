@@ -1353,6 +1353,74 @@ TEST_F(SessionTools, InvalidArgumentsGetTheInvalidToolsAnswer) {
     EXPECT_TRUE(openai_tool_message(*second, call).is_object()) << call << ": " << second->body;
 }
 
+// A long output is cut with a note that says where the rest is; following the note (a read of
+// the saved file) needs nobody's approval: a headless server (permission.timeout) rejected it.
+TEST_F(SessionTurn, TheTruncationNoteCanBeFollowedWithoutAnAsk) {
+  start_server(openai_config(json::object{{"permission", json::object{{"timeout", 1000}}}}));
+  auto t = tool_turn("bash", json::object{{"command", "seq 1 3000"}, {"description", "Count"}});
+  expect_tool_turn_completed(t, "bash");
+  json::value part(t.part);
+  EXPECT_EQ(value_at(part, "/state/metadata/truncated"), true) << str(part);
+  std::string saved = string_at(part, "/state/metadata/outputPath");
+  ASSERT_FALSE(saved.empty()) << str(part);
+  EXPECT_TRUE(contains(string_at(part, "/state/output"), saved)) << "the note does not name it";
+
+  BusEvents bus(port());
+  model_.push(FakeResponse::with_tool_call(
+      "call_rest", "read", json::object{{"filePath", saved}, {"offset", 2000}, {"limit", 5}}));
+  model_.push(FakeResponse::with_text("Read the rest."));
+  auto reply = prompt(t.session, "read the rest");
+  ASSERT_TRUE(IsOk(reply));
+  auto rest = tool_part(messages(t.session), "call_rest");
+  ASSERT_TRUE(rest);
+  json::value r(*rest);
+  EXPECT_EQ(string_at(r, "/state/status"), "completed") << str(r);
+  EXPECT_TRUE(contains(string_at(r, "/state/output"), "2001")) << str(r);
+  for (const auto& e : events_until_idle(bus, t.session))
+    EXPECT_NE(string_at(json::value(e), "/type"), "permission.asked") << str(json::value(e));
+}
+
+// read keeps within its own limits and tells the model how to go on in the file; it is not cut
+// again (2,000 lines plus its frame went over the 2,000-line limit: the last lines and read's
+// own note were lost, and the model was sent to a saved copy instead of the file).
+TEST_F(SessionTurn, AReadOfALongFileIsCutOnceByReadItself) {
+  start_server(openai_config());
+  std::string text;
+  for (int i = 1; i <= 2500; ++i) {
+    text += "line ";
+    text += std::to_string(i);
+    text += '\n';
+  }
+  write_file(project_.path() / "long.txt", text);
+  auto t = tool_turn("read", json::object{{"filePath", "long.txt"}});
+  expect_tool_turn_completed(t, "read");
+  json::value part(t.part);
+  std::string output = string_at(part, "/state/output");
+  EXPECT_TRUE(contains(output, "line 2000\n")) << output.substr(output.size() - 300);
+  EXPECT_FALSE(contains(output, "line 2001\n"));
+  EXPECT_TRUE(contains(output, "offset")) << output.substr(output.size() - 300);
+  EXPECT_FALSE(contains(output, "truncate")) << output.substr(output.size() - 300);
+  EXPECT_EQ(value_at(part, "/state/metadata/truncated"), true) << str(part);
+  EXPECT_EQ(find(part, "/state/metadata/outputPath"), nullptr) << str(part);
+}
+
+// A tool that cut its own results says so in metadata.truncated, also when its output is within
+// the processor's limits (it was overwritten with false).
+TEST_F(SessionTurn, WhatAToolCutItselfStaysSaidInItsMetadata) {
+  start_server(openai_config());
+  for (int i = 0; i < 150; ++i) {
+    std::string name = "f";
+    name += std::to_string(i);
+    name += ".txt";
+    write_file(project_.path() / "many" / name, "x\n");
+  }
+  auto t = tool_turn("glob", json::object{{"pattern", "many/*.txt"}});
+  expect_tool_turn_completed(t, "glob");
+  json::value part(t.part);
+  EXPECT_EQ(value_at(part, "/state/metadata/truncated"), true) << str(part);
+  EXPECT_EQ(value_at(part, "/state/metadata/total"), 150) << str(part);
+}
+
 // ---- faults
 // ---------------------------------------------------------------------------------------
 

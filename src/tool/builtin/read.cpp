@@ -187,6 +187,16 @@ class LineReader {
 
 // At least five digits, zero-padded ("00042"). Written by hand: snprintf cost more than the
 // rest of a line's handling.
+// The characters append_line_number writes for n.
+std::size_t number_width(std::size_t n) {
+  std::size_t digits = 1;
+  while (n >= 10) {
+    n /= 10;
+    ++digits;
+  }
+  return std::max<std::size_t>(digits, 5);
+}
+
 void append_line_number(std::string& out, std::size_t n) {
   char digits[24];
   auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
@@ -210,6 +220,7 @@ Result<ToolResult> read_attachment(const fs::path& path, const std::string& titl
   result.title = title;
   result.output = what + " read successfully";
   result.metadata = {{"preview", result.output}, {"truncated", false}};
+  result.bounded = true;
   result.attachments.push_back(json::object{
       {"type", "file"},
       {"mime", mime},
@@ -284,7 +295,8 @@ Result<ToolResult> read_text(const fs::path& path, const std::string& title, std
     std::string text = fsutil::repair_utf8(line);
     if (cut || fsutil::count_code_points(text) > options.max_line_chars)
       text = std::string(fsutil::first_code_points(text, options.max_line_chars)) + "...";
-    std::size_t size = text.size() + (lines.empty() ? 0 : 1);
+    // As the line will be written: its number, "| ", the text and the newline before it.
+    std::size_t size = number_width(count) + 2 + text.size() + (lines.empty() ? 0 : 1);
     if (bytes + size > options.max_bytes && !lines.empty()) {
       more = byte_limited = true;
       break;
@@ -330,6 +342,8 @@ Result<ToolResult> read_text(const fs::path& path, const std::string& title, std
   result.title = title;
   result.output = std::move(output);
   result.metadata = {{"preview", std::move(preview)}, {"truncated", more}};
+  // Within the processor's limits (2000 lines, 50 KB) unless the model asked for more lines.
+  result.bounded = lines.size() <= options.default_limit;
   return result;
 }
 
