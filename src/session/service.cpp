@@ -196,6 +196,13 @@ Result<SessionInfo> SessionService::create_session(CreateInput input) {
                               "] must be {permission, pattern, action: allow|ask|deny}");
     }
   }
+  if (!input.parent_id.empty()) {
+    auto parent = deps_.store->get_session(input.parent_id);
+    if (!parent) return parent.error();
+    if (!*parent)
+      return make_error(ErrorCode::InvalidRequest,
+                        "parentID: there is no session " + input.parent_id);
+  }
   SessionInfo s;
   s.id = ids::make("ses");
   s.title = input.title.empty() ? default_title() : input.title;

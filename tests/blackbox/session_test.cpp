@@ -1850,6 +1850,12 @@ TEST_F(SessionApi, MalformedBodiesAre400NamingTheField) {
                 json::object{{"permission", json::array{json::object{{"permission", "bash"},
                                                                      {"action", "maybe"}}}}}),
       400, "INVALID_REQUEST", {"permission[0]"}));
+  // A parent that does not exist is refused (it was stored as the child of nothing).
+  EXPECT_TRUE(IsError(http_post(port(), "/session", json::object{{"parentID", "ses_nope"}}), 400,
+                      "INVALID_REQUEST", {"parentID", "ses_nope"}));
+  auto child = http_post(port(), "/session", json::object{{"parentID", sid}});
+  ASSERT_TRUE(IsOk(child));
+  EXPECT_EQ(string_at(child.json(), "/parentID"), sid);
 
   for (std::string route : {"/message", "/prompt_async"}) {
     std::string target = "/session/" + sid + route;
