@@ -107,6 +107,11 @@ std::string default_title() {
   return buf;
 }
 
+constexpr std::string_view kLastStepNote =
+    "\n\nThis is the last step of this turn (the agent's step limit): tools are not available "
+    "now. Answer with text only: say what was done, what is left, and what the user could ask "
+    "for next.";
+
 std::string system_prompt(const Agent& agent, const std::filesystem::path& directory) {
   std::string prompt = agent.prompt;
   if (prompt.empty())
@@ -769,7 +774,12 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
     step->running = std::make_unique<WaitGroup>(co_await asio::this_coro::executor);
     step->request.model = model_id;
     step->request.system = system_prompt(turn->agent, options_.directory);
-    step->request.tools = tool_set;
+    // The agent's last step is offered no tools and told why: the turn ends with the model's
+    // account of what it did instead of with a tool call whose result nobody reads.
+    if (step_no + 1 < turn->agent.max_steps)
+      step->request.tools = tool_set;
+    else
+      step->request.system += kLastStepNote;
     MessageInfo& m = step->message;
     m.id = ids::make("msg");
     m.session_id = session_id;

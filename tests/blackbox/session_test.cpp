@@ -1353,6 +1353,31 @@ TEST_F(SessionTools, InvalidArgumentsGetTheInvalidToolsAnswer) {
     EXPECT_TRUE(openai_tool_message(*second, call).is_object()) << call << ": " << second->body;
 }
 
+// The agent's step limit: its last step offers no tools and says so, so the turn ends with the
+// model's text (it ended with a tool call whose result the model never saw, and no answer).
+TEST_F(SessionTurn, TheLastStepOfTheAgentsLimitOffersNoToolsAndEndsWithText) {
+  start_server(
+      openai_config(json::object{{"agent", json::object{{"build", json::object{{"steps", 2}}}}}}));
+  write_file(project_.path() / "notes.txt", "alpha\n");
+  model_.push(
+      FakeResponse::with_tool_call("call_1", "read", json::object{{"filePath", "notes.txt"}}));
+  model_.push(FakeResponse::with_text("I read notes.txt; nothing is left."));
+  std::string sid = create_session();
+  auto reply = prompt(sid, "read it");
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(text_of(reply.json()), "I read notes.txt; nothing is left.");
+  EXPECT_EQ(string_at(reply.json(), "/info/finish"), "stop");
+  auto first = model_.wait_for_request(0, 1s), last = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(first && last);
+  EXPECT_NE(find(first->json, "/tools"), nullptr) << "the first step offered no tools";
+  EXPECT_EQ(find(last->json, "/tools"), nullptr) << last->body.substr(0, 2000);
+  EXPECT_TRUE(contains(string_at(last->json, "/messages/0/content"), "last step"))
+      << last->body.substr(0, 2000);
+  EXPECT_TRUE(openai_tool_message(*last, "call_1").is_object())
+      << "the result did not reach the model";
+  EXPECT_EQ(model_.request_count(), 2u);
+}
+
 // A long output is cut with a note that says where the rest is; following the note (a read of
 // the saved file) needs nobody's approval: a headless server (permission.timeout) rejected it.
 TEST_F(SessionTurn, TheTruncationNoteCanBeFollowedWithoutAnAsk) {
