@@ -831,12 +831,13 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
       m.error = NamedError{"MessageAbortedError", turn->abort->reason(), {}};
     } else if (step->error) {
       m.error = named_error(*step->error);
-      deps_.bus->publish(
-          "session.error",
-          json::object{
-              {"sessionID", session_id},
-              {"error", json::object{{"name", m.error->name},
-                                     {"data", json::object{{"message", m.error->message}}}}}});
+      // The same error as on the message: name, message and the rest (statusCode, isRetryable).
+      json::object data = m.error->data;
+      data["message"] = m.error->message;
+      deps_.bus->publish("session.error",
+                         json::object{{"sessionID", session_id},
+                                      {"error", json::object{{"name", m.error->name},
+                                                             {"data", std::move(data)}}}});
     }
     m.completed = now_ms();
     stage_message(*turn, m);

@@ -1110,6 +1110,8 @@ TEST_F(SessionProvider, ServerErrorsAreRetriedThenNamedOnTheMessage) {
     if (string_at(ev, "/type") == "session.error") {
       session_error = true;
       EXPECT_EQ(string_at(ev, "/properties/error/name"), "APIError") << str(ev);
+      // The message's error as it is: the status and whether it was worth retrying too.
+      EXPECT_EQ(value_at(ev, "/properties/error/data"), value_at(v, "/info/error/data")) << str(ev);
     }
   }
   EXPECT_EQ(attempts, (std::vector<std::int64_t>{1, 2}));
