@@ -170,7 +170,13 @@ std::shared_ptr<SessionService> SessionService::create(ServiceDeps deps, Service
 }
 
 SessionService::SessionService(ServiceDeps deps, ServiceOptions options)
-    : deps_(std::move(deps)), options_(std::move(options)), write_timer_(deps_.executor) {}
+    : deps_(std::move(deps)), options_(std::move(options)), write_timer_(deps_.executor) {
+  // As paths the tools resolve it (external_directory asks name real paths): once, for every
+  // turn's rule that lets a session read its saved outputs.
+  std::error_code ec;
+  truncate_dir_ = std::filesystem::weakly_canonical(options_.data_dir / "truncate", ec);
+  if (ec) truncate_dir_ = (options_.data_dir / "truncate").lexically_normal();
+}
 
 SessionService::~SessionService() {
   write_pending();
@@ -700,17 +706,12 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
   if (agent_it == deps_.agents.end())
     co_return make_error(ErrorCode::InvalidRequest, "Unknown agent: " + agent_name);
   turn->agent = agent_it->second;
-  {
-    // The truncation note tells the model to read the full output where it was saved: this
-    // session's saved outputs are read without an ask (a headless server rejected it). As an
-    // agent default, so that the config file or the session may still deny it.
-    std::error_code ec;
-    auto saved = std::filesystem::weakly_canonical(
-        tool::session_output_dir(options_.data_dir / "truncate", session_id), ec);
-    if (!ec)
-      turn->agent.permission.push_back(
-          {"external_directory", (saved / "*").string(), permission::Action::Allow});
-  }
+  // The truncation note tells the model to read the full output where it was saved: this
+  // session's saved outputs are read without an ask (a headless server rejected it). As an
+  // agent default, so that the config file or the session may still deny it.
+  turn->agent.permission.push_back(
+      {"external_directory", (tool::session_output_dir(truncate_dir_, session_id) / "*").string(),
+       permission::Action::Allow});
   std::string model =
       input.model.value_or(turn->agent.model.value_or(deps_.providers.default_model));
   auto slash = model.find('/');
@@ -1111,9 +1112,8 @@ asio::awaitable<void> SessionService::run_tool(std::shared_ptr<Step> step,
       if (result->bounded) {
         p.state.output = std::move(result->output);
       } else {
-        auto truncated =
-            tool::truncate_output(std::move(result->output), session_id, tool_name,
-                                  tool::TruncateOptions{options_.data_dir / "truncate"});
+        auto truncated = tool::truncate_output(std::move(result->output), session_id, tool_name,
+                                               tool::TruncateOptions{truncate_dir_});
         p.state.output = std::move(truncated.content);
         cut = cut || truncated.truncated;
         if (truncated.output_path) p.state.metadata["outputPath"] = truncated.output_path->string();

@@ -155,6 +155,7 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
 
   ServiceDeps deps_;
   ServiceOptions options_;
+  std::filesystem::path truncate_dir_;  // data_dir/truncate, symlinks resolved
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Turn>> turns_;
   std::map<std::string, json::object> status_;
