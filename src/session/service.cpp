@@ -872,7 +872,6 @@ asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {
                         std::is_same_v<E, provider::ReasoningDelta>) {
             bool reasoning = std::is_same_v<E, provider::ReasoningDelta>;
             auto& slot = reasoning ? step->reasoning : step->text;
-            if (slot && step->delta_part && step->delta_part != &*slot) publish_delta(*step);
             if (!slot) {
               Part p;
               p.id = ids::make("prt");
@@ -885,6 +884,8 @@ asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {
             }
             slot->text += e.text;
             step->emitted = true;
+            // Text of the other part (reasoning, then text) goes out first, as its own delta.
+            if (step->delta_part && step->delta_part != &*slot) publish_delta(*step);
             if (deps_.bus->has_subscribers()) {
               // Gathered and published once the stream's current read is handled: a fast model
               // sends hundreds of deltas in one read, and an event each overflowed the queue of

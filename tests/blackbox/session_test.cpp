@@ -1033,14 +1033,21 @@ TEST_F(SessionTurn, SyncPromptAnswersWithTheAssistantMessage) {
   EXPECT_EQ(text_of(list[0]), "hi");
   EXPECT_EQ(list[1], v) << "GET message differs from the prompt's answer";
 
-  // The text streamed as deltas on /event.
+  // The text and the reasoning streamed as deltas on /event, each to its own part.
   auto events = events_until_idle(bus, sid);
-  std::string streamed;
+  std::map<std::string, std::string> streamed;  // by part id
   for (const auto& e : events)
     if (string_at(json::value(e), "/type") == "message.part.delta" &&
         string_at(json::value(e), "/properties/messageID") == string_at(v, "/info/id"))
-      streamed += string_at(json::value(e), "/properties/delta");
-  EXPECT_TRUE(contains(streamed, "Hello there, human.")) << streamed;
+      streamed[string_at(json::value(e), "/properties/partID")] +=
+          string_at(json::value(e), "/properties/delta");
+  for (const auto& p : array_at(v, "/parts")) {
+    std::string type = string_at(p, "/type");
+    if (type == "text" || type == "reasoning") {
+      EXPECT_EQ(streamed[string_at(p, "/id")], string_at(p, "/text")) << type;
+    }
+  }
+  EXPECT_EQ(streamed.size(), 2u);
 }
 
 // A fast model sends hundreds of text deltas in one read. Each /event subscriber gets all of the
