@@ -142,9 +142,11 @@ int main(int argc, char** argv) {
     cfg->server.password = password;
 
   sb::app::Paths paths;
-  paths.data_dir =
-      args.data_dir ? std::filesystem::path(*args.data_dir) : sb::app::default_data_dir();
   std::error_code ec;
+  // Absolute: paths below it (saved tool outputs) are given to the model, whose tools resolve a
+  // relative path against the project directory, not the server's working directory.
+  paths.data_dir = std::filesystem::absolute(
+      args.data_dir ? std::filesystem::path(*args.data_dir) : sb::app::default_data_dir(), ec);
   paths.directory = std::filesystem::absolute(
       args.directory ? std::filesystem::path(*args.directory) : std::filesystem::current_path(),
       ec);

@@ -99,6 +99,8 @@ json::object anthropic_body(const ModelRequest& request) {
   body["messages"] = std::move(messages);
   if (request.temperature) body["temperature"] = *request.temperature;
   body["stream"] = true;
+  if (request.no_tool_calls && !request.tools.empty())
+    body["tool_choice"] = json::object{{"type", "none"}};
   return body;
 }
 

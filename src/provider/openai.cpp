@@ -135,6 +135,7 @@ std::string serialize_openai_request(const ModelRequest& request,
   if (!request.tools.empty()) {
     out.append(R"(,"tools":)");
     out.append(request.tools.serialized(kWireFormat, openai_tools));
+    if (request.no_tool_calls) out.append(R"(,"tool_choice":"none")");
   }
   out.push_back('}');
   return out;

@@ -114,6 +114,9 @@ struct ModelRequest {
   std::string system;  // the system prompt; empty for none
   std::vector<ModelMessage> messages;
   ToolSet tools;
+  // The tools are described (a history with tool calls needs them: Anthropic refuses tool_use
+  // blocks without tools) but may not be called: tool_choice "none".
+  bool no_tool_calls = false;
   std::optional<std::int64_t> max_tokens;  // Anthropic requires one: kAnthropicDefaultMaxTokens
   std::optional<double> temperature;
 };

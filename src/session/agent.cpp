@@ -20,6 +20,7 @@ Result<std::map<std::string, Agent>> load_agents(const json::object& config,
   build.name = "build";
   build.description = "The default agent: reads, edits, runs commands.";
   build.permission = defaults();
+  build.builtin_rules = build.permission.size();
   agents["build"] = build;
 
   Agent plan;
@@ -28,6 +29,7 @@ Result<std::map<std::string, Agent>> load_agents(const json::object& config,
   plan.permission = defaults();
   plan.permission.push_back({"edit", "*", Action::Deny});
   plan.permission.push_back({"bash", "*", Action::Deny});
+  plan.builtin_rules = plan.permission.size();
   agents["plan"] = plan;
 
   auto section = get_object(config, "agent");
@@ -43,6 +45,7 @@ Result<std::map<std::string, Agent>> load_agents(const json::object& config,
     if (a.name.empty()) {
       a.name = name;
       a.permission = defaults();
+      a.builtin_rules = a.permission.size();
     }
     if (auto v = get_string(o, "description", at); !v)
       return v.error();

@@ -19,6 +19,9 @@ struct Agent {
   int max_steps = 100;
   std::map<std::string, bool> tools;  // tool id -> offered?; absent = offered
   permission::Ruleset permission;     // the agent's defaults, layered first
+  // How many of `permission` are built in; the rest are the config's agent.NAME.permission,
+  // which come after (and so win over) rules a turn adds to the built-in ones.
+  std::size_t builtin_rules = 0;
 };
 
 // The built-in agents, with config `agent.NAME` applied over them. Errors name the key.

@@ -213,6 +213,10 @@ Result<SessionInfo> SessionService::create_session(CreateInput input) {
     if (!*parent)
       return make_error(ErrorCode::InvalidRequest,
                         "parentID: there is no session " + input.parent_id);
+    // A client's session has children of that client only (as validate_client_session).
+    if (!(*parent)->client_id.empty() && (*parent)->client_id != input.client_id)
+      return make_error(ErrorCode::Forbidden,
+                        "parentID: session " + input.parent_id + " belongs to another client");
   }
   SessionInfo s;
   s.id = ids::make("ses");
@@ -708,8 +712,12 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
   turn->agent = agent_it->second;
   // The truncation note tells the model to read the full output where it was saved: this
   // session's saved outputs are read without an ask (a headless server rejected it). As an
-  // agent default, so that the config file or the session may still deny it.
-  turn->agent.permission.push_back(
+  // agent default (after the built-in rules, before the config's for this agent), so that the
+  // config file or the session may still deny it.
+  auto& rules = turn->agent.permission;
+  rules.insert(
+      rules.begin() +
+          static_cast<std::ptrdiff_t>(std::min(turn->agent.builtin_rules, rules.size())),
       {"external_directory", (tool::session_output_dir(truncate_dir_, session_id) / "*").string(),
        permission::Action::Allow});
   std::string model =
@@ -775,12 +783,13 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
     step->running = std::make_unique<WaitGroup>(co_await asio::this_coro::executor);
     step->request.model = model_id;
     step->request.system = system_prompt(turn->agent, options_.directory);
-    // The agent's last step is offered no tools and told why: the turn ends with the model's
-    // account of what it did instead of with a tool call whose result nobody reads.
-    if (step_no + 1 < turn->agent.max_steps)
-      step->request.tools = tool_set;
-    else
+    step->request.tools = tool_set;
+    // The agent's last step may call no tools, and the model is told why: the turn ends with
+    // its account of what it did instead of with a tool call whose result nobody reads.
+    if (step_no + 1 >= turn->agent.max_steps) {
+      step->request.no_tool_calls = true;
       step->request.system += kLastStepNote;
+    }
     MessageInfo& m = step->message;
     m.id = ids::make("msg");
     m.session_id = session_id;
@@ -872,6 +881,9 @@ asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {
                         std::is_same_v<E, provider::ReasoningDelta>) {
             bool reasoning = std::is_same_v<E, provider::ReasoningDelta>;
             auto& slot = reasoning ? step->reasoning : step->text;
+            // Text of the other part (reasoning, then text) goes out first, as its own delta
+            // and before this part is announced.
+            if (step->delta_part && (!slot || step->delta_part != &*slot)) publish_delta(*step);
             if (!slot) {
               Part p;
               p.id = ids::make("prt");
@@ -884,8 +896,6 @@ asio::awaitable<void> SessionService::run_step(std::shared_ptr<Step> step) {
             }
             slot->text += e.text;
             step->emitted = true;
-            // Text of the other part (reasoning, then text) goes out first, as its own delta.
-            if (step->delta_part && step->delta_part != &*slot) publish_delta(*step);
             if (deps_.bus->has_subscribers()) {
               // Gathered and published once the stream's current read is handled: a fast model
               // sends hundreds of deltas in one read, and an event each overflowed the queue of

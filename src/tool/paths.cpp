@@ -95,6 +95,9 @@ boost::asio::awaitable<Result<fs::path>> resolve_path(ToolContext& ctx, std::str
     PermissionRequest req{"external_directory", {pattern}, {pattern}, std::move(metadata)};
     if (auto allowed = co_await ctx.request_permission(std::move(req)); !allowed)
       co_return allowed.error();
+    // The tool works on the place that was approved: a link changed while a person decided (a
+    // bash call of the same step) does not lead it elsewhere.
+    co_return target;
   }
   co_return p;
 }

@@ -581,6 +581,24 @@ TEST_F(SessionOwnership, CreatingASessionForAClientNeedsItsToken) {
                         body(registration("owner", {tool_def("a")}, sid)), client_token(token))));
 }
 
+// A child session of a client's session belongs to that client: another client (or none) may
+// not create one under it (the child would offer the owner's tools to whoever made it).
+TEST_F(SessionOwnership, OnlyTheOwnerCreatesChildrenOfItsSession) {
+  auto [sid, owner_token] = owned_session("owner");
+  EXPECT_TRUE(IsError(http_post(port(), "/session", json::object{{"parentID", sid}}), 403,
+                      "FORBIDDEN", {sid, "another client"}));
+  auto [other, other_token] = owned_session("intruder");
+  EXPECT_TRUE(IsError(http_request(port(), "POST", "/session",
+                                   body(json::object{{"clientID", "intruder"}, {"parentID", sid}}),
+                                   client_token(other_token)),
+                      403, "FORBIDDEN", {sid}));
+  auto child = http_request(port(), "POST", "/session",
+                            body(json::object{{"clientID", "owner"}, {"parentID", sid}}),
+                            client_token(owner_token));
+  ASSERT_TRUE(IsOk(child));
+  EXPECT_EQ(string_at(child.json(), "/parentID"), sid);
+}
+
 TEST_F(SessionOwnership, AClientAttachesToolsOnlyToItsOwnSessions) {
   auto [sid, owner_token] = owned_session("owner");
   auto refused =

@@ -1362,29 +1362,51 @@ TEST_F(SessionTools, InvalidArgumentsGetTheInvalidToolsAnswer) {
     EXPECT_TRUE(openai_tool_message(*second, call).is_object()) << call << ": " << second->body;
 }
 
-// The agent's step limit: its last step offers no tools and says so, so the turn ends with the
-// model's text (it ended with a tool call whose result the model never saw, and no answer).
-TEST_F(SessionTurn, TheLastStepOfTheAgentsLimitOffersNoToolsAndEndsWithText) {
-  start_server(
-      openai_config(json::object{{"agent", json::object{{"build", json::object{{"steps", 2}}}}}}));
-  write_file(project_.path() / "notes.txt", "alpha\n");
-  model_.push(
-      FakeResponse::with_tool_call("call_1", "read", json::object{{"filePath", "notes.txt"}}));
-  model_.push(FakeResponse::with_text("I read notes.txt; nothing is left."));
-  std::string sid = create_session();
-  auto reply = prompt(sid, "read it");
-  ASSERT_TRUE(IsOk(reply));
-  EXPECT_EQ(text_of(reply.json()), "I read notes.txt; nothing is left.");
-  EXPECT_EQ(string_at(reply.json(), "/info/finish"), "stop");
-  auto first = model_.wait_for_request(0, 1s), last = model_.wait_for_request(1, 1s);
-  ASSERT_TRUE(first && last);
-  EXPECT_NE(find(first->json, "/tools"), nullptr) << "the first step offered no tools";
-  EXPECT_EQ(find(last->json, "/tools"), nullptr) << last->body.substr(0, 2000);
-  EXPECT_TRUE(contains(string_at(last->json, "/messages/0/content"), "last step"))
-      << last->body.substr(0, 2000);
-  EXPECT_TRUE(openai_tool_message(*last, "call_1").is_object())
-      << "the result did not reach the model";
-  EXPECT_EQ(model_.request_count(), 2u);
+// The agent's step limit: its last step may call no tools (tool_choice "none"; the tools stay
+// described, as Anthropic refuses a history of tool_use blocks without them) and the model is
+// told so: the turn ends with its text (it ended with a tool call whose result the model never
+// saw, and no answer). Both wire formats.
+TEST_F(SessionTurn, TheLastStepOfTheAgentsLimitCallsNoToolsAndEndsWithText) {
+  for (bool anthropic : {false, true}) {
+    SCOPED_TRACE(anthropic ? "anthropic" : "openai");
+    json::object cfg =
+        openai_config(json::object{{"agent", json::object{{"build", json::object{{"steps", 2}}}}}});
+    if (anthropic) {
+      cfg["provider"] =
+          json::object{{"claude", json::object{{"type", "anthropic"},
+                                               {"baseURL", model_.base_url()},
+                                               {"apiKey", "ak-test"},
+                                               {"models", json::array{"claude-fake"}}}}};
+      cfg["model"] = "claude/claude-fake";
+    }
+    start_server(cfg);
+    std::size_t before = model_.request_count();
+    write_file(project_.path() / "notes.txt", "alpha\n");
+    model_.push(
+        FakeResponse::with_tool_call("call_1", "read", json::object{{"filePath", "notes.txt"}}));
+    model_.push(FakeResponse::with_text("I read notes.txt; nothing is left."));
+    std::string sid = create_session();
+    auto reply = prompt(sid, "read it");
+    ASSERT_TRUE(IsOk(reply));
+    EXPECT_EQ(text_of(reply.json()), "I read notes.txt; nothing is left.") << reply.describe();
+    EXPECT_EQ(find(reply.json(), "/info/error"), nullptr) << reply.describe();
+    auto first = model_.wait_for_request(before, 1s),
+         last = model_.wait_for_request(before + 1, 1s);
+    ASSERT_TRUE(first && last);
+    EXPECT_EQ(find(first->json, "/tool_choice"), nullptr) << first->body.substr(0, 2000);
+    EXPECT_NE(find(last->json, "/tools"), nullptr) << last->body.substr(0, 2000);
+    if (anthropic) {
+      EXPECT_EQ(string_at(last->json, "/tool_choice/type"), "none") << last->body.substr(0, 2000);
+      EXPECT_TRUE(contains(string_at(last->json, "/system"), "last step"));
+    } else {
+      EXPECT_EQ(string_at(last->json, "/tool_choice"), "none") << last->body.substr(0, 2000);
+      EXPECT_TRUE(contains(string_at(last->json, "/messages/0/content"), "last step"));
+      EXPECT_TRUE(openai_tool_message(*last, "call_1").is_object()) << "the result is missing";
+    }
+    EXPECT_TRUE(contains(last->body, "alpha")) << "the result did not reach the model";
+    EXPECT_EQ(model_.request_count(), before + 2);
+    server_.reset();
+  }
 }
 
 // A long output is cut with a note that says where the rest is; following the note (a read of
@@ -1412,6 +1434,26 @@ TEST_F(SessionTurn, TheTruncationNoteCanBeFollowedWithoutAnAsk) {
   EXPECT_TRUE(contains(string_at(r, "/state/output"), "2001")) << str(r);
   for (const auto& e : events_until_idle(bus, t.session))
     EXPECT_NE(string_at(json::value(e), "/type"), "permission.asked") << str(json::value(e));
+}
+
+// The rule that lets a session read its saved outputs is an agent default: the config's rules
+// for the agent come after it and may still deny it.
+TEST_F(SessionTurn, AnAgentsOwnRuleCanStillDenyReadingSavedOutputs) {
+  start_server(openai_config(json::object{
+      {"agent",
+       json::object{{"build", json::object{{"permission",
+                                            json::object{{"external_directory", "deny"}}}}}}}}));
+  auto t = tool_turn("bash", json::object{{"command", "seq 1 3000"}, {"description", "Count"}});
+  std::string saved = string_at(json::value(t.part), "/state/metadata/outputPath");
+  ASSERT_FALSE(saved.empty()) << str(t.part);
+  model_.push(FakeResponse::with_tool_call("call_rest", "read",
+                                           json::object{{"filePath", saved}, {"offset", 2000}}));
+  model_.push(FakeResponse::with_text("Could not."));
+  auto reply = prompt(t.session, "read the rest");
+  ASSERT_TRUE(IsOk(reply));
+  auto rest = tool_part(messages(t.session), "call_rest");
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(string_at(json::value(*rest), "/state/status"), "error") << str(*rest);
 }
 
 // read keeps within its own limits and tells the model how to go on in the file; it is not cut

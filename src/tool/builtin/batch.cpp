@@ -125,8 +125,9 @@ asio::awaitable<void> run_call(std::shared_ptr<BatchState> state, std::size_t in
 // of that budget (less room for the result headers), and a call's output over its share keeps
 // its head, with the full text saved to a file the model can read, as the processor would do.
 // Without a data directory (tests, embedding) there is nowhere to save: outputs stay whole.
-void share_output_budget(BatchState& state, const ToolContext& ctx) {
-  if (ctx.data_dir.empty()) return;
+// Returns whether a call's output was cut.
+bool share_output_budget(BatchState& state, const ToolContext& ctx) {
+  if (ctx.data_dir.empty()) return false;
   std::size_t n = state.calls.size();
   TruncateLimits whole;
   TruncateOptions options{ctx.data_dir / "truncate"};
@@ -134,11 +135,14 @@ void share_output_budget(BatchState& state, const ToolContext& ctx) {
       std::max<std::size_t>(1024, whole.max_bytes > n * 512 ? (whole.max_bytes - n * 512) / n : 0);
   options.limits.max_lines =
       std::max<std::size_t>(20, whole.max_lines > n * 10 ? (whole.max_lines - n * 10) / n : 0);
+  bool any_cut = false;
   for (auto& call : state.calls) {
     if (call.status != Status::Completed) continue;
     auto cut = truncate_output(std::move(call.output), ctx.session_id, call.tool, options);
     call.output = std::move(cut.content);
+    any_cut = any_cut || cut.truncated;
   }
+  return any_cut;
 }
 
 // A title goes into a result's header line: one line, and short (a tool may put its whole input
@@ -294,7 +298,7 @@ class BatchTool final : public BasicTool {
     std::size_t succeeded = 0;
     for (const auto& c : state->calls)
       if (c.status == Status::Completed) ++succeeded;
-    share_output_budget(*state, ctx);
+    bool cut = share_output_budget(*state, ctx);
     std::size_t failed = state->calls.size() - succeeded;
 
     ToolResult result;
@@ -320,11 +324,9 @@ class BatchTool final : public BasicTool {
       for (auto& a : c.attachments)
         result.attachments.push_back(std::move(a));
     }
-    result.metadata = json::object{{"totalCalls", state->calls.size()},
-                                   {"successful", succeeded},
-                                   {"failed", failed},
-                                   {"tools", std::move(tools)},
-                                   {"details", state->details()}};
+    result.metadata = json::object{
+        {"totalCalls", state->calls.size()}, {"successful", succeeded},     {"failed", failed},
+        {"tools", std::move(tools)},         {"details", state->details()}, {"truncated", cut}};
     co_return result;
   }
 

@@ -177,6 +177,7 @@ TEST_F(BatchTest, RunsCallsConcurrentlyAndReportsThemInOrder) {
   EXPECT_EQ(r->metadata.at("totalCalls"), 3);
   EXPECT_EQ(r->metadata.at("successful"), 3);
   EXPECT_EQ(r->metadata.at("failed"), 0);
+  EXPECT_EQ(r->metadata.at("truncated"), false);
   const auto& details = r->metadata.at("details").as_array();
   ASSERT_EQ(details.size(), 3u);
   EXPECT_EQ(details[2].at("status"), "completed");
@@ -371,6 +372,7 @@ TEST_F(BatchTest, LargeOutputsShareTheOutputBudget) {
        at = r->output.find("[Output truncated", at + 1))
     ++notes;
   EXPECT_EQ(notes, 2u);
+  EXPECT_EQ(r->metadata.at("truncated"), true);  // something was left out
   // The full outputs were saved where the processor saves them.
   std::size_t saved = 0;
   for (const auto& e :
