@@ -147,6 +147,10 @@ int main(int argc, char** argv) {
   // relative path against the project directory, not the server's working directory.
   paths.data_dir = std::filesystem::absolute(
       args.data_dir ? std::filesystem::path(*args.data_dir) : sb::app::default_data_dir(), ec);
+  if (ec) {
+    std::cerr << "switchboard: cannot use the data directory: " << ec.message() << "\n";
+    return 1;
+  }
   paths.directory = std::filesystem::absolute(
       args.directory ? std::filesystem::path(*args.directory) : std::filesystem::current_path(),
       ec);
