@@ -213,10 +213,9 @@ Result<SessionInfo> SessionService::create_session(CreateInput input) {
     if (!*parent)
       return make_error(ErrorCode::InvalidRequest,
                         "parentID: there is no session " + input.parent_id);
-    // A client's session has children of that client only (as validate_client_session).
-    if (!(*parent)->client_id.empty() && (*parent)->client_id != input.client_id)
-      return make_error(ErrorCode::Forbidden,
-                        "parentID: session " + input.parent_id + " belongs to another client");
+    // A client's session has children of that client only.
+    if (auto owned = validate_client_session(input.client_id, input.parent_id); !owned)
+      return owned.error();
   }
   SessionInfo s;
   s.id = ids::make("ses");
@@ -249,9 +248,10 @@ Result<void> SessionService::validate_client_session(const std::string& client_i
   // An unknown id protects nothing (ids are the server's, unguessable); a session without a
   // client is open to every client.
   if (!*s || (*s)->client_id.empty() || (*s)->client_id == client_id) return {};
-  return make_error(ErrorCode::Forbidden, "session " + session_id +
-                                              " belongs to another client; client \"" + client_id +
-                                              "\" may not use it");
+  return make_error(ErrorCode::Forbidden,
+                    "session " + session_id + " belongs to another client; " +
+                        (client_id.empty() ? std::string("only that client may use it")
+                                           : "client \"" + client_id + "\" may not use it"));
 }
 
 Result<void> SessionService::delete_session(const std::string& id) {
