@@ -174,8 +174,9 @@ SessionService::SessionService(ServiceDeps deps, ServiceOptions options)
   // As paths the tools resolve it (external_directory asks name real paths): once, for every
   // turn's rule that lets a session read its saved outputs.
   std::error_code ec;
-  truncate_dir_ = std::filesystem::weakly_canonical(options_.data_dir / "truncate", ec);
-  if (ec) truncate_dir_ = (options_.data_dir / "truncate").lexically_normal();
+  auto dir = tool::saved_outputs_dir(options_.data_dir);
+  truncate_dir_ = std::filesystem::weakly_canonical(dir, ec);
+  if (ec) truncate_dir_ = dir.lexically_normal();
 }
 
 SessionService::~SessionService() {

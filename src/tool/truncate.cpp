@@ -153,6 +153,10 @@ Result<void> write_file(const std::filesystem::path& path, std::string_view cont
   return {};
 }
 
+std::filesystem::path saved_outputs_dir(const std::filesystem::path& data_dir) {
+  return data_dir / "truncate";
+}
+
 std::filesystem::path session_output_dir(const std::filesystem::path& dir,
                                          std::string_view session_id) {
   return dir / safe_name(session_id);

@@ -50,6 +50,9 @@ struct TruncateResult {
 TruncateResult truncate_output(std::string output, std::string_view session_id,
                                std::string_view tool, const TruncateOptions& options);
 
+// The directory of saved full outputs in a data directory (TruncateOptions::dir).
+std::filesystem::path saved_outputs_dir(const std::filesystem::path& data_dir);
+
 // Where truncate_output saves the full outputs of a session's tools below `dir`.
 std::filesystem::path session_output_dir(const std::filesystem::path& dir,
                                          std::string_view session_id);

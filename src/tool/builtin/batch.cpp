@@ -130,7 +130,7 @@ bool share_output_budget(BatchState& state, const ToolContext& ctx) {
   if (ctx.data_dir.empty()) return false;
   std::size_t n = state.calls.size();
   TruncateLimits whole;
-  TruncateOptions options{ctx.data_dir / "truncate"};
+  TruncateOptions options{saved_outputs_dir(ctx.data_dir)};
   options.limits.max_bytes =
       std::max<std::size_t>(1024, whole.max_bytes > n * 512 ? (whole.max_bytes - n * 512) / n : 0);
   options.limits.max_lines =

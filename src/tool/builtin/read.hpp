@@ -12,8 +12,7 @@ namespace sb::tool {
 struct ReadOptions {
   std::size_t default_limit = 2000;   // lines per call when the model gives no limit
   std::size_t max_line_chars = 2000;  // longer lines are cut and end with "..."
-  std::size_t max_bytes =
-      50 * 1024;  // of output per call (numbered lines); the rest needs an offset
+  std::size_t max_bytes = 50 * 1024;  // of numbered output per call; the rest needs an offset
   std::size_t max_attachment_bytes = 5u << 20;  // images/PDFs larger than this are refused
 };
 
