@@ -172,8 +172,8 @@ for (const transport of ['sse', 'websocket']) {
     test('progress reaches the event stream and extends the deadline', async () => {
       const m = manager(transport);
       await m.register('long', { description: 'd' }, async (_input, ctx) => {
-        for (let i = 1; i <= 4; i++) {
-          await delay(300);
+        for (let i = 1; i <= 5; i++) {
+          await delay(500);
           assert.equal(await ctx.progress({ title: `step ${i}`, metadata: { step: i } }), true);
         }
         return 'finished';
@@ -181,15 +181,17 @@ for (const transport of ['sse', 'websocket']) {
       await m.connect();
       const events = await eventLog(server);
       try {
-        // 1.2 s of work against a 1 s timeout: only the progress reports keep the call alive.
-        const r = await execute(server, m.toolID('long'), {}, { timeout: 1000 });
+        // 2.5 s of work against a 2 s timeout: only the progress reports keep the call alive.
+        // A report every 0.5 s leaves 1.5 s for each to arrive (the suite runs under ASan on
+        // two shared cores; 0.3 s against 1 s once timed out there).
+        const r = await execute(server, m.toolID('long'), {}, { timeout: 2000 });
         assert.equal(r.status, 200, JSON.stringify(r.body));
         assert.equal(r.body.output, 'finished');
         const last = await events.next(
-          (e) => e.type === 'client-tool.progress' && e.properties.clientID === m.clientID && e.properties.metadata.step === 4,
+          (e) => e.type === 'client-tool.progress' && e.properties.clientID === m.clientID && e.properties.metadata.step === 5,
           'the last progress event',
         );
-        assert.equal(last.properties.title, 'step 4');
+        assert.equal(last.properties.title, 'step 5');
       } finally {
         events.close();
         await m.disconnect();
