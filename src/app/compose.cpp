@@ -55,8 +55,14 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
     permission_options.timeout = *timeout;
   }
   bool batch = false;
-  if (auto ex = get_object(config.raw, "experimental"); ex && *ex)
-    if (auto b = get_bool(**ex, "batch_tool"); b && *b) batch = **b;
+  {
+    auto ex = get_object(config.raw, "experimental");
+    if (!ex) return make_error(ErrorCode::InvalidRequest, source + ": " + ex.error().message);
+    Result<std::optional<bool>> b = std::optional<bool>();
+    if (*ex) b = get_bool(**ex, "batch_tool", "experimental");
+    if (!b) return make_error(ErrorCode::InvalidRequest, source + ": " + b.error().message);
+    batch = b->value_or(false);
+  }
 
   std::error_code ec;
   std::filesystem::create_directories(paths.data_dir, ec);
@@ -149,19 +155,29 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   session::ServiceOptions service_options;
   service_options.directory = paths.directory;
   service_options.data_dir = paths.data_dir;
-  if (auto retry = get_object(config.raw, "retry"); retry && *retry) {
-    if (auto v = get_int(**retry, "attempts", "retry"); !v)
-      return v.error();
-    else if (*v)
-      service_options.retry_attempts = static_cast<int>(**v);
-    if (auto v = get_int(**retry, "initialDelay", "retry"); !v)
-      return v.error();
-    else if (*v)
-      service_options.retry_initial = std::chrono::milliseconds(**v);
-    if (auto v = get_int(**retry, "maxDelay", "retry"); !v)
-      return v.error();
-    else if (*v)
-      service_options.retry_max = std::chrono::milliseconds(**v);
+  auto retry = get_object(config.raw, "retry");
+  if (!retry) return make_error(ErrorCode::InvalidRequest, source + ": " + retry.error().message);
+  if (*retry) {
+    // Each a count or ms, 0 or more: a negative delay would retry at once, forever.
+    auto read = [&](std::string_view key, std::int64_t max) -> Result<std::optional<std::int64_t>> {
+      auto v = get_int(**retry, key, "retry");
+      if (!v) return make_error(ErrorCode::InvalidRequest, source + ": " + v.error().message);
+      if (*v && (**v < 0 || **v > max))
+        return make_error(ErrorCode::InvalidRequest, source + ": " + field_path("retry", key) +
+                                                         " must be 0 to " + std::to_string(max) +
+                                                         ", got " + std::to_string(**v));
+      return *v;
+    };
+    constexpr std::int64_t kDay = 24 * 3600 * 1000;
+    auto attempts = read("attempts", 100);
+    if (!attempts) return attempts.error();
+    if (*attempts) service_options.retry_attempts = static_cast<int>(**attempts);
+    auto initial = read("initialDelay", kDay);
+    if (!initial) return initial.error();
+    if (*initial) service_options.retry_initial = std::chrono::milliseconds(**initial);
+    auto max_delay = read("maxDelay", kDay);
+    if (!max_delay) return max_delay.error();
+    if (*max_delay) service_options.retry_max = std::chrono::milliseconds(**max_delay);
   }
   out.notes = deps.providers.notes;
   out.notes.push_back("default model: " + deps.providers.default_model);

@@ -186,6 +186,58 @@ TEST(ParseConfig, AWrongValueTypeIsAnError) {
   EXPECT_TRUE(Contains(bad_whole.error().message, "got \"sometimes\""));
 }
 
+TEST(ParseRules, ReadsOpenCodesPermissionRulesInOrder) {
+  auto rules = parse_rules(json::parse(R"([{"permission": "bash", "pattern": "git *",
+      "action": "allow"}, {"permission": "edit", "action": "deny"}])"));
+  ASSERT_TRUE(rules) << rules.error().message;
+  EXPECT_EQ(*rules, (Ruleset{{"bash", "git *", Action::Allow}, {"edit", "*", Action::Deny}}))
+      << "an absent pattern is every pattern";
+  EXPECT_TRUE(parse_rules(nullptr)->empty());
+}
+
+// Every way a rule can be wrong is refused naming the element and field (POST /session answers
+// it as a 400), so no rule reaches a session that a later turn cannot read.
+TEST(ParseRules, EachWrongFieldIsNamedWithItsIndex) {
+  struct Case {
+    const char* rules;
+    const char* error;
+  };
+  const std::string long_pattern(kMaxRuleBytes + 1, 'a');
+  const Case cases[] = {
+      {R"({"permission": "bash"})",
+       "permission must be an array of {permission, pattern, action}, got object"},
+      {R"([{"permission": "bash", "pattern": 7, "action": "deny"}])",
+       "permission[0].pattern must be a string, got number"},
+      {R"([{"permission": "bash", "action": "deny"}, {"permission": ["bash"], "action": "deny"}])",
+       "permission[1].permission must be a string, got array"},
+      {R"([{"pattern": "*", "action": "deny"}])", "permission[0].permission is required"},
+      {R"([{"permission": "", "action": "deny"}])", "permission[0].permission must not be empty"},
+      {R"([{"permission": "bash", "pattern": "*"}])",
+       "permission[0].action must be \"allow\", \"ask\" or \"deny\", got nothing"},
+      {R"([{"permission": "bash", "action": "yes"}])",
+       "permission[0].action must be \"allow\", \"ask\" or \"deny\", got \"yes\""},
+      {R"([{"permission": "bash", "action": 1}])",
+       "permission[0].action must be \"allow\", \"ask\" or \"deny\", got number"},
+      {R"(["bash"])",
+       "permission[0] must be an object {permission, pattern, action}, got \"bash\""},
+  };
+  for (const auto& c : cases) {
+    auto rules = parse_rules(json::parse(c.rules));
+    ASSERT_FALSE(rules) << c.rules;
+    EXPECT_EQ(rules.error().code, ErrorCode::InvalidRequest);
+    EXPECT_EQ(rules.error().message, c.error) << c.rules;
+  }
+  json::array too_long{
+      json::object{{"permission", "bash"}, {"pattern", long_pattern}, {"action", "deny"}}};
+  auto over = parse_rules(too_long);
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.error().message, "permission[0].pattern is over 4096 bytes");
+  json::array too_many(kMaxSessionRules + 1,
+                       json::object{{"permission", "bash"}, {"action", "deny"}});
+  ASSERT_FALSE(parse_rules(too_many));
+  EXPECT_TRUE(Contains(parse_rules(too_many).error().message, "at most 1000"));
+}
+
 TEST(ParseConfig, HomeDirectoryPatternsAreExpanded) {
   const char* old = std::getenv("HOME");
   std::string saved = old ? old : "";

@@ -1,6 +1,7 @@
 #include "permission/ruleset.hpp"
 
 #include <cstdlib>
+#include <tuple>
 
 #include "permission/wildcard.hpp"
 
@@ -124,6 +125,51 @@ Result<Ruleset> parse_config(const json::value& permission, const std::string& s
     }
   }
   return rules;
+}
+
+Result<Ruleset> parse_rules(const json::value& rules, std::string_view path) {
+  auto invalid = [](std::string message) {
+    return make_error(ErrorCode::InvalidRequest, std::move(message));
+  };
+  if (rules.is_null()) return Ruleset{};
+  if (!rules.is_array())
+    return invalid(std::string(path) + " must be an array of {permission, pattern, action}, got " +
+                   describe(rules));
+  const auto& array = rules.get_array();
+  if (array.size() > kMaxSessionRules)
+    return invalid(std::string(path) + " has " + std::to_string(array.size()) + " rules; at most " +
+                   std::to_string(kMaxSessionRules) + " are allowed");
+  Ruleset out;
+  out.reserve(array.size());
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    std::string at = std::string(path) + "[" + std::to_string(i) + "]";
+    if (!array[i].is_object())
+      return invalid(at + " must be an object {permission, pattern, action}, got " +
+                     describe(array[i]));
+    const auto& o = array[i].get_object();
+    Rule rule;
+    for (auto [key, field, fallback] : {std::tuple{"permission", &rule.permission, ""},
+                                        std::tuple{"pattern", &rule.pattern, "*"}}) {
+      auto v = get_string(o, key, at);
+      if (!v) return v.error();
+      if (!*v && !*fallback) return invalid(field_path(at, key) + " is required");
+      *field = v->value_or(fallback);
+      if (field->empty()) return invalid(field_path(at, key) + " must not be empty");
+      if (field->size() > kMaxRuleBytes)
+        return invalid(field_path(at, key) + " is over " + std::to_string(kMaxRuleBytes) +
+                       " bytes");
+    }
+    auto action = o.find("action");
+    std::optional<Action> parsed;
+    if (action != o.end() && action->value().is_string())
+      parsed = parse_action(action->value().get_string());
+    if (!parsed)
+      return invalid(field_path(at, "action") + " must be \"allow\", \"ask\" or \"deny\", got " +
+                     (action == o.end() ? std::string("nothing") : describe(action->value())));
+    rule.action = *parsed;
+    out.push_back(std::move(rule));
+  }
+  return out;
 }
 
 Result<std::chrono::milliseconds> parse_timeout(const json::value& permission,

@@ -53,6 +53,15 @@ using RulesetRefs = std::initializer_list<std::reference_wrapper<const Ruleset>>
 Result<Ruleset> parse_config(const json::value& permission, const std::string& source,
                              std::string_view path = "permission");
 
+// A session's own rules, as POST /session takes them and the store keeps them: an array of
+// OpenCode's PermissionRule {permission, pattern, action}, `pattern` "*" when absent. Errors are
+// InvalidRequest and name the element and field ("permission[0].pattern must be a string, got
+// number"); at most kMaxSessionRules rules of strings up to kMaxRuleBytes (every tool call
+// matches against each). `path`: where the array sits.
+inline constexpr std::size_t kMaxSessionRules = 1000;
+inline constexpr std::size_t kMaxRuleBytes = 4096;
+Result<Ruleset> parse_rules(const json::value& rules, std::string_view path = "permission");
+
 // `permission.timeout` in ms: how long an ask waits for a person before it is rejected.
 // Absent, null or 0 = wait forever (interactive use). Negative or non-integer is an error.
 Result<std::chrono::milliseconds> parse_timeout(const json::value& permission,

@@ -11,6 +11,7 @@
 
 #include "clienttool/wire.hpp"
 #include "server/access.hpp"
+#include "server/decode.hpp"
 #include "util/log.hpp"
 
 namespace sb::server {
@@ -384,6 +385,13 @@ std::shared_ptr<const std::string> ws_error(const Error& e, const std::string& r
   return std::make_shared<const std::string>(json::serialize(msg));
 }
 
+// The requestID of a message that did not decode, when it has one, so that its error names it.
+std::string request_id_of(const json::object& msg) {
+  auto it = msg.find("requestID");
+  return it != msg.end() && it->value().is_string() ? std::string(it->value().get_string())
+                                                    : std::string();
+}
+
 // Handles one client -> server message; replies go through the channel (the one writer).
 void handle_ws_message(ServerState& state, const std::string& client_id, PushChannel& channel,
                        std::string_view text) {
@@ -404,47 +412,41 @@ void handle_ws_message(ServerState& state, const std::string& client_id, PushCha
     return channel.post(ws_error(make_error(ErrorCode::InvalidRequest, "type is required")));
 
   if (**type == "register") {
-    auto it = msg.find("tools");
-    auto specs = clienttool::parse_tool_specs(it == msg.end() ? nullptr : &it->value(), "tools");
-    if (!specs) return channel.post(ws_error(specs.error()));
-    auto session_id = get_string(msg, "sessionID");
-    if (!session_id) return channel.post(ws_error(session_id.error()));
-    if (*session_id)
-      if (auto own = state.sessions->validate_client_session(client_id, **session_id); !own)
+    auto request = decode_register(msg);
+    if (!request) return channel.post(ws_error(request.error()));
+    if (request->session_id)
+      if (auto own = state.sessions->validate_client_session(client_id, *request->session_id); !own)
         return channel.post(ws_error(own.error()));
-    if (auto r = check_registration_limits(state, client_id, *specs); !r)
+    if (auto r = check_registration_limits(state, client_id, request->tools); !r)
       return channel.post(ws_error(r.error()));
-    auto ids =
-        state.registry->register_tools(client_id, std::move(*specs), session_id->value_or(""));
+    auto ids = state.registry->register_tools(client_id, std::move(request->tools),
+                                              request->session_id.value_or(""));
     if (!ids) return channel.post(ws_error(ids.error()));
     return channel.post(std::make_shared<const std::string>(json::serialize(
         json::object{{"type", "registered"}, {"toolIDs", clienttool::to_json(*ids)}})));
   }
   if (**type == "unregister") {
-    auto ids = clienttool::parse_string_list(msg, "toolIDs");
-    if (!ids) return channel.post(ws_error(ids.error()));
-    auto removed = state.registry->unregister(client_id, *ids);
+    auto request = decode_unregister(msg);
+    if (!request) return channel.post(ws_error(request.error()));
+    auto removed = state.registry->unregister(client_id, request->tool_ids);
     return channel.post(std::make_shared<const std::string>(json::serialize(
         json::object{{"type", "unregistered"}, {"toolIDs", clienttool::to_json(removed)}})));
   }
-  if (**type == "result" || **type == "progress") {
-    auto request_id = require_string(msg, "requestID");
-    if (!request_id) return channel.post(ws_error(request_id.error()));
-    if (**type == "result") {
-      auto response = clienttool::parse_tool_response(msg);
-      if (!response) return channel.post(ws_error(response.error(), *request_id));
-      auto r = state.registry->submit_result(*request_id, client_id, std::move(*response));
-      if (!r) channel.post(ws_error(r.error(), *request_id));
-      return;
-    }
-    auto metadata = get_object(msg, "metadata");
-    if (!metadata) return channel.post(ws_error(metadata.error(), *request_id));
-    auto title = get_string(msg, "title");
-    if (!title) return channel.post(ws_error(title.error(), *request_id));
-    clienttool::Progress progress{
-        *metadata ? json::object(**metadata, json::storage_ptr()) : json::object{}, *title};
-    auto r = state.registry->report_progress(*request_id, client_id, std::move(progress));
-    if (!r) channel.post(ws_error(r.error(), *request_id));
+  if (**type == "result") {
+    auto request = decode_result(msg);
+    // An answer that names its request hears about its own failure under that id.
+    if (!request) return channel.post(ws_error(request.error(), request_id_of(msg)));
+    auto r =
+        state.registry->submit_result(request->request_id, client_id, std::move(request->response));
+    if (!r) channel.post(ws_error(r.error(), request->request_id));
+    return;
+  }
+  if (**type == "progress") {
+    auto request = decode_progress(msg);
+    if (!request) return channel.post(ws_error(request.error(), request_id_of(msg)));
+    auto r = state.registry->report_progress(request->request_id, client_id,
+                                             std::move(request->progress));
+    if (!r) channel.post(ws_error(r.error(), request->request_id));
     return;
   }
   channel.post(ws_error(make_error(ErrorCode::InvalidRequest,

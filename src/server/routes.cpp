@@ -11,6 +11,7 @@
 
 #include "clienttool/wire.hpp"
 #include "server/access.hpp"
+#include "server/decode.hpp"
 #include "server/push.hpp"
 #include "server/web_assets.hpp"
 #include "util/log.hpp"
@@ -60,7 +61,10 @@ Response json_text_response(http::status status, std::string body, const Request
 }
 
 Response error_response(const Error& error, const Request& req) {
-  return json_response(http_status(error.code), error_body(error), req);
+  auto res = json_response(http_status(error.code), error_body(error), req);
+  if (error.retry_after)  // in whole seconds (RFC 9110 section 10.2.3)
+    res.set(http::field::retry_after, std::to_string(error.retry_after->count()));
+  return res;
 }
 
 Result<json::value> parse_request_json(const ServerState& state, std::string_view text,
@@ -103,13 +107,6 @@ Reply ok(const Call& c, const json::value& body) {
 }
 Reply ok_text(const Call& c, std::string body) {
   return json_text_response(http::status::ok, std::move(body), c.req);
-}
-
-Result<std::string> client_id_param(const std::string& id) {
-  if (!clienttool::valid_name(id))
-    return make_error(ErrorCode::InvalidRequest,
-                      "clientID must be 1-128 letters, digits, '_' or '-', got \"" + id + "\"");
-  return id;
 }
 
 // Client tokens (clientTools.clientTokens): the client's first use of its id issues one (returned
@@ -159,28 +156,26 @@ asio::awaitable<Reply> health(Call& c) {
 asio::awaitable<Reply> register_tools(Call& c) {
   auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
-  auto client_id = require_string(*body, "clientID");
-  if (!client_id) co_return fail(c, client_id.error());
-  auto session_id = get_string(*body, "sessionID");
-  if (!session_id) co_return fail(c, session_id.error());
-  auto it = body->find("tools");
-  auto specs = clienttool::parse_tool_specs(it == body->end() ? nullptr : &it->value(), "tools");
-  if (!specs) co_return fail(c, specs.error());
-  if (!clienttool::valid_name(*client_id)) co_return fail(c, client_id_param(*client_id).error());
-  if (auto r = check_registration_limits(c.state, *client_id, *specs); !r)
+  auto request = decode_register(*body);
+  if (!request) co_return fail(c, request.error());
+  if (!request->client_id)
+    co_return fail(c, make_error(ErrorCode::InvalidRequest, "clientID is required"));
+  const std::string& client_id = *request->client_id;
+  if (auto r = check_registration_limits(c.state, client_id, request->tools); !r)
     co_return fail(c, r.error());
-  auto issued = authenticate_client(c, *client_id);
+  auto issued = authenticate_client(c, client_id);
   if (!issued) co_return fail(c, issued.error());
-  if (*session_id) {
-    if (auto own = c.state.sessions->validate_client_session(*client_id, **session_id); !own) {
-      withdraw_issued(c, *client_id, *issued);
+  if (request->session_id) {
+    if (auto own = c.state.sessions->validate_client_session(client_id, *request->session_id);
+        !own) {
+      withdraw_issued(c, client_id, *issued);
       co_return fail(c, own.error());
     }
   }
-  auto ids =
-      c.state.registry->register_tools(*client_id, std::move(*specs), session_id->value_or(""));
+  auto ids = c.state.registry->register_tools(client_id, std::move(request->tools),
+                                              request->session_id.value_or(""));
   if (!ids) {
-    withdraw_issued(c, *client_id, *issued);
+    withdraw_issued(c, client_id, *issued);
     co_return fail(c, ids.error());
   }
   json::object out{{"registered", clienttool::to_json(*ids)}};
@@ -191,13 +186,12 @@ asio::awaitable<Reply> register_tools(Call& c) {
 asio::awaitable<Reply> unregister_tools(Call& c) {
   auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
-  auto client_id = require_string(*body, "clientID");
-  if (!client_id) co_return fail(c, client_id.error());
-  if (auto s = get_string(*body, "sessionID"); !s) co_return fail(c, s.error());
-  auto ids = clienttool::parse_string_list(*body, "toolIDs");
-  if (!ids) co_return fail(c, ids.error());
-  if (auto r = verify_client(c, *client_id); !r) co_return fail(c, r.error());
-  auto removed = c.state.registry->unregister(*client_id, *ids);
+  auto request = decode_unregister(*body);
+  if (!request) co_return fail(c, request.error());
+  if (!request->client_id)
+    co_return fail(c, make_error(ErrorCode::InvalidRequest, "clientID is required"));
+  if (auto r = verify_client(c, request->client_id); !r) co_return fail(c, r.error());
+  auto removed = c.state.registry->unregister(*request->client_id, request->tool_ids);
   co_return ok(c, json::object{{"success", true}, {"unregistered", clienttool::to_json(removed)}});
 }
 
@@ -222,35 +216,9 @@ Result<clienttool::StartedCall> start_execution(ServerState& state, const Reques
   json::storage_ptr sp(&resource);
   auto body = body_object(state, req, sp);
   if (!body) return body.error();
-  clienttool::ExecuteParams params{.input = json::object(sp)};
-  auto client_id = get_string(*body, "clientID");
-  if (!client_id) return client_id.error();
-  params.client_id = client_id->value_or("");
-  auto tool = get_string(*body, "tool");
-  if (!tool) return tool.error();
-  auto tool_id = get_string(*body, "toolID");
-  if (!tool_id) return tool_id.error();
-  params.tool = tool->value_or(tool_id->value_or(""));
-  if (params.tool.empty())
-    return make_error(ErrorCode::InvalidRequest, "tool (or toolID) is required");
-  auto input = get_object(*body, "input");
-  if (!input) return input.error();
-  if (*input) params.input = **input;
-  for (auto [key, field] :
-       {std::pair{"sessionID", &params.session_id}, std::pair{"messageID", &params.message_id},
-        std::pair{"callID", &params.call_id}}) {
-    auto v = get_string(*body, key);
-    if (!v) return v.error();
-    *field = v->value_or("");
-  }
-  auto timeout = get_int(*body, "timeout");
-  if (!timeout) return timeout.error();
-  if (*timeout) {
-    if (**timeout <= 0)
-      return make_error(ErrorCode::InvalidRequest, "timeout must be a positive number of ms");
-    params.timeout = std::chrono::milliseconds(**timeout);
-  }
-  return state.registry->execute(std::move(params), std::move(done));
+  auto params = decode_execute(*body, sp);
+  if (!params) return params.error();
+  return state.registry->execute(std::move(*params), std::move(done));
 }
 
 // Cancels the call when the HTTP caller closes its connection while it waits for the result.
@@ -302,14 +270,11 @@ Result<void> submit_result_body(const Call& c) {
   json::monotonic_resource resource(buffer, sizeof buffer);
   auto body = body_object(c.state, c.req, json::storage_ptr(&resource));
   if (!body) return body.error();
-  auto request_id = require_string(*body, "requestID");
-  if (!request_id) return request_id.error();
-  auto client_id = get_string(*body, "clientID");
-  if (!client_id) return client_id.error();
-  auto response = clienttool::parse_tool_response(*body);
-  if (!response) return response.error();
-  if (auto v = verify_client(c, *client_id); !v) return v.error();
-  return c.state.registry->submit_result(*request_id, *client_id, std::move(*response));
+  auto request = decode_result(*body);
+  if (!request) return request.error();
+  if (auto v = verify_client(c, request->client_id); !v) return v.error();
+  return c.state.registry->submit_result(request->request_id, request->client_id,
+                                         std::move(request->response));
 }
 
 asio::awaitable<Reply> submit_result(Call& c) {
@@ -321,23 +286,17 @@ asio::awaitable<Reply> submit_result(Call& c) {
 asio::awaitable<Reply> report_progress(Call& c) {
   auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
-  auto request_id = require_string(*body, "requestID");
-  if (!request_id) co_return fail(c, request_id.error());
-  auto client_id = get_string(*body, "clientID");
-  if (!client_id) co_return fail(c, client_id.error());
-  auto metadata = get_object(*body, "metadata");
-  if (!metadata) co_return fail(c, metadata.error());
-  auto title = get_string(*body, "title");
-  if (!title) co_return fail(c, title.error());
-  clienttool::Progress progress{*metadata ? **metadata : json::object{}, *title};
-  if (auto v = verify_client(c, *client_id); !v) co_return fail(c, v.error());
-  auto r = c.state.registry->report_progress(*request_id, *client_id, std::move(progress));
+  auto request = decode_progress(*body);
+  if (!request) co_return fail(c, request.error());
+  if (auto v = verify_client(c, request->client_id); !v) co_return fail(c, v.error());
+  auto r = c.state.registry->report_progress(request->request_id, request->client_id,
+                                             std::move(request->progress));
   if (!r) co_return fail(c, r.error());
   co_return ok(c, json::object{{"success", true}});
 }
 
 asio::awaitable<Reply> client_tools_of(Call& c) {
-  auto client_id = client_id_param(c.params[0]);
+  auto client_id = decode_client_id(c.params[0]);
   if (!client_id) co_return fail(c, client_id.error());
   json::array out;
   for (const auto& def : c.state.registry->get_tools(*client_id))
@@ -353,7 +312,7 @@ asio::awaitable<Reply> all_client_tools(Call& c) {
 }
 
 asio::awaitable<Reply> pending_stream(Call& c) {
-  auto client_id = client_id_param(c.params[0]);
+  auto client_id = decode_client_id(c.params[0]);
   if (!client_id) co_return fail(c, client_id.error());
   std::string last;
   if (auto h = c.req.find("Last-Event-ID"); h != c.req.end()) last = std::string(h->value());
@@ -384,7 +343,7 @@ asio::awaitable<Reply> pending_stream(Call& c) {
 }
 
 asio::awaitable<Reply> client_websocket(Call& c) {
-  auto client_id = client_id_param(c.params[0]);
+  auto client_id = decode_client_id(c.params[0]);
   if (!client_id) co_return fail(c, client_id.error());
   if (!beast::websocket::is_upgrade(c.req))
     co_return fail(c, make_error(ErrorCode::InvalidRequest,
@@ -420,25 +379,14 @@ asio::awaitable<Reply> create_session(Call& c) {
   if (!c.req.body().empty()) {
     auto body = body_object(c.state, c.req);
     if (!body) co_return fail(c, body.error());
-    auto title = get_string(*body, "title");
-    if (!title) co_return fail(c, title.error());
-    input.title = title->value_or("");
-    auto rules = get_array(*body, "permission");
-    if (!rules) co_return fail(c, rules.error());
-    if (*rules) input.permission = **rules;
-    auto client = get_string(*body, "clientID");
-    if (!client) co_return fail(c, client.error());
-    input.client_id = client->value_or("");
-    auto parent = get_string(*body, "parentID");
-    if (!parent) co_return fail(c, parent.error());
-    input.parent_id = parent->value_or("");
+    auto decoded = decode_create_session(*body);
+    if (!decoded) co_return fail(c, decoded.error());
+    input = std::move(*decoded);
   }
   // A session created for a client offers that client's tools: only that client may create it
   // (a first use of the id claims it, as a registration would).
   std::optional<std::string> issued;
   if (!input.client_id.empty()) {
-    if (!clienttool::valid_name(input.client_id))
-      co_return fail(c, client_id_param(input.client_id).error());
     auto auth = authenticate_client(c, input.client_id);
     if (!auth) co_return fail(c, auth.error());
     issued = std::move(*auth);
@@ -497,58 +445,10 @@ asio::awaitable<Reply> list_todos(Call& c) {
   co_return ok_text(c, std::move(*todos));
 }
 
-// {parts: [{type: "text", text}], model?: "P/M" | {providerID, modelID}, agent?, tools?}
 Result<session::PromptInput> prompt_input(const ServerState& state, const Request& req) {
   auto body = body_object(state, req);
   if (!body) return body.error();
-  session::PromptInput in;
-  auto parts = get_array(*body, "parts");
-  if (!parts) return parts.error();
-  if (!*parts || (*parts)->empty())
-    return make_error(ErrorCode::InvalidRequest,
-                      "parts is required: [{\"type\": \"text\", \"text\": \"...\"}]");
-  for (std::size_t i = 0; i < (*parts)->size(); ++i) {
-    const auto& p = (**parts)[i];
-    std::string at = "parts[" + std::to_string(i) + "]";
-    if (!p.is_object()) return make_error(ErrorCode::InvalidRequest, at + " must be an object");
-    auto type = get_string(p.get_object(), "type", at);
-    if (!type) return type.error();
-    if (type->value_or("text") != "text")
-      return make_error(ErrorCode::InvalidRequest,
-                        at + ".type \"" + **type + "\" is not supported (text)");
-    auto text = get_string(p.get_object(), "text", at);
-    if (!text) return text.error();
-    if (!*text) return make_error(ErrorCode::InvalidRequest, at + ".text is required");
-    if (!in.text.empty()) in.text += "\n";
-    in.text += **text;
-  }
-  if (auto it = body->find("model"); it != body->end() && !it->value().is_null()) {
-    if (it->value().is_string()) {
-      in.model = std::string(it->value().get_string());
-    } else if (it->value().is_object()) {
-      auto p = require_string(it->value().get_object(), "providerID", "model");
-      if (!p) return p.error();
-      auto m = require_string(it->value().get_object(), "modelID", "model");
-      if (!m) return m.error();
-      in.model = *p + "/" + *m;
-    } else {
-      return make_error(ErrorCode::InvalidRequest,
-                        "model must be \"PROVIDER/MODEL\" or {providerID, modelID}");
-    }
-  }
-  auto agent = get_string(*body, "agent");
-  if (!agent) return agent.error();
-  in.agent = *agent;
-  auto tools = get_object(*body, "tools");
-  if (!tools) return tools.error();
-  if (*tools)
-    for (const auto& [k, v] : **tools) {
-      if (!v.is_bool())
-        return make_error(ErrorCode::InvalidRequest,
-                          "tools." + std::string(k) + " must be a boolean");
-      in.tools[std::string(k)] = v.get_bool();
-    }
-  return in;
+  return decode_prompt(*body);
 }
 
 asio::awaitable<Reply> prompt(Call& c) {
@@ -586,22 +486,13 @@ asio::awaitable<Reply> list_permissions(Call& c) {
 asio::awaitable<Reply> reply_permission(Call& c) {
   auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
-  auto reply = require_string(*body, "reply");
-  if (!reply) co_return fail(c, reply.error());
-  auto parsed = permission::parse_reply(*reply);
-  if (!parsed)
-    co_return fail(
-        c, make_error(ErrorCode::InvalidRequest,
-                      "reply must be \"once\", \"always\" or \"reject\", got \"" + *reply + "\""));
-  auto message = get_string(*body, "message");
-  if (!message) co_return fail(c, message.error());
-  auto client_id = get_string(*body, "clientID");
-  if (!client_id) co_return fail(c, client_id.error());
+  auto request = decode_permission_reply(*body);
+  if (!request) co_return fail(c, request.error());
   std::optional<std::string> session_id;
   for (const auto& ask : c.state.permissions->list())
     if (ask.id == c.params[0]) session_id = ask.session_id;
-  if (auto v = verify_answerer(c, session_id, *client_id); !v) co_return fail(c, v.error());
-  auto r = c.state.permissions->reply(c.params[0], *parsed, *message);
+  if (auto v = verify_answerer(c, session_id, request->client_id); !v) co_return fail(c, v.error());
+  auto r = c.state.permissions->reply(c.params[0], request->reply, request->message);
   if (!r) co_return fail(c, r.error());
   co_return ok(c, true);
 }
@@ -655,30 +546,10 @@ Result<void> verify_question_answerer(const Call& c, const std::optional<std::st
 asio::awaitable<Reply> reply_question(Call& c) {
   auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
-  auto client_id = get_string(*body, "clientID");
-  if (!client_id) co_return fail(c, client_id.error());
-  auto answers = get_array(*body, "answers");
-  if (!answers) co_return fail(c, answers.error());
-  if (!*answers)
-    co_return fail(c, make_error(ErrorCode::InvalidRequest,
-                                 "answers is required: one array of chosen labels per question"));
-  std::vector<std::vector<std::string>> parsed;
-  for (std::size_t i = 0; i < (*answers)->size(); ++i) {
-    const auto& a = (**answers)[i];
-    std::string at = "answers[" + std::to_string(i) + "]";
-    if (!a.is_array())
-      co_return fail(c, make_error(ErrorCode::InvalidRequest, at + " must be an array of strings"));
-    std::vector<std::string> chosen;
-    for (const auto& v : a.get_array()) {
-      if (!v.is_string())
-        co_return fail(c,
-                       make_error(ErrorCode::InvalidRequest, at + " must be an array of strings"));
-      chosen.emplace_back(v.get_string());
-    }
-    parsed.push_back(std::move(chosen));
-  }
-  if (auto v = verify_question_answerer(c, *client_id); !v) co_return fail(c, v.error());
-  auto r = c.state.questions->reply(c.params[0], std::move(parsed));
+  auto request = decode_question_reply(*body);
+  if (!request) co_return fail(c, request.error());
+  if (auto v = verify_question_answerer(c, request->client_id); !v) co_return fail(c, v.error());
+  auto r = c.state.questions->reply(c.params[0], std::move(request->answers));
   if (!r) co_return fail(c, r.error());
   co_return ok(c, true);
 }
@@ -689,7 +560,7 @@ asio::awaitable<Reply> reject_question(Call& c) {
   if (!c.req.body().empty()) {
     auto body = body_object(c.state, c.req);
     if (!body) co_return fail(c, body.error());
-    auto named = get_string(*body, "clientID");
+    auto named = decode_answerer(*body);
     if (!named) co_return fail(c, named.error());
     client_id = std::move(*named);
   }
@@ -712,7 +583,7 @@ asio::awaitable<Reply> auth_status(Call& c) {
 asio::awaitable<Reply> log_in(Call& c) {
   auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
-  auto password = require_string(*body, "password");
+  auto password = decode_login(*body);
   if (!password) co_return fail(c, password.error());
   if (!password_matches(c.state, *password))
     co_return fail(c, make_error(ErrorCode::Unauthorized, "wrong password"));

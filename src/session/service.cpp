@@ -163,6 +163,17 @@ void append_history(const MessageWithParts& m, std::vector<provider::ModelMessag
     out.push_back(std::move(r));
 }
 
+// A session whose stored rules an older build accepted but that do not decode runs nothing
+// rather than run without the rules its creator set.
+Result<void> readable_rules(const SessionInfo& session) {
+  if (!session.unreadable_permission) return {};
+  return make_error(ErrorCode::Conflict,
+                    "session " + session.id + " has stored permission rules that cannot be read (" +
+                        session.unreadable_permission->why +
+                        "): it runs no turns and offers no tools without them; delete it and "
+                        "create a new session");
+}
+
 }  // namespace
 
 std::shared_ptr<SessionService> SessionService::create(ServiceDeps deps, ServiceOptions options) {
@@ -192,22 +203,6 @@ Result<std::size_t> SessionService::recover() {
 // ---- sessions -------------------------------------------------------------------------------
 
 Result<SessionInfo> SessionService::create_session(CreateInput input) {
-  if (!input.permission.empty()) {
-    // Checked now so that a bad rule is a 400 at creation rather than a failing turn later.
-    for (std::size_t i = 0; i < input.permission.size(); ++i) {
-      const auto& r = input.permission[i];
-      bool ok = r.is_object() && r.get_object().contains("permission") &&
-                r.get_object().contains("action");
-      if (ok) {
-        auto action = get_string(r.get_object(), "action");
-        ok = action && *action && permission::parse_action(**action).has_value();
-      }
-      if (!ok)
-        return make_error(ErrorCode::InvalidRequest,
-                          "permission[" + std::to_string(i) +
-                              "] must be {permission, pattern, action: allow|ask|deny}");
-    }
-  }
   if (!input.parent_id.empty()) {
     auto parent = deps_.store->get_session(input.parent_id);
     if (!parent) return parent.error();
@@ -478,6 +473,8 @@ Result<std::shared_ptr<SessionService::Turn>> SessionService::begin_turn(
     const std::string& session_id) {
   auto session = get_session(session_id);
   if (!session) return session.error();
+  // Refused here, not in the turn: prompt_async's caller hears it.
+  if (auto rules = readable_rules(*session); !rules) return rules.error();
   auto turn = std::make_shared<Turn>();
   turn->session = std::move(*session);
   {
@@ -639,15 +636,9 @@ Result<std::vector<tool::ToolPtr>> SessionService::offered_tools(
   const std::string no_session;
   const std::string& session_id = session ? session->id : no_session;
   if (session) {
+    if (auto rules = readable_rules(*session); !rules) return rules.error();
     owner = session->client_id;
-    for (const auto& r : session->permission) {
-      if (!r.is_object()) continue;
-      const auto& o = r.get_object();
-      auto action = permission::parse_action(get_string(o, "action")->value_or(""));
-      if (!action) continue;
-      session_rules.push_back({get_string(o, "permission")->value_or("*"),
-                               get_string(o, "pattern")->value_or("*"), *action});
-    }
+    session_rules = session->permission;
     auto approved = deps_.permissions->session_rules(session_id);
     session_rules.insert(session_rules.end(), approved.begin(), approved.end());
   }
@@ -734,14 +725,7 @@ asio::awaitable<Result<MessageWithParts>> SessionService::run_turn(std::shared_p
 
   auto offered = offered_tools(&turn->session, agent_name, input.tools);
   if (!offered) co_return offered.error();
-  for (const auto& r : turn->session.permission) {
-    if (!r.is_object()) continue;
-    const auto& o = r.get_object();
-    auto action = permission::parse_action(get_string(o, "action")->value_or(""));
-    if (action)
-      turn->session_rules.push_back({get_string(o, "permission")->value_or("*"),
-                                     get_string(o, "pattern")->value_or("*"), *action});
-  }
+  turn->session_rules = turn->session.permission;
 
   // Read before the user's message is added to it.
   auto conversation = this->conversation(session_id);

@@ -64,7 +64,7 @@ struct PromptInput {
 
 struct CreateInput {
   std::string title;
-  json::array permission;  // session rules [{permission, pattern, action}]
+  permission::Ruleset permission;  // the session's own rules
   std::string client_id;
   std::string parent_id;
 };

@@ -1,5 +1,7 @@
 #include "session/store.hpp"
 
+#include "util/log.hpp"
+
 namespace sb::session {
 namespace {
 
@@ -244,6 +246,10 @@ Result<std::optional<SessionInfo>> SessionStore::get_session(const std::string& 
   if (!*row) return std::optional<SessionInfo>{};
   auto s = session_row(*st);
   if (!s) return s.error();
+  if (s->unreadable_permission)
+    log::warn("session ", s->id, ": its stored permission rules cannot be read (",
+              s->unreadable_permission->why,
+              "); it refuses turns and tool lists until it is deleted");
   remember_session(*s);
   return std::optional<SessionInfo>{std::move(*s)};
 }

@@ -125,7 +125,21 @@ void append_json(std::string& out, const SessionInfo& s) {
   time.close();
   if (!s.parent_id.empty()) o.string("parentID", s.parent_id);
   if (!s.client_id.empty()) o.string("clientID", s.client_id);
-  if (!s.permission.empty()) o.value("permission", s.permission);
+  if (s.unreadable_permission) {
+    o.value("permission", s.unreadable_permission->stored);
+  } else if (!s.permission.empty()) {
+    auto& rules = o.key("permission");
+    rules.push_back('[');
+    for (const auto& r : s.permission) {
+      if (rules.back() != '[') rules.push_back(',');
+      ObjectWriter(rules)
+          .string("permission", r.permission)
+          .string("pattern", r.pattern)
+          .string("action", permission::action_name(r.action))
+          .close();
+    }
+    rules.push_back(']');
+  }
   o.close();
 }
 
@@ -141,7 +155,13 @@ Result<SessionInfo> session_from_json(const json::object& o) {
   s.directory = str(o, "directory");
   s.parent_id = str(o, "parentID");
   s.client_id = str(o, "clientID");
-  s.permission = arr(o, "permission");
+  if (auto it = o.find("permission"); it != o.end()) {
+    auto rules = permission::parse_rules(it->value());
+    if (rules)
+      s.permission = std::move(*rules);
+    else
+      s.unreadable_permission = SessionInfo::UnreadableRules{it->value(), rules.error().message};
+  }
   const auto& time = obj(o, "time");
   s.created = num(time, "created");
   s.updated = num(time, "updated");

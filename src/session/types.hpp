@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "permission/ruleset.hpp"
 #include "util/error.hpp"
 #include "util/json.hpp"
 
@@ -18,12 +19,20 @@ std::int64_t now_ms();
 struct SessionInfo {
   std::string id;
   std::string title;
-  std::string directory;   // the project directory tools resolve relative paths from
-  std::string parent_id;   // set for sub-sessions of the task tool
-  std::string client_id;   // the client that created it, when one did
-  json::array permission;  // session rules [{permission, pattern, action}]
+  std::string directory;           // the project directory tools resolve relative paths from
+  std::string parent_id;           // set for sub-sessions of the task tool
+  std::string client_id;           // the client that created it, when one did
+  permission::Ruleset permission;  // the session's own rules, as created
   std::int64_t created = 0;
   std::int64_t updated = 0;
+  // Rules stored by an older build that do not decode (a number as a pattern was accepted):
+  // kept and written back as stored, and the session refuses turns and tool lists (Conflict,
+  // naming `why`) rather than run without rules its creator set.
+  struct UnreadableRules {
+    json::value stored;
+    std::string why;
+  };
+  std::optional<UnreadableRules> unreadable_permission;
 };
 
 struct Tokens {

@@ -4,7 +4,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 namespace sb {
 
@@ -36,6 +39,18 @@ std::string_view error_code_name(ErrorCode code) {
 
 void throw_exception_from_error(const Error& e, const boost::source_location&) {
   throw std::runtime_error(std::string(error_code_name(e.code)) + ": " + e.message);
+}
+
+void dereferenced_error(const Error& e) {
+  std::string what =
+      "a Result holding an error was dereferenced: " + std::string(error_code_name(e.code)) + ": " +
+      e.message;
+#ifndef NDEBUG
+  std::fprintf(stderr, "%s\n", what.c_str());
+  std::abort();
+#else
+  throw std::logic_error(what);
+#endif
 }
 
 namespace {

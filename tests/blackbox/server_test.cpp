@@ -251,6 +251,12 @@ const BadConfig kBadConfigs[] = {
     {R"({"server": {"subscriberQueueLimit": {}}})", "server.subscriberQueueLimit"},
     {R"({"server": {"idleTimeout": "1m"}})", "server.idleTimeout"},
     {R"({"clientTools": {"defaultTimeout": 1000}, "server": "yes"})", "server"},
+    // Keys that later components read (they were skipped silently, or a negative delay taken).
+    {R"({"experimental": {"batch_tool": "yes"}})", "experimental.batch_tool"},
+    {R"({"experimental": true})", "experimental"},
+    {R"({"retry": {"initialDelay": -1}})", "retry.initialDelay"},
+    {R"({"retry": {"attempts": "3"}})", "retry.attempts"},
+    {R"({"retry": 3})", "retry"},
 };
 
 INSTANTIATE_TEST_SUITE_P(WrongTypes, ServerConfigError, testing::ValuesIn(kBadConfigs),

@@ -5,6 +5,7 @@
 // failing providers and cut streams, the `invalid` tool, restarts (a crash mid-turn and a clean
 // stop), deletion, tool discovery, and the routes' validation.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -1763,6 +1764,53 @@ TEST_F(SessionRestart, SessionsPersistAcrossACleanRestart) {
   EXPECT_EQ(string_at(json::value(sent_after.back()), "/content"), "and now?");
 }
 
+// A build before typed rules accepted any JSON as a rule's pattern and stored it; the first
+// prompt of such a session (or its tool list) killed the server, again after every restart.
+// Such a session is still listed and shown, but refuses turns and tool lists with a 409 that
+// says why, and the server lives on.
+TEST_F(SessionRestart, AStoredSessionWhoseRulesDoNotDecodeIsRefusedNotACrash) {
+  start_server(openai_config());
+  std::string sid = create_session(json::object{{"title", "old rules"}});
+  std::string other = create_session();
+  server_.reset();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((data_.path() / "switchboard.db").c_str(), &db), SQLITE_OK);
+    std::string sql =
+        "UPDATE session SET data = json_set(data, '$.permission', "
+        "json('[{\"permission\":\"bash\",\"pattern\":7,\"action\":\"deny\"}]')) "
+        "WHERE id = '" +
+        sid + "'";
+    char* error = nullptr;
+    int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+    std::string message = error ? error : "";
+    sqlite3_free(error);
+    EXPECT_EQ(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+    ASSERT_EQ(rc, SQLITE_OK) << message;
+  }
+  start_server(openai_config());
+  auto shown = http_get(port(), "/session/" + sid);
+  ASSERT_TRUE(IsOk(shown));
+  EXPECT_EQ(shown.json().at("permission"),
+            json::parse(R"([{"permission":"bash","pattern":7,"action":"deny"}])"))
+      << "shown as stored";
+  const char* why = "permission[0].pattern must be a string, got number";
+  EXPECT_TRUE(IsError(prompt(sid, "hi"), 409, "CONFLICT", {sid, why}));
+  EXPECT_TRUE(IsError(http_post(port(), "/session/" + sid + "/prompt_async", text_prompt("hi")),
+                      409, "CONFLICT", {why}))
+      << "refused before the turn starts, not in the background";
+  EXPECT_TRUE(IsError(http_get(port(), "/tool?sessionID=" + sid), 409, "CONFLICT", {why}));
+  EXPECT_TRUE(contains(server().log(), sid)) << "a warning names the session: " << server().log();
+  EXPECT_EQ(model_.request_count(), 0u);
+  EXPECT_EQ(messages(sid), json::array{});
+  // The server is alive and the other sessions work; the bad one can be deleted.
+  model_.push(FakeResponse::with_text("fine"));
+  EXPECT_TRUE(IsOk(prompt(other, "hi")));
+  EXPECT_TRUE(IsOk(http_request(port(), "DELETE", "/session/" + sid)));
+  EXPECT_EQ(http_get(port(), "/session").json().as_array().size(), 1u);
+}
+
 // ---- the session routes -------------------------------------------------------------------------
 
 class SessionApi : public SessionTest {};
@@ -1986,6 +2034,43 @@ TEST_F(SessionApi, MalformedBodiesAre400NamingTheField) {
               400, "INVALID_REQUEST", {"reply"}));
   EXPECT_TRUE(IsError(http_post(port(), "/permission/per_x/reply", json::object{{"reply", "once"}}),
                       404, "NOT_FOUND"));
+}
+
+// The sequence that killed the server: a rule with a number as its pattern was stored, and the
+// session's first prompt or tool list dereferenced it as a string.
+TEST_F(SessionApi, ARuleOfTheWrongTypeIs400NamingItAndRulesAreKeptTyped) {
+  start_server(openai_config());
+  auto rule = [](json::value permission, json::value pattern, json::value action) {
+    return json::object{
+        {"permission", json::array{json::object{
+                           {"permission", permission}, {"pattern", pattern}, {"action", action}}}}};
+  };
+  EXPECT_TRUE(IsError(http_post(port(), "/session", rule("bash", 7, "deny")), 400,
+                      "INVALID_REQUEST", {"permission[0].pattern must be a string, got number"}));
+  EXPECT_TRUE(IsError(http_post(port(), "/session", rule(json::array{}, "*", "deny")), 400,
+                      "INVALID_REQUEST", {"permission[0].permission must be a string"}));
+  EXPECT_TRUE(IsError(http_post(port(), "/session", rule("bash", "*", nullptr)), 400,
+                      "INVALID_REQUEST", {"permission[0].action"}));
+  EXPECT_EQ(http_get(port(), "/session").json(), json::array{}) << "nothing was stored";
+
+  // Good rules work end to end: shown in OpenCode's shape, applied to the tool list and a turn.
+  auto created = http_post(port(), "/session", rule("bash", "*", "deny"));
+  ASSERT_TRUE(IsOk(created));
+  std::string sid = string_at(created.json(), "/id");
+  EXPECT_EQ(created.json().at("permission"),
+            json::parse(R"([{"permission":"bash","pattern":"*","action":"deny"}])"));
+  auto tools = http_get(port(), "/tool?sessionID=" + sid);
+  ASSERT_TRUE(IsOk(tools));
+  json::value offered = tools.json();
+  for (const auto& t : offered.as_array())
+    EXPECT_NE(string_at(t, "/id"), "bash") << "the session denies bash";
+  model_.push(FakeResponse::with_text("no bash here"));
+  auto answer = prompt(sid, "hi");
+  ASSERT_TRUE(IsOk(answer));
+  ASSERT_EQ(model_.request_count(), 1u);
+  auto requests = model_.requests();
+  for (const auto& name : openai_tool_names(requests[0]))
+    EXPECT_NE(name, "bash");
 }
 
 TEST_F(SessionApi, UnknownAgentOrModelIsRefusedBeforeTheTurnStarts) {

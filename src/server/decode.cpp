@@ -1,0 +1,227 @@
+#include "server/decode.hpp"
+
+#include <chrono>
+
+#include "clienttool/wire.hpp"
+
+namespace sb::server {
+namespace {
+
+Error invalid(std::string message) {
+  return make_error(ErrorCode::InvalidRequest, std::move(message));
+}
+
+// Moves a decoded field into place, or gives its error: one line per field.
+template <class T, class Into>
+Result<void> take(Result<T> decoded, Into& into) {
+  if (!decoded) return decoded.error();
+  into = std::move(*decoded);
+  return {};
+}
+
+// A client's optional clientID, checked as a name when present.
+Result<std::optional<std::string>> optional_client_id(const json::object& body) {
+  auto id = get_string(body, "clientID");
+  if (!id) return id.error();
+  if (*id)
+    if (auto valid = decode_client_id(**id); !valid) return valid.error();
+  return std::move(*id);
+}
+
+// The fields every answer to a call has: which request, and (optionally) who answers.
+template <class Answer>
+Result<Answer> decode_answer(const json::object& body) {
+  Answer out;
+  if (auto r = take(require_string(body, "requestID"), out.request_id); !r) return r.error();
+  if (auto r = take(optional_client_id(body), out.client_id); !r) return r.error();
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> decode_client_id(std::string_view id, std::string_view where) {
+  if (!clienttool::valid_name(id))
+    return invalid(std::string(where) + " must be 1-128 letters, digits, '_' or '-', got " +
+                   json::serialize(json::string(id)));
+  return std::string(id);
+}
+
+Result<RegisterRequest> decode_register(const json::object& body) {
+  RegisterRequest out;
+  if (auto r = take(optional_client_id(body), out.client_id); !r) return r.error();
+  if (auto r = take(get_string(body, "sessionID"), out.session_id); !r) return r.error();
+  auto it = body.find("tools");
+  auto specs = clienttool::parse_tool_specs(it == body.end() ? nullptr : &it->value(), "tools");
+  if (auto r = take(std::move(specs), out.tools); !r) return r.error();
+  return out;
+}
+
+Result<UnregisterRequest> decode_unregister(const json::object& body) {
+  UnregisterRequest out;
+  if (auto r = take(optional_client_id(body), out.client_id); !r) return r.error();
+  if (auto s = get_string(body, "sessionID"); !s) return s.error();
+  if (auto r = take(clienttool::parse_string_list(body, "toolIDs"), out.tool_ids); !r)
+    return r.error();
+  return out;
+}
+
+Result<ResultRequest> decode_result(const json::object& body) {
+  auto out = decode_answer<ResultRequest>(body);
+  if (!out) return out;
+  if (auto r = take(clienttool::parse_tool_response(body), out->response); !r) return r.error();
+  return out;
+}
+
+Result<ProgressRequest> decode_progress(const json::object& body) {
+  auto out = decode_answer<ProgressRequest>(body);
+  if (!out) return out;
+  auto metadata = get_object(body, "metadata");
+  if (!metadata) return metadata.error();
+  // Copied onto the heap: the body may live in the caller's stack buffer.
+  if (*metadata) out->progress.metadata = json::object(**metadata, json::storage_ptr());
+  if (auto r = take(get_string(body, "title"), out->progress.title); !r) return r.error();
+  return out;
+}
+
+Result<clienttool::ExecuteParams> decode_execute(const json::object& body, json::storage_ptr sp) {
+  clienttool::ExecuteParams params{.input = json::object(sp)};
+  auto client_id = optional_client_id(body);
+  if (!client_id) return client_id.error();
+  params.client_id = client_id->value_or("");
+  auto tool = get_string(body, "tool");
+  if (!tool) return tool.error();
+  auto tool_id = get_string(body, "toolID");
+  if (!tool_id) return tool_id.error();
+  params.tool = tool->value_or(tool_id->value_or(""));
+  if (params.tool.empty()) return invalid("tool (or toolID) is required");
+  auto input = get_object(body, "input");
+  if (!input) return input.error();
+  if (*input) params.input = **input;
+  for (auto [key, field] :
+       {std::pair{"sessionID", &params.session_id}, std::pair{"messageID", &params.message_id},
+        std::pair{"callID", &params.call_id}}) {
+    auto v = get_string(body, key);
+    if (!v) return v.error();
+    *field = v->value_or("");
+  }
+  auto timeout = get_int(body, "timeout");
+  if (!timeout) return timeout.error();
+  if (*timeout) {
+    if (**timeout <= 0) return invalid("timeout must be a positive number of ms");
+    params.timeout = std::chrono::milliseconds(**timeout);
+  }
+  return params;
+}
+
+Result<session::CreateInput> decode_create_session(const json::object& body) {
+  session::CreateInput input;
+  auto title = get_string(body, "title");
+  if (!title) return title.error();
+  input.title = title->value_or("");
+  if (auto it = body.find("permission"); it != body.end()) {
+    if (auto r = take(permission::parse_rules(it->value(), "permission"), input.permission); !r)
+      return r.error();
+  }
+  auto client_id = optional_client_id(body);
+  if (!client_id) return client_id.error();
+  input.client_id = client_id->value_or("");
+  auto parent = get_string(body, "parentID");
+  if (!parent) return parent.error();
+  input.parent_id = parent->value_or("");
+  return input;
+}
+
+Result<session::PromptInput> decode_prompt(const json::object& body) {
+  session::PromptInput in;
+  auto parts = get_array(body, "parts");
+  if (!parts) return parts.error();
+  if (!*parts || (*parts)->empty())
+    return invalid("parts is required: [{\"type\": \"text\", \"text\": \"...\"}]");
+  for (std::size_t i = 0; i < (*parts)->size(); ++i) {
+    const auto& p = (**parts)[i];
+    std::string at = "parts[" + std::to_string(i) + "]";
+    if (!p.is_object()) return invalid(at + " must be an object, got " + std::string(kind_name(p)));
+    auto type = get_string(p.get_object(), "type", at);
+    if (!type) return type.error();
+    if (*type && **type != "text")
+      return invalid(at + ".type \"" + **type + "\" is not supported (text)");
+    auto text = get_string(p.get_object(), "text", at);
+    if (!text) return text.error();
+    if (!*text) return invalid(at + ".text is required");
+    if (!in.text.empty()) in.text += "\n";
+    in.text += **text;
+  }
+  if (auto it = body.find("model"); it != body.end() && !it->value().is_null()) {
+    if (it->value().is_string()) {
+      in.model = std::string(it->value().get_string());
+    } else if (it->value().is_object()) {
+      auto p = require_string(it->value().get_object(), "providerID", "model");
+      if (!p) return p.error();
+      auto m = require_string(it->value().get_object(), "modelID", "model");
+      if (!m) return m.error();
+      in.model = *p + "/" + *m;
+    } else {
+      return invalid("model must be \"PROVIDER/MODEL\" or {providerID, modelID}, got " +
+                     std::string(kind_name(it->value())));
+    }
+  }
+  if (auto r = take(get_string(body, "agent"), in.agent); !r) return r.error();
+  auto tools = get_object(body, "tools");
+  if (!tools) return tools.error();
+  if (*tools)
+    for (const auto& [k, v] : **tools) {
+      if (!v.is_bool())
+        return invalid(field_path("tools", k) + " must be a boolean, got " +
+                       std::string(kind_name(v)));
+      in.tools[std::string(k)] = v.get_bool();
+    }
+  return in;
+}
+
+Result<PermissionReplyRequest> decode_permission_reply(const json::object& body) {
+  PermissionReplyRequest out;
+  auto reply = require_string(body, "reply");
+  if (!reply) return reply.error();
+  auto parsed = permission::parse_reply(*reply);
+  if (!parsed)
+    return invalid("reply must be \"once\", \"always\" or \"reject\", got " +
+                   json::serialize(json::string(*reply)));
+  out.reply = *parsed;
+  if (auto r = take(get_string(body, "message"), out.message); !r) return r.error();
+  if (auto r = take(optional_client_id(body), out.client_id); !r) return r.error();
+  return out;
+}
+
+Result<QuestionReplyRequest> decode_question_reply(const json::object& body) {
+  QuestionReplyRequest out;
+  if (auto r = take(optional_client_id(body), out.client_id); !r) return r.error();
+  auto answers = get_array(body, "answers");
+  if (!answers) return answers.error();
+  if (!*answers) return invalid("answers is required: one array of chosen labels per question");
+  for (std::size_t i = 0; i < (*answers)->size(); ++i) {
+    const auto& a = (**answers)[i];
+    std::string at = "answers[" + std::to_string(i) + "]";
+    if (!a.is_array())
+      return invalid(at + " must be an array of strings, got " + std::string(kind_name(a)));
+    std::vector<std::string> chosen;
+    for (std::size_t j = 0; j < a.get_array().size(); ++j) {
+      const auto& v = a.get_array()[j];
+      if (!v.is_string())
+        return invalid(at + "[" + std::to_string(j) + "] must be a string, got " +
+                       std::string(kind_name(v)));
+      chosen.emplace_back(v.get_string());
+    }
+    out.answers.push_back(std::move(chosen));
+  }
+  return out;
+}
+
+Result<std::optional<std::string>> decode_answerer(const json::object& body) {
+  return optional_client_id(body);
+}
+
+Result<std::string> decode_login(const json::object& body) {
+  return require_string(body, "password");
+}
+
+}  // namespace sb::server

@@ -1,0 +1,89 @@
+#pragma once
+// Every request body and WebSocket message, decoded once where it enters into a typed value: one
+// decoder per shape, shared by the HTTP routes and the WebSocket handler, so both accept exactly
+// the same shapes. Errors are InvalidRequest and name the JSON path ("permission[0].pattern must
+// be a string, got number"). Past this file the server holds no raw JSON it would parse again.
+// Pure functions; thread-safe.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clienttool/registry.hpp"
+#include "clienttool/types.hpp"
+#include "permission/service.hpp"
+#include "session/service.hpp"
+#include "util/json.hpp"
+
+namespace sb::server {
+
+// A client id where the client names itself: 1-128 letters, digits, '_' or '-'. `where` names it
+// in errors ("clientID").
+Result<std::string> decode_client_id(std::string_view id, std::string_view where = "clientID");
+
+// register: {clientID?, sessionID?, tools: [{id, description, parameters, interactive?}]}. Over
+// HTTP clientID is required (the route says so); a WebSocket's client is its URL's.
+struct RegisterRequest {
+  std::optional<std::string> client_id;
+  std::optional<std::string> session_id;  // offer the tools to this session only
+  std::vector<clienttool::ToolSpec> tools;
+};
+Result<RegisterRequest> decode_register(const json::object& body);
+
+// unregister: {clientID?, sessionID?, toolIDs?}; no toolIDs = every tool of the client.
+struct UnregisterRequest {
+  std::optional<std::string> client_id;
+  std::optional<std::vector<std::string>> tool_ids;
+};
+Result<UnregisterRequest> decode_unregister(const json::object& body);
+
+// result: {requestID, clientID?, result: {status, ...}} or the result's fields flat.
+struct ResultRequest {
+  std::string request_id;
+  std::optional<std::string> client_id;
+  clienttool::ToolResponse response;
+};
+Result<ResultRequest> decode_result(const json::object& body);
+
+// progress: {requestID, clientID?, metadata?, title?}.
+struct ProgressRequest {
+  std::string request_id;
+  std::optional<std::string> client_id;
+  clienttool::Progress progress;
+};
+Result<ProgressRequest> decode_progress(const json::object& body);
+
+// POST /client-tools/execute: {tool | toolID, clientID?, input?, sessionID?, messageID?,
+// callID?, timeout? (ms, > 0)}. `input` is copied into `sp` (the caller's buffer: the registry
+// serializes it once and keeps no reference).
+Result<clienttool::ExecuteParams> decode_execute(const json::object& body,
+                                                 json::storage_ptr sp = {});
+
+// POST /session: {title?, permission? (rules), clientID?, parentID?}.
+Result<session::CreateInput> decode_create_session(const json::object& body);
+
+// POST /session/{id}/message and prompt_async: {parts: [{type: "text", text}], model?: "P/M" |
+// {providerID, modelID}, agent?, tools?: {ID: bool}}.
+Result<session::PromptInput> decode_prompt(const json::object& body);
+
+// POST /permission/{id}/reply: {reply: "once" | "always" | "reject", message?, clientID?}.
+struct PermissionReplyRequest {
+  permission::Reply reply = permission::Reply::Once;
+  std::optional<std::string> message;
+  std::optional<std::string> client_id;
+};
+Result<PermissionReplyRequest> decode_permission_reply(const json::object& body);
+
+// POST /question/{id}/reply: {answers: [[label, ...], ...] (one per question), clientID?}.
+struct QuestionReplyRequest {
+  std::vector<std::vector<std::string>> answers;
+  std::optional<std::string> client_id;
+};
+Result<QuestionReplyRequest> decode_question_reply(const json::object& body);
+
+// The optional clientID of a body that carries nothing else (POST /question/{id}/reject).
+Result<std::optional<std::string>> decode_answerer(const json::object& body);
+
+// POST /auth: {password}.
+Result<std::string> decode_login(const json::object& body);
+
+}  // namespace sb::server
