@@ -300,10 +300,19 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
         client.window_start = now;
         client.window_count = 0;
       }
-      if (client.window_count >= options_.rate_limit)
-        return make_error(ErrorCode::RateLimited, "Client " + client_id + " exceeded " +
-                                                      std::to_string(options_.rate_limit) +
-                                                      " executions per minute");
+      if (client.window_count >= options_.rate_limit) {
+        // A fixed window: its first slot frees when the window ends (rounded up, at least 1 s).
+        auto wait = std::max(std::chrono::ceil<std::chrono::seconds>(client.window_start +
+                                                                     std::chrono::minutes(1) - now),
+                             std::chrono::seconds(1));
+        Error refused =
+            make_error(ErrorCode::RateLimited,
+                       "Client " + client_id + " exceeded " + std::to_string(options_.rate_limit) +
+                           " executions per minute (clientTools.rateLimit); try again in " +
+                           std::to_string(wait.count()) + " s");
+        refused.retry_after = wait;
+        return refused;
+      }
       ++client.window_count;
     }
 

@@ -837,6 +837,24 @@ TEST_F(RegistryTest, ExecutionsOverTheRateLimitAreRefused) {
   start(params("client_c2_t"), d4);  // the limit is per client
 }
 
+TEST_F(RegistryTest, ARateLimitRefusalNamesItsKeyAndWhenTheWindowFreesASlot) {
+  RegistryOptions o;
+  o.rate_limit = 1;
+  restart(o);
+  register_ok("c1", {spec("t")});
+  Completion d1, d2;
+  start(params("client_c1_t"), d1);
+  auto refused = registry_->execute(params("client_c1_t"), d2.handler());
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::RateLimited);
+  EXPECT_TRUE(Contains(refused.error().message, "exceeded 1 executions per minute"));
+  EXPECT_TRUE(Contains(refused.error().message, "clientTools.rateLimit"));
+  // The window began a moment ago: its slot frees in just under a minute, rounded up.
+  ASSERT_TRUE(refused.error().retry_after.has_value()) << refused.error().message;
+  EXPECT_GE(*refused.error().retry_after, 50s);
+  EXPECT_LE(*refused.error().retry_after, 60s);
+}
+
 // ---- pending-call limits ----------------------------------------------------------------------
 
 ExecuteParams in_session(std::string tool, std::string session_id) {
@@ -900,6 +918,27 @@ TEST_F(RegistryTest, CallsOverTheSessionsPendingLimitAreRefusedWhateverTheirClie
   EXPECT_EQ(d6.wait()->error().code, ErrorCode::Timeout);
   auto fresh = registry_->execute(in_session("client_c2_t", "ses_a"), d7.handler());
   EXPECT_TRUE(fresh.has_value()) << fresh.error().message;
+}
+
+// When a waiting call ends cannot be known (a person may answer a dialog in an hour): a refusal
+// for the pending-call limits names no time to retry (no Retry-After).
+TEST_F(RegistryTest, APendingLimitRefusalNamesNoTimeToRetry) {
+  RegistryOptions o;
+  o.rate_limit = 0;
+  o.max_pending_per_client = 1;
+  o.max_pending_per_session = 1;
+  restart(o);
+  register_ok("c1", {spec("t")});
+  register_ok("c2", {spec("t")});
+  Completion d1, d2, d3;
+  start(in_session("client_c1_t", "ses_a"), d1);
+  auto per_client = registry_->execute(params("client_c1_t"), d2.handler());
+  auto per_session = registry_->execute(in_session("client_c2_t", "ses_a"), d3.handler());
+  for (auto* refused : {&per_client, &per_session}) {
+    ASSERT_FALSE(refused->has_value());
+    EXPECT_EQ(refused->error().code, ErrorCode::RateLimited);
+    EXPECT_FALSE(refused->error().retry_after.has_value()) << refused->error().message;
+  }
 }
 
 TEST_F(RegistryTest, ACallRefusedForThePendingLimitDoesNotCountAgainstTheRateLimit) {

@@ -5,9 +5,11 @@
 //  * requests: JSON depth (400), header size and field count (413), the head's timeout
 //    (slowloris: closed);
 //  * WebSocket message size (the WebSocket closes with 1009 and says why);
-//  * connections in total and per client, pending calls per client and per session (429).
+//  * connections in total and per client, pending calls per client and per session, executions
+//    per minute (429, with Retry-After where a time to retry is known).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -416,6 +418,32 @@ TEST_F(PendingPerClient, ExecutionsOverTheLimitAre429AtOnce) {
   EXPECT_TRUE(IsOk(await(third)));
   c1->send_json(result_message(r2, "two"));
   EXPECT_TRUE(IsOk(await(second)));
+}
+
+// ---- executions per minute ----------------------------------------------------------------------
+
+class ExecutionRateLimit : public ServerTest {
+ protected:
+  void SetUp() override { start(test_config({{"rateLimit", 2}})); }
+};
+
+TEST_F(ExecutionRateLimit, AnExecutionOverTheLimitIs429NamingItAndWhenToRetry) {
+  register_tools(port(), "c1", {tool_def("a")});
+  json::object call{{"tool", "client_c1_a"}, {"input", json::object{}}, {"timeout", 50}};
+  for (int i = 0; i < 2; ++i)  // accepted, then timed out (no client is connected)
+    ASSERT_TRUE(IsError(http_post(port(), "/client-tools/execute", call), 504, "TIMEOUT"));
+  auto limited = http_post(port(), "/client-tools/execute", call);
+  EXPECT_TRUE(IsError(limited, 429, "RATE_LIMITED",
+                      {"Client c1 exceeded 2 executions per minute", "clientTools.rateLimit"}));
+  // The minute's window began a moment ago: a slot frees in just under a minute, in whole seconds.
+  auto retry_after = limited.header("Retry-After");
+  ASSERT_TRUE(retry_after) << limited.describe();
+  int seconds = std::atoi(retry_after->c_str());
+  EXPECT_EQ(*retry_after, std::to_string(seconds));
+  EXPECT_GE(seconds, 50);
+  EXPECT_LE(seconds, 60);
+  EXPECT_NE(limited.error_message().find("try again in " + *retry_after + " s"), npos)
+      << limited.describe();
 }
 
 class PendingPerSession : public ServerTest {
