@@ -25,6 +25,29 @@ void log_exception(std::exception_ptr e) {
   }
 }
 
+// After an answer that ends the connection, the peer may still be sending (a body over the limit,
+// a head too long): closing with its input unread would make the kernel reset the connection, and
+// the reset fails the peer's next write or discards the answer before the peer reads it. So the
+// connection closes in stages (RFC 9112 section 9.6): sending is shut down, then what the peer
+// still sends is read and dropped until it closes its side, the stream's deadline (set by the
+// caller) passes, or kLingerBytes have come. The bounds give a client time to finish sending a
+// body a few MB over the limit and read the answer; past them the peer is not worth the
+// connection's place under server.maxConnections (it may be sending without end on purpose), and
+// the reset is its own doing.
+constexpr std::size_t kLingerBytes = 4 * 1024 * 1024;
+constexpr auto kLingerTime = std::chrono::seconds(3);
+
+asio::awaitable<void> close_in_stages(beast::tcp_stream& stream) {
+  boost::system::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  std::array<char, 16384> scratch;
+  for (std::size_t dropped = 0; dropped < kLingerBytes;) {
+    auto [ec, n] = co_await stream.async_read_some(asio::buffer(scratch), tuple_awaitable);
+    if (ec) break;
+    dropped += n;
+  }
+}
+
 // Writes a response. Beast's serializer spends more instructions on the buffer sequences of a
 // small response than the whole route does, so the head goes out as one string (the same bytes:
 // status line, the fields in order, a blank line) followed by the body. Every response the
@@ -76,10 +99,10 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
     state_.connections.remove(handle);
   }
 
-  // Shutdown: a connection waiting for its next request closes now; one in the middle of a
-  // request finishes it and then closes (see serve()).
+  // Shutdown: a connection waiting for its next request, or lingering after its last answer,
+  // closes now; one in the middle of a request finishes it and then closes (see serve()).
   void stop() override {
-    if (!busy_ && !taken_over_) {
+    if ((!busy_ && !taken_over_) || lingering_) {
       boost::system::error_code ignored;
       stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
       stream_.socket().close(ignored);
@@ -228,12 +251,17 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
     return static_cast<std::size_t>(std::distance(req.begin(), req.end()));
   }
 
+  // For an answer to a request whose rest is not read (over a limit, malformed).
   asio::awaitable<void> write_and_close(Response& res) {
     res.keep_alive(false);
     stream_.expires_after(std::chrono::seconds(10));
-    co_await write_response(stream_, res);
-    boost::system::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    // (Not `if (co_await …) co_return;`: g++ 12 built that into a trap (ud2) at the resume.)
+    auto ec = co_await write_response(stream_, res);
+    if (!ec) {
+      stream_.expires_after(kLingerTime);
+      lingering_ = true;
+      co_await close_in_stages(stream_);
+    }
   }
 
   ServerState& state_;
@@ -241,6 +269,7 @@ class HttpSession : public Stoppable, public std::enable_shared_from_this<HttpSe
   ConnectionSlot slot_;  // this connection under server.maxConnections
   bool busy_ = false;
   bool taken_over_ = false;
+  bool lingering_ = false;  // answered, reading what the peer still sends before closing
 };
 
 // Descriptors kept free of connections for the database, the log, model connections and tool
@@ -274,9 +303,7 @@ std::size_t fit_connection_limit(std::size_t wanted) {
 }
 
 // A connection over server.maxConnections: answered 429 without reading its request, then closed
-// once the peer has closed its side or a second has passed (closing a socket with unread input
-// would reset the connection, and the answer could be lost with it).
-// `slot` counts the refusals in flight.
+// in stages within a second of its acceptance. `slot` counts the refusals in flight.
 asio::awaitable<void> refuse_connection(tcp::socket socket, std::size_t limit,
                                         [[maybe_unused]] ConnectionSlot slot) {
   beast::tcp_stream stream(std::move(socket));
@@ -288,15 +315,7 @@ asio::awaitable<void> refuse_connection(tcp::socket socket, std::size_t limit,
                      none);
   res.keep_alive(false);
   stream.expires_after(std::chrono::seconds(1));
-  if (!co_await write_response(stream, res)) {
-    boost::system::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    std::array<char, 1024> scratch;
-    for (;;) {
-      auto [ec, n] = co_await stream.async_read_some(asio::buffer(scratch), tuple_awaitable);
-      if (ec) break;
-    }
-  }
+  if (!co_await write_response(stream, res)) co_await close_in_stages(stream);
 }
 
 }  // namespace
