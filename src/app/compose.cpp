@@ -23,6 +23,7 @@
 #include "tool/builtin/webfetch.hpp"
 #include "tool/builtin/write.hpp"
 #include "tool/custom.hpp"
+#include "tool/process_groups.hpp"
 
 namespace sb::app {
 
@@ -80,6 +81,8 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
                           "--data-dir");
   if (!db) return db.error();
   std::shared_ptr<store::Database> database = std::move(*db);
+  // The data directory is ours now: stop what tools of a server killed on it left running.
+  tool::stop_recorded_process_groups(tool::process_group_dir(paths.data_dir));
   auto opened = session::SessionStore::open(database);
   if (!opened) return opened.error();
   std::shared_ptr<session::SessionStore> store = std::move(*opened);

@@ -2,8 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -25,6 +25,7 @@
 #include <mutex>
 #include <system_error>
 
+#include "tool/process_groups.hpp"
 #include "util/log.hpp"
 
 extern char** environ;
@@ -139,50 +140,90 @@ std::string search_path_of(const ProcessOptions& o) {
   return path ? path : "/usr/local/bin:/usr/bin:/bin";
 }
 
-// posix_spawn rather than fork: it does not copy the server's page tables (vfork semantics), is
-// safe in a multi-threaded process, and reports exec failures as its return value.
+// What the child needs between vfork() and execve(), all of it prepared before: the child runs
+// on the stack of the thread that called vfork(), in the server's memory, so it may only make
+// system calls (no allocation, no locks, no exceptions).
+struct ChildSetup {
+  const char* exe;
+  char* const* argv;
+  char* const* envp;
+  const char* cwd;  // null: the server's
+  int stdin_fd;     // -1: /dev/null
+  int out_fd;
+  int err_fd;
+  int report_fd;      // close-on-exec pipe; the child writes its errno here when it cannot exec
+  pid_t server;       // getpid() of the server
+  sigset_t defaults;  // signals set back to SIG_DFL even where the server ignores them
+};
+
+[[noreturn]] void child_failed(int report_fd) noexcept {
+  int err = errno;
+  while (::write(report_fd, &err, sizeof err) < 0 && errno == EINTR) {
+  }
+  ::_exit(127);
+}
+
+// The child side of spawn_child(): what posix_spawn's attributes and file actions did, plus
+// PR_SET_PDEATHSIG, which posix_spawn has no attribute for.
+[[noreturn]] void exec_child(const ChildSetup& s) noexcept {
+  int report = s.report_fd;
+  // A handler of the server's would run here, on the server's memory, if a signal came before
+  // execve: every caught signal goes back to its default (all are blocked until then).
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction old {};
+    if (sig == SIGKILL || sig == SIGSTOP || ::sigaction(sig, nullptr, &old) != 0) continue;
+    bool caught = old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN;
+    if (!caught && sigismember(&s.defaults, sig) != 1) continue;
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(sig, &dfl, nullptr);
+  }
+  if (::setpgid(0, 0) != 0) child_failed(report);
+  // Die with the server, even when it is killed with SIGKILL and cannot stop us itself. The
+  // signal comes when the thread that called vfork() ends: the server's event loop threads live
+  // as long as the server. A server that died before this line sends nothing: we check.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_failed(report);
+  if (::getppid() != s.server) ::_exit(127);
+  if (s.stdin_fd >= 0) {
+    if (::dup2(s.stdin_fd, 0) < 0) child_failed(report);
+  } else {
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd < 0 || (null_fd != 0 && ::dup2(null_fd, 0) < 0)) child_failed(report);
+    // Anything else it took (1 or 2, if they were closed) is replaced or closed below.
+  }
+  if (::dup2(s.out_fd, 1) < 0 || ::dup2(s.err_fd, 2) < 0) child_failed(report);
+  // The server has sockets, the database and other children's pipes open; not all of them are
+  // guaranteed to be close-on-exec (third-party code), so everything above stderr is closed but
+  // the report pipe, which moves to 3 and stays close-on-exec.
+  if (report != 3) {
+    if (::dup2(report, 3) < 0 || ::fcntl(3, F_SETFD, FD_CLOEXEC) < 0) child_failed(report);
+    report = 3;
+  }
+  ::closefrom(4);
+  if (s.cwd && ::chdir(s.cwd) != 0) child_failed(report);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execve(s.exe, s.argv, s.envp);
+  child_failed(report);
+}
+
+// vfork() in a function of its own, so that nothing of the caller's lives in registers or stack
+// slots that the child could overwrite.
+[[gnu::noinline]] pid_t vfork_exec(const ChildSetup& setup) {
+  pid_t pid = ::vfork();
+  if (pid == 0) exec_child(setup);
+  return pid;
+}
+
+// vfork() and a careful child, as posix_spawn does internally (and Python's subprocess, Go's
+// os/exec): the server's page tables are not copied, the child makes only system calls (safe
+// in a multi-threaded process), and a failure to start is reported back, through a pipe. Not
+// posix_spawn itself: it cannot set PR_SET_PDEATHSIG, and a launcher program re-executed for
+// every tool call would cost an extra exec. (Under TSan vfork() is a fork(); the pipe works
+// for both.)
 Result<pid_t> spawn_child(const fs::path& exe, const ProcessOptions& o, int stdin_fd, int out_fd,
                           int err_fd) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  struct Cleanup {
-    posix_spawn_file_actions_t* actions;
-    posix_spawnattr_t* attr;
-    ~Cleanup() {
-      posix_spawn_file_actions_destroy(actions);
-      posix_spawnattr_destroy(attr);
-    }
-  } cleanup{&actions, &attr};
-
-  if (stdin_fd >= 0)
-    posix_spawn_file_actions_adddup2(&actions, stdin_fd, 0);
-  else
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
-  // The server has sockets, the database and other children's pipes open; not all of them are
-  // guaranteed to be close-on-exec (third-party code), so close everything above stderr.
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  if (!o.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, o.cwd.c_str());
-
-  // Own process group (pgid = pid) so that a timeout or abort can signal the command and
-  // everything it started. Signals the server ignores or blocks would be inherited: reset them,
-  // or `yes | head` (SIGPIPE) and Ctrl-C-style stops (SIGINT, SIGTERM) misbehave in the child.
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t empty;
-  sigemptyset(&empty);
-  posix_spawnattr_setsigmask(&attr, &empty);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  for (int sig : {SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU,
-                  SIGXFSZ, SIGXCPU, SIGUSR1, SIGUSR2, SIGALRM})
-    sigaddset(&defaults, sig);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-
   std::vector<std::string> env = build_env(o.env);
   std::vector<char*> envp;
   envp.reserve(env.size() + 1);
@@ -195,19 +236,44 @@ Result<pid_t> spawn_child(const fs::path& exe, const ProcessOptions& o, int stdi
   for (auto& a : args)
     argv.push_back(a.data());
   argv.push_back(nullptr);
+  auto report = make_pipe();
+  if (!report) return report.error();
 
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, exe.c_str(), &actions, &attr, argv.data(), envp.data());
-  if (rc != 0) {
-    std::string what = o.argv[0];
-    if (rc == EACCES) return make_error(ErrorCode::Forbidden, "permission denied: " + what);
-    if (rc == ENOEXEC)
-      return make_error(ErrorCode::InvalidRequest, "cannot execute " + what + ": not a program");
-    if (rc == ENOENT)
-      return make_error(ErrorCode::NotFound, "cannot start " + what + ": " + errno_text(rc));
-    return make_error(ErrorCode::Internal, "cannot start " + what + ": " + errno_text(rc));
+  ChildSetup setup{exe.c_str(), argv.data(), envp.data(), o.cwd.empty() ? nullptr : o.cwd.c_str(),
+                   stdin_fd,    out_fd,      err_fd,      report->second.get(),
+                   ::getpid(),  {}};
+  // Signals the server ignores would be inherited: reset them, or `yes | head` (SIGPIPE) and
+  // Ctrl-C-style stops (SIGINT, SIGTERM) misbehave in the child.
+  sigemptyset(&setup.defaults);
+  for (int sig : {SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU,
+                  SIGXFSZ, SIGXCPU, SIGUSR1, SIGUSR2, SIGALRM})
+    sigaddset(&setup.defaults, sig);
+
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+  pid_t pid = vfork_exec(setup);
+  int vfork_err = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  report->second.reset();
+  std::string what = o.argv[0];
+  if (pid < 0)
+    return make_error(ErrorCode::Internal, "cannot start " + what + ": " + errno_text(vfork_err));
+
+  int rc = 0;
+  ssize_t n;
+  while ((n = ::read(report->first.get(), &rc, sizeof rc)) < 0 && errno == EINTR) {
   }
-  return pid;
+  if (n != static_cast<ssize_t>(sizeof rc)) return pid;  // end of file: the exec closed the pipe
+  int status;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (rc == EACCES) return make_error(ErrorCode::Forbidden, "permission denied: " + what);
+  if (rc == ENOEXEC)
+    return make_error(ErrorCode::InvalidRequest, "cannot execute " + what + ": not a program");
+  if (rc == ENOENT)
+    return make_error(ErrorCode::NotFound, "cannot start " + what + ": " + errno_text(rc));
+  return make_error(ErrorCode::Internal, "cannot start " + what + ": " + errno_text(rc));
 }
 
 int open_pidfd(pid_t pid) {
@@ -273,6 +339,7 @@ class ChildProcess : public std::enable_shared_from_this<ChildProcess> {
     if (abort_bridge_) abort_bridge_->detach();
     if (!reaped_) {
       ::kill(-pid_, SIGKILL);
+      forget_group();
       int status;
       while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
       }
@@ -355,6 +422,9 @@ class ChildProcess : public std::enable_shared_from_this<ChildProcess> {
     // After a timeout or abort, whatever of the group outlived SIGTERM goes now (a grandchild
     // that ignores SIGTERM would otherwise run on unsupervised).
     if (stop_reason_ != StopReason::None) ::kill(-pid_, SIGKILL);
+    // What the command left running in the background when it ended is left alone (see
+    // ProcessOptions::drain_grace), at the next start too.
+    forget_group();
     int status = 0;
     pid_t r;
     while ((r = ::waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
@@ -379,6 +449,10 @@ class ChildProcess : public std::enable_shared_from_this<ChildProcess> {
   };
 
   void notify() { wake_.cancel(); }
+
+  void forget_group() {
+    if (!o_.group_record_dir.empty()) forget_process_group(o_.group_record_dir, pid_);
+  }
 
   void read(Pipe& p) {
     p.pipe.async_read_some(
@@ -622,6 +696,10 @@ asio::awaitable<Result<ProcessResult>> run_on_strand(ProcessOptions o) {
   auto pid = spawn_child(*exe, o, in ? in->first.get() : -1, out_write,
                          err ? err->second.get() : out_write);
   if (!pid) co_return pid.error();
+  if (!o.group_record_dir.empty())
+    if (auto recorded = record_process_group(o.group_record_dir, *pid); !recorded)
+      log::warn("process group ", *pid, " is not written down (", recorded.error().message,
+                "): a server killed with SIGKILL would leave what it starts running");
   // The child has its copies; ours must go so that end of output is seen.
   out->second.reset();
   if (err) err->second.reset();

@@ -4,7 +4,9 @@
 // is read asynchronously; a timeout, an abort or the cancellation of the awaiting coroutine ends
 // the whole group (SIGTERM, then SIGKILL after a grace period). The child is always reaped: no
 // path through run_process leaves a zombie behind, not even destroying the io_context while a
-// child runs.
+// child runs. The child dies with the server, even a server killed with SIGKILL
+// (PR_SET_PDEATHSIG); what the child started lives on in its process group, which
+// ProcessOptions::group_record_dir lets the next start stop (process_groups.hpp).
 //
 // Linux only: exit is awaited through a pidfd (Linux >= 5.3), with a polling fallback where
 // pidfd_open is unavailable (old kernel, seccomp).
@@ -63,6 +65,10 @@ struct ProcessOptions {
   // Wait for the exit through a pidfd (true), or by polling waitid() with backoff — the
   // fallback used anyway when pidfd_open fails; false forces it (tests).
   bool use_pidfd = true;
+  // Where the child's process group is written down while it runs (process_groups.hpp), so
+  // that a server killed before it could stop the group has the next start stop it. Empty = not
+  // written down.
+  std::filesystem::path group_record_dir;
 };
 
 struct ProcessResult {

@@ -1,6 +1,8 @@
 #include "tool/process.hpp"
+#include "tool/process_groups.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -108,6 +110,59 @@ class TempDir {
 
  private:
   fs::path path_;
+};
+
+// A server that is killed with SIGKILL: a forked copy of this test runs one command, passes
+// what it prints to the test through a pipe, and is killed by kill().
+class ForkedServer {
+ public:
+  explicit ForkedServer(ProcessOptions options) {
+    int fds[2];
+    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(fds[0]);
+      int out = fds[1];
+      options.on_output = [out](std::string_view chunk) {
+        if (::write(out, chunk.data(), chunk.size()) < 0) ::_exit(1);
+      };
+      run_io(run_process(std::move(options)));
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    output_fd_ = fds[0];
+  }
+  ~ForkedServer() {
+    kill();
+    ::close(output_fd_);
+  }
+
+  // The first `count` numbers the command printed; fewer if it printed them not within 10 s.
+  std::vector<pid_t> read_pids(std::size_t count) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    std::string text;
+    while (pids_in(text).size() < count && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{output_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buffer[256];
+      ssize_t n = ::read(output_fd_, buffer, sizeof buffer);
+      if (n <= 0) break;
+      text.append(buffer, static_cast<std::size_t>(n));
+    }
+    return pids_in(text);
+  }
+
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int output_fd_ = -1;
 };
 
 TEST(Process, ExitCodeZeroAndOutput) {
@@ -264,6 +319,22 @@ TEST(Process, MissingPathAndNotExecutable) {
   o.cwd = dir.path();
   auto ok = run_ok(o);
   EXPECT_EQ(ok.output, "hi\n");
+}
+
+TEST(Process, AFileThatIsNotAProgramIsAnError) {
+  // Executable, but neither a binary nor a script with "#!": execve() itself fails (ENOEXEC),
+  // in the child, which must report it.
+  TempDir dir;
+  fs::path text = dir.path() / "notes.txt";
+  std::ofstream(text) << "just text\n";
+  fs::permissions(text, fs::perms::owner_exec, fs::perm_options::add);
+  ProcessOptions o;
+  o.argv = {text.string()};
+  auto r = run_io(run_process(o));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::InvalidRequest);
+  EXPECT_EQ(r.error().message, "cannot execute " + text.string() + ": not a program");
+  EXPECT_TRUE(no_children());
 }
 
 TEST(Process, EmptyArgvIsAnError) {
@@ -531,6 +602,85 @@ TEST(Process, ManyRunsInParallelOnOneContext) {
   io.run();
   EXPECT_EQ(finished, 20);
   EXPECT_TRUE(no_children());
+}
+
+TEST(Process, TheChildDiesWithAServerKilledBySigkill) {
+  ForkedServer server(sh("echo $$; exec sleep 100"));
+  auto ids = server.read_pids(1);
+  ASSERT_EQ(ids.size(), 1u) << "the command did not start";
+  ASSERT_TRUE(running(ids[0]));
+  server.kill();
+  EXPECT_TRUE(stops_running(ids[0])) << "the child outlived the server";
+  if (running(ids[0])) ::kill(ids[0], SIGKILL);
+}
+
+TEST(ProcessGroups, WrittenDownWhileTheChildRuns) {
+  TempDir data;
+  fs::path dir = process_group_dir(data.path());
+  auto o = sh("echo $$; ls '" + dir.string() + "'");
+  o.group_record_dir = dir;
+  auto r = run_ok(o);
+  auto ids = pids_in(r.output);
+  ASSERT_EQ(ids.size(), 2u) << r.output;  // $$, then the record named after it
+  EXPECT_EQ(ids[0], ids[1]);
+  EXPECT_TRUE(fs::is_empty(dir)) << "the record outlived the run";
+}
+
+TEST(ProcessGroups, WhatAKilledServerLeftRunningIsStoppedAtTheNextStart) {
+  TempDir data;
+  fs::path dir = process_group_dir(data.path());
+  auto o = sh("sleep 100 & echo $!; sleep 100");
+  o.group_record_dir = dir;
+  ForkedServer server(o);
+  auto ids = server.read_pids(1);
+  ASSERT_EQ(ids.size(), 1u) << "the command did not start";
+  server.kill();
+  // PR_SET_PDEATHSIG reaches the shell, not what it started.
+  ASSERT_TRUE(running(ids[0]));
+  EXPECT_EQ(stop_recorded_process_groups(dir), 1u);
+  EXPECT_TRUE(stops_running(ids[0])) << "the background sleep survived";
+  EXPECT_TRUE(fs::is_empty(dir));
+  EXPECT_EQ(stop_recorded_process_groups(dir), 0u);
+  if (running(ids[0])) ::kill(ids[0], SIGKILL);
+}
+
+TEST(ProcessGroups, AGroupIdTakenByAnotherProcessIsLeftAlone) {
+  TempDir data;
+  fs::path dir = process_group_dir(data.path());
+  pid_t other = ::fork();  // not a tool's: in a group of its own
+  if (other == 0) {
+    ::setpgid(0, 0);
+    ::execlp("sleep", "sleep", "100", nullptr);
+    ::_exit(127);
+  }
+  ::setpgid(other, other);
+  struct Reap {  // also when an assertion ends the test early
+    pid_t pid;
+    int status = 0;
+    ~Reap() {
+      if (pid <= 0) return;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+    }
+  } reap{other};
+  ASSERT_TRUE(record_process_group(dir, other));
+  fs::path record = dir / std::to_string(other);
+  std::string boot;
+  std::uint64_t start = 0;
+  ASSERT_TRUE(std::ifstream(record) >> boot >> start) << "record " << record;
+  auto rewrite = [&](const std::string& text) { std::ofstream(record) << text; };
+
+  rewrite(boot + " " + std::to_string(start + 1) + "\n");  // the id was ours before
+  EXPECT_EQ(stop_recorded_process_groups(dir), 0u);
+  EXPECT_TRUE(running(other));
+  EXPECT_FALSE(fs::exists(record));
+  rewrite("0f8a2c44-5f2b-4a0e-9d34-0123456789ab " + std::to_string(start) + "\n");  // a boot ago
+  EXPECT_EQ(stop_recorded_process_groups(dir), 0u);
+  EXPECT_TRUE(running(other));
+
+  rewrite(boot + " " + std::to_string(start) + "\n");  // the same group
+  EXPECT_EQ(stop_recorded_process_groups(dir), 1u);
+  EXPECT_TRUE(stops_running(other));
 }
 
 TEST(Process, FindExecutable) {

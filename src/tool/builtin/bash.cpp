@@ -9,6 +9,7 @@
 
 #include "tool/paths.hpp"
 #include "tool/process.hpp"
+#include "tool/process_groups.hpp"
 
 namespace sb::tool {
 
@@ -301,6 +302,7 @@ class BashTool final : public BasicTool {
     p.max_output = o_.max_output;
     p.kill_grace = o_.kill_grace;
     p.output_interval = o_.progress_interval;
+    if (!ctx.data_dir.empty()) p.group_record_dir = process_group_dir(ctx.data_dir);
     p.on_output = [&](std::string_view chunk) {
       if (head_full) return;
       // A few bytes past the limit, so that the cut can find a character boundary.

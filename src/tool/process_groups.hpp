@@ -1,0 +1,38 @@
+#pragma once
+// The process groups of running tool processes, written down in a directory of the data
+// directory, so that the next server started on it can stop what a server killed with SIGKILL
+// left running. PR_SET_PDEATHSIG (see process.cpp) takes each tool's own process with the
+// server, but not what that process started (`sleep 100 &` under `bash -c`): those stay in the
+// tool's process group, which the next start stops.
+//
+// One file per group, named by its id (the leader's pid), holding the boot id and the leader's
+// start time (/proc/PID/stat, field 22) as "BOOT_ID START\n": an id reused by an unrelated
+// process, in this boot or after a reboot, is told apart and left alone.
+//
+// Plain functions on the file system; they may be called from any thread. No fsync: the
+// records matter only until the next start, and a crash of the machine ends the groups anyway.
+#include <sys/types.h>
+
+#include <cstddef>
+#include <filesystem>
+
+#include "util/error.hpp"
+
+namespace sb::tool {
+
+// `data_dir`/tool-processes.
+std::filesystem::path process_group_dir(const std::filesystem::path& data_dir);
+
+// Writes down the group whose leader is the running child `pgid` (creating `dir` when needed).
+Result<void> record_process_group(const std::filesystem::path& dir, pid_t pgid);
+
+// Removes the record: the group is no longer ours to stop (its leader is about to be reaped).
+void forget_process_group(const std::filesystem::path& dir, pid_t pgid);
+
+// Sends SIGKILL to every group recorded in `dir` that still has processes and is the same group
+// (same boot, same leader start time, no member older than the leader), then removes every
+// record. Logs each group it stops and returns how many. For the start of a server, while the data
+// directory is its alone.
+std::size_t stop_recorded_process_groups(const std::filesystem::path& dir);
+
+}  // namespace sb::tool
