@@ -193,7 +193,8 @@ void add_cors_headers(const ServerState& state, const Request& req, http::fields
   if (origin.empty() || same_origin(req, origin) || !origin_allowed(state, origin)) return;
   res.set(http::field::access_control_allow_origin, origin);
   res.set(http::field::vary, "Origin");
-  res.set(http::field::access_control_expose_headers, "X-Switchboard-Client-Token");
+  // Retry-After is not CORS-safelisted: without this a page could not read when to retry a 429.
+  res.set(http::field::access_control_expose_headers, "X-Switchboard-Client-Token, Retry-After");
 }
 
 std::optional<Response> check_access(const ServerState& state, const Request& req,
