@@ -178,9 +178,6 @@ int main(int argc, char** argv) {
   }
   std::string host = endpoint->address().is_v6() ? "[" + endpoint->address().to_string() + "]"
                                                  : endpoint->address().to_string();
-  sb::log::info("switchboard ", SWITCHBOARD_VERSION, " listening on http://", host, ":",
-                endpoint->port());
-
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   boost::asio::steady_timer deadline(io);
   bool stopping = false;
@@ -211,6 +208,10 @@ int main(int argc, char** argv) {
     });
   };
   signals.async_wait(on_signal);
+  // Said once SIGTERM and SIGINT are handled: whoever waits for this line (a supervisor, a test)
+  // may stop the server at once and gets a clean shutdown, not a kill by the signal.
+  sb::log::info("switchboard ", SWITCHBOARD_VERSION, " listening on http://", host, ":",
+                endpoint->port());
 
   io.run();
   // A forced stop (a second signal, or connections still open at the deadline) leaves

@@ -15,6 +15,7 @@
 
 #include "clienttool/schema.hpp"
 #include "tool/process.hpp"
+#include "tool/process_groups.hpp"
 #include "util/wait_group.hpp"
 
 namespace sb::tool {
@@ -123,6 +124,8 @@ class CustomTool final : public Tool {
     p.mode = OutputMode::Separate;
     p.max_output = o_.max_output;
     p.kill_grace = o_.kill_grace;
+    // What the tool starts in its group is stopped at the next start if the server dies first.
+    if (!ctx.data_dir.empty()) p.group_record_dir = process_group_dir(ctx.data_dir);
     auto run = co_await run_process(std::move(p));
     if (!run)
       co_return make_error(run.error().code,

@@ -174,6 +174,20 @@ TEST_F(Server, SigintExitsZero) {
   EXPECT_TRUE(status->exited && status->code == 0) << status->describe();
 }
 
+// "listening on" is what supervisors and tests wait for; a SIGTERM sent the moment it appears
+// is a clean stop (it was said before the signals were handled, and such a SIGTERM killed it).
+TEST(ServerStart, ASigtermRightAfterTheListeningLineIsACleanStop) {
+  for (int i = 0; i < 10; ++i) {
+    ServerProcess server(test_config());
+    server.send_signal(SIGTERM);
+    auto status = server.wait_exit(10s);
+    ASSERT_TRUE(status.has_value()) << "still running 10 s after SIGTERM";
+    ASSERT_TRUE(status->exited && status->code == 0)
+        << "start " << i << ": " << status->describe() << "\n"
+        << server.log();
+  }
+}
+
 // Push connections that outlive the shutdown deadline: WebSocket clients that never answer the
 // server's close frame keep their connections open, so the server gives up waiting and stops
 // with streams of every kind still open. Their coroutines must go while the server they refer
