@@ -180,9 +180,14 @@ void ServerProcess::start() {
   config_path_ = work_.path() / "config.json";
   write_file(config_path_, boost::json::serialize(options_.config));
 
-  std::vector<std::string> args = {
-      SWITCHBOARD_BINARY, "serve", "--hostname", "127.0.0.1",
-      "--port",           "0",     "--config",   config_path_.string()};
+  std::vector<std::string> args = {options_.binary.value_or(SWITCHBOARD_BINARY).string(),
+                                   "serve",
+                                   "--hostname",
+                                   "127.0.0.1",
+                                   "--port",
+                                   "0",
+                                   "--config",
+                                   config_path_.string()};
   if (options_.data_dir) {
     args.push_back("--data-dir");
     args.push_back(options_.data_dir->string());

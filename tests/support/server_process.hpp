@@ -69,6 +69,8 @@ class ServerProcess {
     // NAME=VALUE entries added to the server's environment (which has no SWITCHBOARD_ variables
     // of the test's own).
     std::vector<std::string> env;
+    // The executable to start; default: SWITCHBOARD_BINARY, the one this build made.
+    std::optional<std::filesystem::path> binary;
   };
 
   // Starts the server and waits until it listens. Throws std::runtime_error (with the captured
