@@ -1,6 +1,7 @@
 #include "clienttool/wire.hpp"
 
 #include <set>
+#include <unordered_map>
 
 namespace sb::clienttool {
 
@@ -23,6 +24,7 @@ Result<std::vector<ToolSpec>> parse_tool_specs(const json::value* tools, std::st
   std::vector<ToolSpec> specs;
   const json::array& arr = tools->get_array();
   specs.reserve(arr.size());
+  std::unordered_map<std::string, std::size_t> seen;  // name -> its index
   for (std::size_t i = 0; i < arr.size(); ++i) {
     std::string at = std::string(path) + "[" + std::to_string(i) + "]";
     if (!arr[i].is_object())
@@ -33,6 +35,12 @@ Result<std::vector<ToolSpec>> parse_tool_specs(const json::value* tools, std::st
     auto id = get_string(t, "id", at);
     if (!id) return id.error();
     if (!*id) return make_error(ErrorCode::InvalidRequest, at + ".id is required");
+    // Twice in one registration is a mistake (the second silently replaced the first, and
+    // the answer listed the id twice): say which.
+    if (auto [first, fresh] = seen.try_emplace(**id, i); !fresh)
+      return make_error(ErrorCode::InvalidRequest,
+                        at + ".id \"" + **id + "\" is already " + std::string(path) + "[" +
+                            std::to_string(first->second) + "].id: each tool once");
     spec.name = std::move(**id);
     auto description = get_string(t, "description", at);
     if (!description) return description.error();

@@ -142,6 +142,7 @@ TEST_F(ClientToolsHttp, OneInvalidToolRejectsTheWholeRegistration) {
                 json::object{{"type", "object"},
                              {"properties", json::object{{"a", json::object{{"type", 12}}}}}}),
        "tools[1].parameters"},
+      {tool_def("good", "the same id again"), "tools[1].id \"good\" is already tools[0].id"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(str(c.bad_tool));
