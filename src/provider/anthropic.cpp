@@ -179,19 +179,11 @@ void AnthropicStreamParser::handle_event(std::string_view event_name, std::strin
                                          std::vector<StreamEvent>& out) {
   data = trim_ascii_space(data);
   if (data.empty()) return;
-  // The chunk lives for this call only: parsed into a buffer on the stack, not the heap (what
-  // the events keep is copied out of it).
-  alignas(16) unsigned char buffer[4096];
+  alignas(16) unsigned char buffer[kStreamEventBuffer];
   json::monotonic_resource scratch(buffer, sizeof buffer);
-  auto parsed = parse_json(data, 64, &scratch);
+  auto parsed = parse_stream_object(data, &scratch);
   if (!parsed) {
     fail("malformed event in the model stream: " + parsed.error().message, false, out);
-    return;
-  }
-  if (!parsed->is_object()) {
-    fail("malformed event in the model stream: expected an object, got " +
-             std::string(kind_name(*parsed)),
-         false, out);
     return;
   }
   const json::object& event = parsed->get_object();

@@ -4,7 +4,6 @@
 // translation between bytes/JSON and the types of provider/types.hpp; the HTTP client lives
 // elsewhere.
 #include <cstddef>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -64,8 +63,8 @@ json::array openai_tools(const std::vector<ToolSchema>& schemas);
 class OpenAIStreamParser final : public StreamParser {
  public:
   OpenAIStreamParser() : OpenAIStreamParser(sse::SseDecoder::Options{}) {}
-  explicit OpenAIStreamParser(sse::SseDecoder::Options sse_options);
-  ~OpenAIStreamParser() override;
+  explicit OpenAIStreamParser(sse::SseDecoder::Options sse_options)
+      : sse_(with_error_lines(sse_options)) {}
 
   void feed(std::string_view bytes, std::vector<StreamEvent>& out) override;
   void finish(std::vector<StreamEvent>& out) override;
@@ -81,11 +80,6 @@ class OpenAIStreamParser final : public StreamParser {
     bool emitted = false;  // ToolCall emitted
   };
 
-  // What a chunk says, read from its JSON text by ChunkReader (openai.cpp) without a tree.
-  struct ChunkFields;
-  struct ToolDeltaFields;
-  class ChunkReader;
-
   static sse::SseDecoder::Options with_error_lines(sse::SseDecoder::Options options) {
     options.error_field_as_event = true;
     return options;
@@ -93,15 +87,16 @@ class OpenAIStreamParser final : public StreamParser {
   void handle_events(std::vector<StreamEvent>& out);
   void handle_data(std::string_view data, std::vector<StreamEvent>& out);
   void handle_error_event(std::string_view data, std::vector<StreamEvent>& out);
-  void handle_chunk(ChunkFields& chunk, std::vector<StreamEvent>& out);
-  void handle_tool_delta(ToolDeltaFields& delta, std::vector<StreamEvent>& out);
+  void handle_chunk(const json::object& chunk, std::vector<StreamEvent>& out);
+  // `position`: the delta's place in its chunk's tool_calls array.
+  void handle_tool_delta(const json::object& delta, std::size_t position,
+                         std::vector<StreamEvent>& out);
   void emit_tool_calls(std::vector<StreamEvent>& out);
   void finish_step(std::vector<StreamEvent>& out);
   void fail(std::string message, bool retryable, std::vector<StreamEvent>& out);
 
   sse::SseDecoder sse_;
   std::vector<sse::SseEvent> sse_events_;  // scratch, reused between feeds
-  std::unique_ptr<ChunkReader> reader_;    // kept for its buffers, reused between chunks
   std::vector<PendingCall> calls_;         // this step's calls, in the order they started
   std::optional<FinishReason> finish_reason_;
   std::string provider_reason_;

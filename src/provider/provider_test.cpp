@@ -735,9 +735,8 @@ TEST(OpenAIStream, OversizedEventIsAnError) {
   EXPECT_TRUE(Contains(std::get<StreamError>(events[0]).message, "larger than 64 bytes"));
 }
 
-// The chunks are read without a tree (a SAX handler, see openai.cpp): what the tree gave for
-// free must still hold. Keys in any order: the index of a call after its function, finish_reason
-// before delta, the choice's index last, usage before choices.
+// How a chunk's JSON is read must not show: keys in any order (the index of a call after its
+// function, finish_reason before delta, the choice's index last, usage before choices).
 TEST(OpenAIStream, KeysInAnyOrder) {
   Events events = parse_whole<OpenAIStreamParser>(data_events({
       R"({"usage":{"completion_tokens_details":{"reasoning_tokens":2},"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":3},"prompt_tokens":10},"choices":[{"finish_reason":null,"delta":{"tool_calls":[{"function":{"arguments":"{\"a\":","name":"f"},"type":"function","id":"k1","index":4}]},"index":0}],"object":"chat.completion.chunk"})",

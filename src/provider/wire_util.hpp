@@ -2,6 +2,7 @@
 // Small helpers shared by the wire formats (internal to provider/). Model streams are read
 // leniently: a field of the wrong type is treated as absent rather than failing a stream whose
 // meaning is still clear, which is why these do not use util/json.hpp's strict getters.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -29,6 +30,21 @@ inline const json::object* object_field(const json::object& obj, std::string_vie
   auto it = obj.find(key);
   if (it == obj.end() || !it->value().is_object()) return nullptr;
   return &it->value().get_object();
+}
+
+// A stream event's JSON is parsed into a buffer of this size on the parser's stack (a
+// json::monotonic_resource over it; a larger event takes the rest from the heap): it is read and
+// dropped, and what the parser keeps is copied out of it.
+inline constexpr std::size_t kStreamEventBuffer = 4096;
+
+// One event of a model stream, which must be a JSON object, parsed into `sp`. The error says what
+// is wrong: parse_json's words, or the kind of value that came instead of an object.
+inline Result<json::value> parse_stream_object(std::string_view data, json::storage_ptr sp) {
+  auto parsed = parse_json(data, 64, std::move(sp));
+  if (parsed && !parsed->is_object())
+    return Error{ErrorCode::InvalidRequest,
+                 "expected an object, got " + std::string(kind_name(*parsed))};
+  return parsed;
 }
 
 inline std::string_view trim_ascii_space(std::string_view text) {
