@@ -6,6 +6,7 @@
 
 #include "permission/wildcard.hpp"
 #include "util/ids.hpp"
+#include "util/text.hpp"
 
 namespace sb::permission {
 namespace {
@@ -29,10 +30,7 @@ Action action_of(const Rule* rule) {
 // A UTF-8-safe cut, so that a huge command does not flood the message the model reads.
 std::string clip(std::string_view text, std::size_t max = 200) {
   if (text.size() <= max) return std::string(text);
-  std::size_t cut = max;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
-    --cut;
-  return std::string(text.substr(0, cut)) + "…";
+  return std::string(utf8_prefix(text, max)) + "…";
 }
 
 std::string quoted_patterns(const std::vector<std::string>& patterns) {

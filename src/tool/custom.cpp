@@ -16,6 +16,7 @@
 #include "clienttool/schema.hpp"
 #include "tool/process.hpp"
 #include "tool/process_groups.hpp"
+#include "util/text.hpp"
 #include "util/wait_group.hpp"
 
 namespace sb::tool {
@@ -33,7 +34,7 @@ std::string quoted_output(std::string_view text) {
     text.remove_suffix(1);
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
     text.remove_prefix(1);
-  std::string out = valid_utf8(text.substr(0, kMaxQuoted));
+  std::string out = repair_utf8(text.substr(0, kMaxQuoted));
   if (text.size() > kMaxQuoted) out += " [...]";
   return out;
 }
@@ -153,7 +154,7 @@ class CustomTool final : public Tool {
       auto message = get_string(*answer, "error");
       if (message && *message)
         co_return make_error(ErrorCode::InvalidRequest,
-                             "custom tool " + def_.id + ": " + valid_utf8(**message));
+                             "custom tool " + def_.id + ": " + repair_utf8(**message));
     }
     if (answer && answer->contains("output")) {
       auto output = get_string(*answer, "output");
@@ -170,11 +171,11 @@ class CustomTool final : public Tool {
         co_return make_error(
             ErrorCode::InvalidRequest,
             "custom tool " + def_.id + " answered with a bad result: " + bad->message);
-      result.output = valid_utf8(output->value_or(""));
-      result.title = valid_utf8(title->value_or(""));
+      result.output = repair_utf8(output->value_or(""));
+      result.title = repair_utf8(title->value_or(""));
       if (*metadata) result.metadata = **metadata;
     } else {
-      result.output = valid_utf8(run->output);
+      result.output = repair_utf8(run->output);
       if (run->truncated)
         result.output +=
             "\n\n(Output exceeded " + std::to_string(o_.max_output) + " bytes; the remaining " +

@@ -759,55 +759,6 @@ std::optional<fs::path> find_executable(std::string_view name) {
   return find_executable(name, path ? path : "/usr/local/bin:/usr/bin:/bin");
 }
 
-std::string valid_utf8(std::string_view s) {
-  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
-  std::string out;
-  out.reserve(s.size());
-  std::size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      out.push_back(static_cast<char>(c));
-      ++i;
-      continue;
-    }
-    std::size_t len = 0;
-    if (c >= 0xC2 && c <= 0xDF)
-      len = 2;
-    else if (c >= 0xE0 && c <= 0xEF)
-      len = 3;
-    else if (c >= 0xF0 && c <= 0xF4)
-      len = 4;
-    if (len == 0) {
-      out.append(kReplacement);
-      ++i;
-      continue;
-    }
-    // Checks continuation bytes, including the narrower second-byte ranges that exclude
-    // overlong forms, surrogates and code points above U+10FFFF.
-    std::size_t j = 1;
-    for (; j < len && i + j < s.size(); ++j) {
-      auto d = static_cast<unsigned char>(s[i + j]);
-      unsigned char lo = 0x80, hi = 0xBF;
-      if (j == 1) {
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-      }
-      if (d < lo || d > hi) break;
-    }
-    if (j == len) {
-      out.append(s.substr(i, len));
-      i += len;
-    } else {
-      out.append(kReplacement);  // one replacement for the maximal invalid prefix
-      i += j;
-    }
-  }
-  return out;
-}
-
 std::string signal_name(int signal) {
   if (const char* abbrev = ::sigabbrev_np(signal)) return std::string("SIG") + abbrev;
   return "signal " + std::to_string(signal);

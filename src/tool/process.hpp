@@ -103,10 +103,6 @@ std::optional<std::filesystem::path> find_executable(std::string_view name,
 // Same, with the server's PATH (a default of /usr/local/bin:/usr/bin:/bin when unset).
 std::optional<std::filesystem::path> find_executable(std::string_view name);
 
-// `bytes` with every invalid UTF-8 sequence replaced by U+FFFD, so process output can go into
-// JSON. Valid input comes back unchanged.
-std::string valid_utf8(std::string_view bytes);
-
 // "SIGKILL" for 9; "signal 77" for numbers without a name.
 std::string signal_name(int signal);
 

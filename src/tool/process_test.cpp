@@ -694,19 +694,5 @@ TEST(Process, FindExecutable) {
   EXPECT_FALSE(find_executable("/bin", ""));         // a directory
 }
 
-TEST(Process, ValidUtf8) {
-  EXPECT_EQ(valid_utf8("plain"), "plain");
-  EXPECT_EQ(valid_utf8("h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80"),
-            "h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80");
-  EXPECT_EQ(valid_utf8("a\xFF"
-                       "b"),
-            "a\xEF\xBF\xBD"
-            "b");
-  EXPECT_EQ(valid_utf8("cut \xE2\x82"), "cut \xEF\xBF\xBD");      // truncated sequence
-  EXPECT_EQ(valid_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
-  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
-  EXPECT_EQ(valid_utf8(std::string_view("a\0b", 3)), std::string("a\0b", 3));
-}
-
 }  // namespace
 }  // namespace sb::tool

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "util/ids.hpp"
+#include "util/text.hpp"
 
 namespace sb::tool {
 namespace {
@@ -65,17 +66,6 @@ std::string human_size(std::size_t bytes) {
   return buf;
 }
 
-// The longest prefix of `text` no longer than `max` that ends on a UTF-8 character boundary.
-std::size_t utf8_cut(std::string_view text, std::size_t max) {
-  if (max >= text.size()) return text.size();
-  std::size_t cut = max;
-  // text[cut] is the first byte left out; while it continues a sequence, that sequence started
-  // inside the prefix and must go too.
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
-    --cut;
-  return cut;
-}
-
 struct Head {
   std::size_t bytes = 0;      // bytes of `output` the model sees (without the last newline)
   std::size_t lines = 0;      // whole lines among them
@@ -102,7 +92,7 @@ Head take_head(std::string_view output, const TruncateLimits& limits) {
   if (head.lines == 0 && head.hit_bytes) {
     // One line longer than the whole budget (minified JSON, a base64 blob): a cut of it is more
     // use to the model than nothing.
-    head.bytes = utf8_cut(output, limits.max_bytes);
+    head.bytes = utf8_prefix(output, limits.max_bytes).size();
     head.partial_line = head.bytes > 0;
   }
   return head;

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "util/text.hpp"
+
 namespace sb::tool {
 namespace {
 
@@ -46,22 +48,6 @@ std::vector<fs::path> files_under(const fs::path& dir) {
   for (auto& e : fs::recursive_directory_iterator(dir))
     if (e.is_regular_file()) out.push_back(e.path());
   return out;
-}
-
-bool valid_utf8(std::string_view s) {
-  for (std::size_t i = 0; i < s.size();) {
-    auto c = static_cast<unsigned char>(s[i]);
-    std::size_t len = c < 0x80         ? 1
-                      : (c >> 5) == 6  ? 2
-                      : (c >> 4) == 14 ? 3
-                      : (c >> 3) == 30 ? 4
-                                       : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    for (std::size_t k = 1; k < len; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    i += len;
-  }
-  return true;
 }
 
 // The part of the content before the note.
@@ -193,7 +179,7 @@ TEST_F(TruncateTest, ALineLongerThanTheBudgetIsCutAtACharacterBoundary) {
   ASSERT_TRUE(r.truncated);
   std::string head = head_of(r.content);
   EXPECT_EQ(head, out.substr(0, 10));  // 5 characters; the 6th would need byte 12
-  EXPECT_TRUE(valid_utf8(r.content));
+  EXPECT_TRUE(is_valid_utf8(r.content));
   EXPECT_TRUE(Contains(r.content, "[Output truncated after 10 bytes (part of line 1)."));
   EXPECT_TRUE(Contains(r.content, "offset=0,"));
 
@@ -204,7 +190,7 @@ TEST_F(TruncateTest, ALineLongerThanTheBudgetIsCutAtACharacterBoundary) {
     faces += emoji;
   auto f = truncate_output(faces, "ses_1", "bash", options_);
   EXPECT_EQ(head_of(f.content), faces.substr(0, 8));
-  EXPECT_TRUE(valid_utf8(f.content));
+  EXPECT_TRUE(is_valid_utf8(f.content));
   ASSERT_TRUE(f.output_path.has_value());
   EXPECT_EQ(read_all(*f.output_path), faces);
 }
@@ -215,7 +201,7 @@ TEST_F(TruncateTest, MultibyteLinesStayWhole) {
   auto r = truncate_output(out, "ses_1", "bash", options_);
   ASSERT_TRUE(r.truncated);
   EXPECT_EQ(head_of(r.content), "日本語\n日本語");
-  EXPECT_TRUE(valid_utf8(r.content));
+  EXPECT_TRUE(is_valid_utf8(r.content));
 }
 
 TEST_F(TruncateTest, EachTruncationGetsItsOwnFile) {

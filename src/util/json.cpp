@@ -9,6 +9,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "util/text.hpp"
+
 namespace sb {
 
 std::string_view error_code_name(ErrorCode code) {
@@ -81,33 +83,6 @@ bool any_needs_escape(std::uint64_t w) {
 
 }  // namespace
 
-namespace {
-// The length of the well-formed UTF-8 sequence at `p` (RFC 3629: no overlong forms, no
-// surrogates, nothing above U+10FFFF), or 0 when the bytes there are not one.
-std::size_t utf8_length(const unsigned char* p, const unsigned char* end) {
-  unsigned char c = *p;
-  std::size_t n;
-  unsigned char low = 0x80, high = 0xbf;  // the range of the second byte
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 2;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 3;
-    if (c == 0xe0) low = 0xa0;
-    if (c == 0xed) high = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4;
-    if (c == 0xf0) low = 0x90;
-    if (c == 0xf4) high = 0x8f;
-  } else {
-    return 0;
-  }
-  if (static_cast<std::size_t>(end - p) < n || p[1] < low || p[1] > high) return 0;
-  for (std::size_t i = 2; i < n; ++i)
-    if (p[i] < 0x80 || p[i] > 0xbf) return 0;
-  return n;
-}
-}  // namespace
-
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   constexpr std::uint64_t kHighs = 0x8080808080808080ull;
@@ -129,15 +104,16 @@ void append_json_string(std::string& out, std::string_view text) {
       }
     }
     if (*p >= 0x80) {
-      // Bytes that are not UTF-8 (a cut multibyte character, a Latin-1 path) become U+FFFD:
-      // a JSON text must be UTF-8, and a reader (ours included) refuses one that is not.
-      if (std::size_t n = utf8_length(p, end)) {
-        p += n;
-        continue;
+      // Bytes that are not UTF-8 (a cut multibyte character, a Latin-1 path) become U+FFFD as
+      // repair_utf8 replaces them: a JSON text must be UTF-8, and a reader (ours included)
+      // refuses one that is not.
+      Utf8Step step = utf8_step({reinterpret_cast<const char*>(p), std::size_t(end - p)});
+      if (!step.valid) {
+        flush(p);
+        out.append("\xEF\xBF\xBD");
+        run = p + step.size;
       }
-      flush(p);
-      out.append("\xEF\xBF\xBD");
-      run = ++p;
+      p += step.size;
       continue;
     }
     char escape = kEscapes[*p];

@@ -59,9 +59,9 @@ std::string_view kind_name(const json::value& v);
 std::string escape_pointer_token(std::string_view key);
 
 // Appends `text` as a JSON string literal, quotes included, escaped as Boost.JSON's serializer
-// escapes (", \\, control characters); bytes that are not UTF-8 become U+FFFD, so the result is
-// always valid JSON. For documents written without a tree, where the text is most of the bytes:
-// runs that need nothing are copied whole.
+// escapes (", \\, control characters); bytes that are not UTF-8 become U+FFFD as repair_utf8
+// replaces them, so the result is always valid JSON. For documents written without a tree, where
+// the text is most of the bytes: runs that need nothing are copied whole.
 void append_json_string(std::string& out, std::string_view text);
 
 // Appends any JSON value as its text (Boost.JSON's serializer, straight into `out`). A number

@@ -423,7 +423,7 @@ TEST(AppendJsonString, BytesThatAreNotUtf8BecomeTheReplacementCharacter) {
   const std::string r = "\xEF\xBF\xBD";
   std::vector<Case> cases = {
       {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
-      {"cut \xe2\x82", "cut " + r + r},               // a character cut at the end
+      {"cut \xe2\x82", "cut " + r},  // a character cut at the end: one, as repair_utf8 does
       {"latin1 \xe9t\xe9", "latin1 " + r + "t" + r},  // not UTF-8 at all
       {"\xc0\x80", r + r},                            // overlong NUL
       {"\xed\xa0\x80", r + r + r},                    // a surrogate

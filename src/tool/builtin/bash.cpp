@@ -10,6 +10,7 @@
 #include "tool/paths.hpp"
 #include "tool/process.hpp"
 #include "tool/process_groups.hpp"
+#include "util/text.hpp"
 
 namespace sb::tool {
 
@@ -226,16 +227,6 @@ void add_unique(std::vector<std::string>& list, std::string value) {
 
 // ---- output ------------------------------------------------------------------------------
 
-// The longest prefix of `text` of at most `max` bytes that does not end inside a UTF-8
-// sequence.
-std::string_view utf8_head(std::string_view text, std::size_t max) {
-  if (text.size() <= max) return text;
-  std::size_t cut = max;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
-    --cut;
-  return text.substr(0, cut);
-}
-
 std::string mib(std::size_t bytes) {
   if (bytes % (1024 * 1024) == 0) return std::to_string(bytes / (1024 * 1024)) + " MiB";
   return std::to_string(bytes) + " bytes";
@@ -288,7 +279,7 @@ class BashTool final : public BasicTool {
     std::string head;  // the start of the output, for live display
     bool head_full = false;
     auto report = [&] {
-      ctx.report(std::nullopt, json::object{{"output", valid_utf8(head)}, {"description", desc}});
+      ctx.report(std::nullopt, json::object{{"output", repair_utf8(head)}, {"description", desc}});
     };
     report();
 
@@ -309,7 +300,7 @@ class BashTool final : public BasicTool {
       std::size_t want = o_.metadata_output + 4;
       head.append(chunk.substr(0, want - std::min(head.size(), want)));
       if (head.size() > o_.metadata_output) {
-        head = std::string(utf8_head(head, o_.metadata_output));
+        head = std::string(utf8_prefix(head, o_.metadata_output));
         head_full = true;
       }
       report();
@@ -318,7 +309,7 @@ class BashTool final : public BasicTool {
     if (!run) co_return run.error();
     if (run->aborted) co_return make_error(ErrorCode::Unavailable, "aborted");
 
-    std::string output = valid_utf8(run->output);
+    std::string output = repair_utf8(run->output);
     std::vector<std::string> notes;
     if (run->truncated)
       notes.push_back("(Output exceeded " + mib(o_.max_output) + "; the remaining " +
@@ -338,7 +329,7 @@ class BashTool final : public BasicTool {
     if (output.empty()) output = "(no output)";
 
     json::object meta{
-        {"output", valid_utf8(utf8_head(run->output, o_.metadata_output))},
+        {"output", repair_utf8(utf8_prefix(run->output, o_.metadata_output))},
         {"exit", run->exit_code ? json::value(*run->exit_code) : json::value(nullptr)},
         {"description", desc},
     };

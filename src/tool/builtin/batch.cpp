@@ -12,6 +12,7 @@
 #include "tool/arguments.hpp"
 #include "tool/truncate.hpp"
 #include "util/log.hpp"
+#include "util/text.hpp"
 #include "util/wait_group.hpp"
 
 namespace sb::tool {
@@ -149,12 +150,7 @@ bool share_output_budget(BatchState& state, const ToolContext& ctx) {
 // in it), cut at a UTF-8 character boundary.
 std::string quote_attribute(std::string_view s) {
   constexpr std::size_t kMaxTitle = 200;
-  if (s.size() > kMaxTitle) {
-    std::size_t cut = kMaxTitle;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
-      --cut;
-    s = s.substr(0, cut);
-  }
+  s = utf8_prefix(s, kMaxTitle);
   std::string out;
   for (char c : s) {
     if (c == '"')

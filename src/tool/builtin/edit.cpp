@@ -2,6 +2,7 @@
 
 #include "tool/builtin/file_util.hpp"
 #include "tool/paths.hpp"
+#include "util/text.hpp"
 
 namespace sb::tool {
 
@@ -188,7 +189,7 @@ class EditTool final : public BasicTool {
     if (!plan) co_return plan.error();
     // Diffs are shown with "\n" line endings, as OpenCode does: "\r" is noise to a reader.
     fsutil::LineDiff diff = fsutil::unified_diff(shown, to_lf(plan->before), to_lf(plan->after));
-    diff.patch = fsutil::repair_utf8(diff.patch);
+    diff.patch = repair_utf8(diff.patch);
 
     if (auto allowed = co_await ctx.request_permission(permission_for(*path, shown, diff));
         !allowed)

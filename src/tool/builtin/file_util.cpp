@@ -209,66 +209,6 @@ Result<void> replace_file(const fs::path& path, std::string_view content) {
   return {};
 }
 
-namespace {
-
-// Length of the valid UTF-8 sequence at the start of `s`, or 0 when it is invalid. `*consumed`
-// gets how many bytes form the invalid prefix (at least 1), so that one U+FFFD replaces it.
-std::size_t utf8_sequence(std::string_view s, std::size_t* consumed) {
-  auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
-  unsigned char c = byte(0);
-  *consumed = 1;
-  if (c < 0x80) return 1;
-  std::size_t len;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;  // overlong
-    if (c == 0xED) hi = 0x9F;  // UTF-16 surrogates
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;  // overlong
-    if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
-  } else {
-    return 0;
-  }
-  for (std::size_t i = 1; i < len; ++i) {
-    if (i >= s.size()) return 0;
-    unsigned char b = byte(i);
-    if (i == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return 0;
-    *consumed = i + 1;
-  }
-  return len;
-}
-
-}  // namespace
-
-std::string repair_utf8(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  std::size_t i = 0;
-  while (i < text.size()) {
-    // ASCII runs are the common case; copy them without looking at each sequence.
-    std::size_t j = i;
-    while (j < text.size() && static_cast<unsigned char>(text[j]) < 0x80)
-      ++j;
-    out.append(text.substr(i, j - i));
-    i = j;
-    if (i >= text.size()) break;
-    std::size_t consumed = 0;
-    std::size_t len = utf8_sequence(text.substr(i), &consumed);
-    if (len) {
-      out.append(text.substr(i, len));
-      i += len;
-    } else {
-      out.append("\xEF\xBF\xBD");
-      i += consumed;
-    }
-  }
-  return out;
-}
-
 std::size_t count_code_points(std::string_view text) {
   std::size_t n = 0;
   for (char c : text)

@@ -1,6 +1,6 @@
 #pragma once
 // Helpers shared by the file tools (read, write, edit): reading and replacing whole files with
-// errors a model can act on, path display, UTF-8 repair and a small line diff. Stateless;
+// errors a model can act on, path display, code point counts and a small line diff. Stateless;
 // thread-safe.
 #include <cstddef>
 #include <filesystem>
@@ -29,10 +29,6 @@ Result<std::string> read_file(const std::filesystem::path& path, std::size_t max
 // keeps pointing at the file it pointed at. Falls back to writing in place when the directory
 // does not let us create the temporary file.
 Result<void> replace_file(const std::filesystem::path& path, std::string_view content);
-
-// `text` with every invalid UTF-8 sequence replaced by U+FFFD, as a browser's TextDecoder does:
-// what goes to a model must be valid UTF-8, and a Latin-1 file is still worth reading.
-std::string repair_utf8(std::string_view text);
 
 // The number of code points in valid UTF-8 `text`.
 std::size_t count_code_points(std::string_view text);

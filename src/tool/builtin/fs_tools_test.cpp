@@ -31,6 +31,7 @@
 #include "tool/builtin/read.hpp"
 #include "tool/builtin/todo.hpp"
 #include "tool/builtin/write.hpp"
+#include "util/text.hpp"
 
 namespace sb::tool {
 namespace {
@@ -63,10 +64,6 @@ json::value parse(std::string_view text) {
   auto v = parse_json(text);
   if (!v) throw std::runtime_error("bad test JSON: " + v.error().message);
   return *v;
-}
-
-bool valid_utf8(std::string_view s) {
-  return fsutil::repair_utf8(s) == s;
 }
 
 asio::awaitable<void> store_result(asio::awaitable<Result<ToolResult>> task,
@@ -262,7 +259,7 @@ TEST_F(ReadTest, CutsLinesLongerThan2000CharactersAtACharacterBoundary) {
     cut += "\xC3\xA9";
   EXPECT_TRUE(Contains(r->output, "00002| " + cut + "...\n"));
   EXPECT_TRUE(Contains(r->output, "00003| short\n"));
-  EXPECT_TRUE(valid_utf8(r->output));
+  EXPECT_TRUE(is_valid_utf8(r->output));
 }
 
 TEST_F(ReadTest, AHugeSingleLineIsCutNotLoaded) {
@@ -313,7 +310,7 @@ TEST_F(ReadTest, Utf8IsKeptAndInvalidBytesBecomeReplacementCharacters) {
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_TRUE(Contains(r->output, "00001| gr\xC3\xBC\xC3\x9F dich \xE2\x9C\x93\n"));
   EXPECT_TRUE(Contains(r->output, "00002| caf\xEF\xBF\xBD latin-1\n"));
-  EXPECT_TRUE(valid_utf8(r->output));
+  EXPECT_TRUE(is_valid_utf8(r->output));
 }
 
 TEST_F(ReadTest, AnEmptyFileSaysSo) {
@@ -1301,18 +1298,6 @@ TEST(InMemoryTodoStore, IsSafeUnderConcurrentUse) {
 }
 
 // --- helpers -----------------------------------------------------------------------------------
-
-TEST(FileUtil, RepairUtf8ReplacesOnlyInvalidSequences) {
-  EXPECT_EQ(fsutil::repair_utf8("ok \xC3\xA9 \xF0\x9F\x98\x80"), "ok \xC3\xA9 \xF0\x9F\x98\x80");
-  EXPECT_EQ(fsutil::repair_utf8("a\xFF"
-                                "b"),
-            "a\xEF\xBF\xBD"
-            "b");
-  EXPECT_EQ(fsutil::repair_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
-  EXPECT_EQ(fsutil::repair_utf8("\xED\xA0\x80"),
-            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");             // surrogate
-  EXPECT_EQ(fsutil::repair_utf8("x\xE2\x9C"), "x\xEF\xBF\xBD");  // cut short at the end
-}
 
 TEST(FileUtil, Base64) {
   EXPECT_EQ(fsutil::base64_encode(""), "");

@@ -4,6 +4,8 @@
 #include <system_error>
 #include <vector>
 
+#include "util/text.hpp"
+
 namespace sb::tool {
 
 namespace asio = boost::asio;
@@ -305,7 +307,7 @@ class GlobTool final : public BasicTool {
     std::size_t shown = std::min(total, kGlobFileLimit);
     std::string out;
     for (std::size_t i = 0; i < shown; ++i)
-      out += valid_utf8(found[i].path) + "\n";
+      out += repair_utf8(found[i].path) + "\n";
     if (shown < total)
       out += "\n(Results are truncated: showing the " + std::to_string(shown) +
              " most recently modified of " + std::to_string(total) + (incomplete ? "+" : "") +

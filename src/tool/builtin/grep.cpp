@@ -4,6 +4,8 @@
 #include <map>
 #include <system_error>
 
+#include "util/text.hpp"
+
 namespace sb::tool {
 
 namespace asio = boost::asio;
@@ -127,7 +129,7 @@ class GrepTool final : public BasicTool {
         m.line = m.line * 10 + static_cast<std::size_t>(c - '0');
       std::string_view text = rest.substr(colon + 1);
       if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-      m.text = valid_utf8(text);
+      m.text = repair_utf8(text);
       by_file[std::string(line.substr(0, nul))].push_back(std::move(m));
       ++total;
     }
@@ -165,7 +167,7 @@ class GrepTool final : public BasicTool {
       auto& matches = *f.matches;
       std::sort(matches.begin(), matches.end(),
                 [](const Match& a, const Match& b) { return a.line < b.line; });
-      out += (shown == 0 ? "" : "\n") + valid_utf8(f.path) + ":\n";
+      out += (shown == 0 ? "" : "\n") + repair_utf8(f.path) + ":\n";
       for (const auto& m : matches) {
         if (shown == kGrepMatchLimit) break;
         out += "  Line " + std::to_string(m.line) + ": " + m.text + "\n";

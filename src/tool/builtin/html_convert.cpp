@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "tool/process.hpp"
+#include "util/text.hpp"
 
 namespace sb::tool {
 
@@ -637,7 +637,7 @@ DocPtr parse_html(std::string_view html, const HtmlConvertOptions& options) {
   std::string encoding = options.charset;
   // Without a declared charset libxml2 assumes Latin-1 until a <meta charset> says otherwise;
   // most pages are UTF-8, and bytes that are valid UTF-8 almost never are meant as Latin-1.
-  if (encoding.empty() && valid_utf8(html) == html) encoding = "UTF-8";
+  if (encoding.empty() && is_valid_utf8(html)) encoding = "UTF-8";
   // NONET: never fetch a DTD or anything else from the network while parsing.
   int flags = HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING | HTML_PARSE_NONET;
   // An encoding libxml2 does not know is ignored by it (the page is then sniffed).

@@ -5,6 +5,8 @@
 #include <system_error>
 #include <vector>
 
+#include "util/text.hpp"
+
 namespace sb::tool {
 
 namespace asio = boost::asio;
@@ -55,13 +57,13 @@ void add(Tree& tree, std::string_view rel) {
 void render(const Tree& tree, std::size_t depth, std::string& out) {
   std::string indent(2 * depth, ' ');
   for (const auto& [name, sub] : tree.dirs) {
-    out += indent + valid_utf8(name) + "/\n";
+    out += indent + repair_utf8(name) + "/\n";
     render(sub, depth + 1, out);
   }
   std::vector<std::string> files = tree.files;
   std::sort(files.begin(), files.end());
   for (const auto& f : files)
-    out += indent + valid_utf8(f) + "\n";
+    out += indent + repair_utf8(f) + "\n";
 }
 
 std::size_t depth_of(std::string_view rel) {
@@ -137,7 +139,7 @@ class ListTool final : public BasicTool {
     for (std::size_t i = 0; i < shown; ++i)
       add(tree, files[i]);
 
-    std::string out = valid_utf8(prefix) + "\n";
+    std::string out = repair_utf8(prefix) + "\n";
     render(tree, 1, out);
     if (total == 0) out += "  (no files)\n";
     if (shown < total)

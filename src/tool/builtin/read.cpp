@@ -12,6 +12,7 @@
 
 #include "tool/builtin/file_util.hpp"
 #include "tool/paths.hpp"
+#include "util/text.hpp"
 
 namespace sb::tool {
 
@@ -289,7 +290,7 @@ Result<ToolResult> read_text(const fs::path& path, const std::string& title, std
       more = true;
       break;
     }
-    std::string text = fsutil::repair_utf8(line);
+    std::string text = repair_utf8(line);
     if (cut || fsutil::count_code_points(text) > options.max_line_chars)
       text = std::string(fsutil::first_code_points(text, options.max_line_chars)) + "...";
     // As the line will be written: its number, "| ", the text and the newline before it.

@@ -16,6 +16,7 @@
 #include "tool/paths.hpp"
 #include "tool/process.hpp"
 #include "tool/tool.hpp"
+#include "util/text.hpp"
 
 namespace sb::tool {
 
@@ -107,7 +108,7 @@ inline std::vector<std::string_view> output_lines(std::string_view text, bool cu
 
 // rg's own words on stderr, trimmed, for an error message.
 inline std::string ripgrep_error(const ProcessResult& run) {
-  std::string err = valid_utf8(run.error_output);
+  std::string err = repair_utf8(run.error_output);
   while (!err.empty() && (err.back() == '\n' || err.back() == ' '))
     err.pop_back();
   if (err.empty())

@@ -14,7 +14,7 @@
 
 #include "net/http_client.hpp"
 #include "tool/builtin/html_convert.hpp"
-#include "tool/process.hpp"
+#include "util/text.hpp"
 
 namespace sb::tool {
 
@@ -81,9 +81,9 @@ bool is_utf8_name(std::string_view charset) {
 // The body as UTF-8: converted from the declared charset with iconv when it is another one
 // (Latin-1 pages still exist), invalid sequences replaced with U+FFFD either way.
 std::string to_utf8(std::string_view body, const std::string& charset) {
-  if (is_utf8_name(charset)) return valid_utf8(body);
+  if (is_utf8_name(charset)) return repair_utf8(body);
   iconv_t cd = ::iconv_open("UTF-8", charset.c_str());
-  if (cd == reinterpret_cast<iconv_t>(-1)) return valid_utf8(body);
+  if (cd == reinterpret_cast<iconv_t>(-1)) return repair_utf8(body);
   std::string out(body.size() * 4 + 16, '\0');
   char* in = const_cast<char*>(body.data());
   std::size_t in_left = body.size();
@@ -106,7 +106,7 @@ std::string to_utf8(std::string_view body, const std::string& charset) {
   }
   ::iconv_close(cd);
   out.resize(used);
-  return valid_utf8(out);
+  return repair_utf8(out);
 }
 
 std::string base64(std::string_view data) {

@@ -2,6 +2,7 @@
 
 #include "tool/builtin/file_util.hpp"
 #include "tool/paths.hpp"
+#include "util/text.hpp"
 
 namespace sb::tool {
 
@@ -61,7 +62,7 @@ Result<Plan> plan_write(const fs::path& path, const std::string& shown,
   }
   // The old file may not be valid UTF-8 (Latin-1, binary); the diff goes out as JSON text.
   if (content.size() <= kMaxDiffBytes)
-    plan.diff = fsutil::repair_utf8(fsutil::unified_diff(shown, before, content).patch);
+    plan.diff = repair_utf8(fsutil::unified_diff(shown, before, content).patch);
   return plan;
 }
 
