@@ -14,6 +14,8 @@
 #include <mutex>
 #include <optional>
 
+#include "util/text.hpp"
+
 namespace sb::net {
 
 namespace asio = boost::asio;
@@ -24,14 +26,8 @@ using tcp = asio::ip::tcp;
 constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
 std::string HttpResponseHead::header(std::string_view name) const {
-  for (const auto& [k, v] : headers) {
-    if (k.size() != name.size()) continue;
-    bool same = true;
-    for (std::size_t i = 0; i < k.size() && same; ++i)
-      same = std::tolower(static_cast<unsigned char>(k[i])) ==
-             std::tolower(static_cast<unsigned char>(name[i]));
-    if (same) return v;
-  }
+  for (const auto& [k, v] : headers)
+    if (ascii_iequals(k, name)) return v;
   return {};
 }
 

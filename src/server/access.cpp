@@ -2,11 +2,9 @@
 
 #include <openssl/evp.h>
 
-#include <algorithm>
-#include <cctype>
-
 #include "clienttool/credentials.hpp"
 #include "clienttool/wire.hpp"
+#include "util/text.hpp"
 
 namespace sb::server {
 
@@ -15,19 +13,12 @@ namespace {
 using clienttool::constant_time_equal;
 using clienttool::sha256_hex;
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 // An Origin header names the same server as the Host header: the web page served from here.
 bool same_origin(const Request& req, std::string_view origin) {
   auto scheme = origin.find("://");
   if (scheme == std::string_view::npos) return false;
   auto host = req[http::field::host];
-  return !host.empty() && iequals(origin.substr(scheme + 3), host);
+  return !host.empty() && ascii_iequals(origin.substr(scheme + 3), host);
 }
 
 // The name of a Host header without its port: "127.0.0.1:4096" -> "127.0.0.1", "[::1]:80" ->
@@ -44,9 +35,10 @@ std::string_view host_name(std::string_view host) {
 // A name that only ever means this machine: localhost (and *.localhost, RFC 6761), 127.x.y.z,
 // [::1], or the address the server was told to listen on.
 bool loopback_name(const ServerState& state, std::string_view name) {
-  return iequals(name, "localhost") ||
-         (name.size() > 10 && iequals(name.substr(name.size() - 10), ".localhost")) ||
-         name.starts_with("127.") || name == "[::1]" || iequals(name, state.config.server.hostname);
+  return ascii_iequals(name, "localhost") ||
+         (name.size() > 10 && ascii_iequals(name.substr(name.size() - 10), ".localhost")) ||
+         name.starts_with("127.") || name == "[::1]" ||
+         ascii_iequals(name, state.config.server.hostname);
 }
 
 bool origin_allowed(const ServerState& state, std::string_view origin) {
@@ -76,8 +68,8 @@ std::optional<std::string> authorization_password(const Request& req) {
   auto rest = h.substr(space + 1);
   while (!rest.empty() && rest.front() == ' ')
     rest.remove_prefix(1);
-  if (iequals(scheme, "Bearer")) return std::string(rest);
-  if (iequals(scheme, "Basic")) {
+  if (ascii_iequals(scheme, "Bearer")) return std::string(rest);
+  if (ascii_iequals(scheme, "Basic")) {
     auto decoded = base64_decode(rest);
     if (!decoded) return std::nullopt;
     auto colon = decoded->find(':');

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "clienttool/schema.hpp"
+#include "util/text.hpp"
 
 namespace sb::tool {
 
@@ -117,21 +118,6 @@ Allowed allowed_types(const std::vector<const json::object*>& schemas) {
   return out;
 }
 
-std::string trim(std::string_view s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b])))
-    ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1])))
-    --e;
-  return std::string(s.substr(b, e - b));
-}
-
-std::string lower(std::string s) {
-  for (char& c : s)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // A JSON-style number literal and nothing else ("12", "-3.5", "1e3"; not "0x10", "nan", "1,5").
 std::optional<json::value> parse_number(const std::string& text, bool want_integer) {
   if (text.empty()) return std::nullopt;
@@ -154,7 +140,7 @@ std::optional<json::value> parse_number(const std::string& text, bool want_integ
 
 // Replaces a string that stands for another kind of value by that value. True when changed.
 bool coerce_string(json::value& value, const Allowed& allowed) {
-  std::string text = trim(value.get_string());
+  std::string text(trim(value.get_string()));
   if ((allowed.has("array") || allowed.has("object")) && !text.empty() &&
       (text.front() == '[' || text.front() == '{')) {
     if (auto parsed = parse_json(text); parsed) {
@@ -173,13 +159,13 @@ bool coerce_string(json::value& value, const Allowed& allowed) {
     }
   }
   if (allowed.has("boolean")) {
-    std::string l = lower(text);
+    std::string l = ascii_lower(text);
     if (l == "true" || l == "false") {
       value = l == "true";
       return true;
     }
   }
-  if (allowed.has("null") && lower(text) == "null") {
+  if (allowed.has("null") && ascii_lower(text) == "null") {
     value = nullptr;
     return true;
   }
@@ -525,7 +511,7 @@ Result<json::object> prepare_arguments(const Tool& tool, json::value args) {
   // takes no parameters.
   if (args.is_null()) args = json::object{};
   if (args.is_string()) {
-    std::string text = trim(args.get_string());
+    std::string text(trim(args.get_string()));
     if (text.empty()) {
       args = json::object{};
     } else if (auto parsed = parse_json(text); parsed && parsed->is_object()) {

@@ -30,10 +30,7 @@ namespace {
 constexpr std::size_t kMaxQuoted = 4000;
 
 std::string quoted_output(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
-    text.remove_suffix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
-    text.remove_prefix(1);
+  text = trim(text);
   std::string out = repair_utf8(text.substr(0, kMaxQuoted));
   if (text.size() > kMaxQuoted) out += " [...]";
   return out;
@@ -238,9 +235,7 @@ bool skipped_silently(const std::string& name) {
 }
 
 bool documentation(const fs::path& path) {
-  std::string ext = path.extension().string();
-  for (char& c : ext)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string ext = ascii_lower(path.extension().string());
   return ext == ".md" || ext == ".txt" || ext == ".json";
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// Small text helpers shared by the server and the tools: UTF-8 repair and UTF-8-safe cuts. Pure
-// functions; thread-safe.
+// Small text helpers shared by the server and the tools: UTF-8 repair and UTF-8-safe cuts, ASCII
+// whitespace and case. Pure functions; thread-safe.
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -58,5 +58,21 @@ bool is_valid_utf8(std::string_view bytes);
 // The longest prefix of `text` of at most `max_bytes` that does not end inside a UTF-8 sequence:
 // a cut that keeps valid UTF-8 valid.
 std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes);
+
+// ---- ASCII whitespace and case ----------------------------------------------------------------
+
+// Whitespace as C's isspace sees it in the "C" locale.
+inline constexpr std::string_view kAsciiSpace = " \t\n\v\f\r";
+// JSON's whitespace (RFC 8259), which may stand around a JSON text.
+inline constexpr std::string_view kJsonSpace = " \t\n\r";
+
+// `text` without the characters of `space` at either end.
+std::string_view trim(std::string_view text, std::string_view space = kAsciiSpace);
+
+// `text` with A-Z made a-z; other bytes (UTF-8 included) as they are.
+std::string ascii_lower(std::string_view text);
+
+// Whether `a` and `b` are equal but for the case of A-Z (HTTP header names, URL schemes).
+bool ascii_iequals(std::string_view a, std::string_view b);
 
 }  // namespace sb

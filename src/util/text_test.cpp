@@ -132,5 +132,42 @@ TEST(Utf8Prefix, CutsOnACharacterBoundary) {
             "a\xFF");
 }
 
+// ---- trim / ascii_lower / ascii_iequals -------------------------------------------------------
+
+TEST(Trim, RemovesAsciiWhitespaceAtBothEnds) {
+  EXPECT_EQ(trim(""), "");
+  EXPECT_EQ(trim(" \t\n\v\f\r"), "");
+  EXPECT_EQ(trim("  a b \n"), "a b");
+  EXPECT_EQ(trim("\va\f"), "a");  // what C's isspace calls space
+  EXPECT_EQ(trim("a"), "a");
+  EXPECT_EQ(trim("\xC2\xA0"
+                 "a\xC2\xA0"),
+            "\xC2\xA0"
+            "a\xC2\xA0");  // U+00A0 is not ASCII whitespace
+}
+
+TEST(Trim, TakesTheCharactersToRemove) {
+  EXPECT_EQ(trim(" \t{}\r\n", kJsonSpace), "{}");
+  EXPECT_EQ(trim("\v{}\f", kJsonSpace), "\v{}\f");  // not JSON whitespace
+  EXPECT_EQ(trim("--a-b--", "-"), "a-b");
+}
+
+TEST(AsciiLower, LowersOnlyAToZ) {
+  EXPECT_EQ(ascii_lower(""), "");
+  EXPECT_EQ(ascii_lower("Text/HTML; Charset=UTF-8"), "text/html; charset=utf-8");
+  EXPECT_EQ(ascii_lower("@[`{"), "@[`{");  // the neighbours of A-Z and a-z
+  EXPECT_EQ(ascii_lower("\xC3\x89T\xC3\x89"), "\xC3\x89t\xC3\x89");  // UTF-8 bytes as they are
+}
+
+TEST(AsciiIequals, IgnoresTheCaseOfAToZ) {
+  EXPECT_TRUE(ascii_iequals("", ""));
+  EXPECT_TRUE(ascii_iequals("Content-Type", "content-TYPE"));
+  EXPECT_TRUE(ascii_iequals("Basic", "basic"));
+  EXPECT_FALSE(ascii_iequals("Basic", "Basic "));
+  // 0x40 and 0x60 differ by the case bit, as 'A' and 'a' do, but are no letters.
+  EXPECT_FALSE(ascii_iequals("@", "`"));
+  EXPECT_FALSE(ascii_iequals("\xC3\x89", "\xC3\xA9"));  // only ASCII letters fold
+}
+
 }  // namespace
 }  // namespace sb

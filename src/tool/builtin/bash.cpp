@@ -197,14 +197,6 @@ std::vector<Segment> split_simple_commands(std::string_view cmd) {
   return out;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return s;
-}
-
 std::string_view first_word(std::string_view s) {
   std::size_t end = 0;
   while (end < s.size() && !std::isspace(static_cast<unsigned char>(s[end])))

@@ -88,10 +88,7 @@ std::string collapse(std::string_view s) {
 }
 
 bool starts_with_ci(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (std::size_t i = 0; i < prefix.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
-  return true;
+  return ascii_iequals(s.substr(0, prefix.size()), prefix);
 }
 
 // The text of a subtree as written: for <pre> and inline <code>.

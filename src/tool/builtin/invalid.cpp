@@ -1,7 +1,8 @@
 #include "tool/builtin/invalid.hpp"
 
 #include <algorithm>
-#include <cctype>
+
+#include "util/text.hpp"
 
 namespace sb::tool {
 
@@ -21,13 +22,6 @@ constexpr std::string_view kSchema = R"json({
   },
   "required": ["tool", "error"]
 })json";
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // Edit distance, for "did you mean": tool names are short, so the quadratic table is cheap.
 std::size_t distance(std::string_view a, std::string_view b) {
@@ -84,10 +78,10 @@ std::string unknown_tool_error(std::string_view name, const std::vector<std::str
   std::sort(tools.begin(), tools.end());
 
   std::string best;
-  std::string wanted = lower(name);
+  std::string wanted = ascii_lower(name);
   std::size_t best_distance = std::max<std::size_t>(1, name.size() / 3) + 1;
   for (const auto& t : tools) {
-    std::size_t d = distance(wanted, lower(t));
+    std::size_t d = distance(wanted, ascii_lower(t));
     if (d < best_distance) {
       best_distance = d;
       best = t;

@@ -49,19 +49,13 @@ constexpr std::string_view kSchema = R"json({
 constexpr std::size_t kSampleBytes = 4096;
 constexpr std::size_t kChunkBytes = 64 * 1024;
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 // Extensions that are never text, whatever their first bytes say (as in OpenCode).
 bool binary_extension(const fs::path& path) {
   static constexpr std::string_view kExtensions[] = {
       ".zip", ".tar",  ".gz",  ".exe",  ".dll", ".so",   ".class", ".jar", ".war", ".7z",
       ".doc", ".docx", ".xls", ".xlsx", ".ppt", ".pptx", ".odt",   ".ods", ".odp", ".bin",
       ".dat", ".obj",  ".o",   ".a",    ".lib", ".wasm", ".pyc",   ".pyo"};
-  std::string ext = lower(path.extension().string());
+  std::string ext = ascii_lower(path.extension().string());
   return std::find(std::begin(kExtensions), std::end(kExtensions), ext) != std::end(kExtensions);
 }
 
@@ -79,7 +73,7 @@ bool binary_content(std::string_view sample) {
 
 // Files returned as attachments rather than text.
 std::optional<std::string> attachment_mime(const fs::path& path) {
-  std::string ext = lower(path.extension().string());
+  std::string ext = ascii_lower(path.extension().string());
   if (ext == ".png") return "image/png";
   if (ext == ".jpg" || ext == ".jpeg") return "image/jpeg";
   if (ext == ".gif") return "image/gif";
@@ -93,13 +87,13 @@ std::optional<std::string> attachment_mime(const fs::path& path) {
 // the missing name or are contained in it (case-insensitive), as OpenCode suggests them.
 Error not_found(const fs::path& path) {
   std::string message = "File not found: " + path.string();
-  std::string base = lower(path.filename().string());
+  std::string base = ascii_lower(path.filename().string());
   std::vector<std::string> similar;
   std::error_code ec;
   fs::directory_iterator it(path.parent_path(), ec);
   std::size_t seen = 0;
   for (; !ec && it != fs::directory_iterator() && seen < 10000; it.increment(ec), ++seen) {
-    std::string name = lower(it->path().filename().string());
+    std::string name = ascii_lower(it->path().filename().string());
     if (base.empty() || name.empty()) continue;
     if (name.find(base) != std::string::npos || base.find(name) != std::string::npos)
       similar.push_back(it->path().string());

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -50,21 +49,6 @@ constexpr std::string_view kSchema = R"json({
   "required": ["url"]
 })json";
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return s;
-}
-
 bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
@@ -74,7 +58,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 
 bool is_utf8_name(std::string_view charset) {
-  std::string c = lower(charset);
+  std::string c = ascii_lower(charset);
   return c.empty() || c == "utf-8" || c == "utf8" || c == "us-ascii" || c == "ascii";
 }
 
@@ -229,7 +213,7 @@ class WebFetchTool final : public BasicTool {
           std::chrono::milliseconds(static_cast<std::int64_t>(std::min(seconds, 1e9) * 1000)));
     }
 
-    std::string scheme = lower(url.substr(0, url.find(':')));
+    std::string scheme = ascii_lower(url.substr(0, url.find(':')));
     if (url.find("://") == std::string::npos || (scheme != "http" && scheme != "https"))
       co_return make_error(ErrorCode::InvalidRequest,
                            "URL must start with http:// or https://, got \"" + url + "\"");
@@ -354,13 +338,14 @@ class WebFetchTool final : public BasicTool {
 MediaType parse_media_type(std::string_view content_type) {
   MediaType out;
   std::size_t semi = content_type.find(';');
-  out.type = lower(trim(content_type.substr(0, semi)));
+  out.type = ascii_lower(trim(content_type.substr(0, semi)));
   while (semi != std::string_view::npos) {
     std::size_t next = content_type.find(';', semi + 1);
     std::string_view param = trim(content_type.substr(semi + 1, next - semi - 1));
     semi = next;
     std::size_t eq = param.find('=');
-    if (eq == std::string_view::npos || lower(trim(param.substr(0, eq))) != "charset") continue;
+    if (eq == std::string_view::npos || ascii_lower(trim(param.substr(0, eq))) != "charset")
+      continue;
     std::string_view value = trim(param.substr(eq + 1));
     if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
       value = value.substr(1, value.size() - 2);
