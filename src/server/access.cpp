@@ -1,9 +1,8 @@
 #include "server/access.hpp"
 
-#include <openssl/evp.h>
-
 #include "clienttool/credentials.hpp"
 #include "clienttool/wire.hpp"
+#include "util/base64.hpp"
 #include "util/text.hpp"
 
 namespace sb::server {
@@ -45,18 +44,6 @@ bool origin_allowed(const ServerState& state, std::string_view origin) {
   for (const auto& allowed : state.config.server.cors)
     if (allowed == "*" || allowed == origin) return true;
   return false;
-}
-
-std::optional<std::string> base64_decode(std::string_view in) {
-  if (in.empty() || in.size() % 4 != 0) return std::nullopt;
-  std::string out(in.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(in.data()),
-                          static_cast<int>(in.size()));
-  if (n < 0) return std::nullopt;
-  std::size_t padding = in.ends_with("==") ? 2 : in.ends_with("=") ? 1 : 0;
-  out.resize(static_cast<std::size_t>(n) - padding);
-  return out;
 }
 
 // The password of `Authorization: Bearer P` or `Authorization: Basic base64(any-user:P)`.

@@ -232,32 +232,6 @@ std::mutex& write_mutex() {
   return mutex;
 }
 
-std::string base64_encode(std::string_view bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  auto at = [&](std::size_t k) {
-    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k]));
-  };
-  for (; i + 3 <= bytes.size(); i += 3) {
-    std::uint32_t v = at(i) << 16 | at(i + 1) << 8 | at(i + 2);
-    out.push_back(kAlphabet[(v >> 18) & 63]);
-    out.push_back(kAlphabet[(v >> 12) & 63]);
-    out.push_back(kAlphabet[(v >> 6) & 63]);
-    out.push_back(kAlphabet[v & 63]);
-  }
-  if (std::size_t rest = bytes.size() - i; rest > 0) {
-    std::uint32_t v = at(i) << 16 | (rest == 2 ? at(i + 1) << 8 : 0);
-    out.push_back(kAlphabet[(v >> 18) & 63]);
-    out.push_back(kAlphabet[(v >> 12) & 63]);
-    out.push_back(rest == 2 ? kAlphabet[(v >> 6) & 63] : '=');
-    out.push_back('=');
-  }
-  return out;
-}
-
 // --- line diff ---------------------------------------------------------------------------------
 
 namespace {

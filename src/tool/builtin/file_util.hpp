@@ -40,9 +40,6 @@ std::string_view first_code_points(std::string_view text, std::size_t n);
 // in the process never interleave between the two. Held only for synchronous work.
 std::mutex& write_mutex();
 
-// Standard base64 (with padding), for data: URLs.
-std::string base64_encode(std::string_view bytes);
-
 struct LineDiff {
   std::string patch;  // unified diff ("--- path", "+++ path", "@@ -a,b +c,d @@" hunks); "" if equal
   std::size_t additions = 0;  // lines added

@@ -1297,15 +1297,5 @@ TEST(InMemoryTodoStore, IsSafeUnderConcurrentUse) {
   EXPECT_TRUE(store.get("ses_0")->size() == 1u);
 }
 
-// --- helpers -----------------------------------------------------------------------------------
-
-TEST(FileUtil, Base64) {
-  EXPECT_EQ(fsutil::base64_encode(""), "");
-  EXPECT_EQ(fsutil::base64_encode("f"), "Zg==");
-  EXPECT_EQ(fsutil::base64_encode("fo"), "Zm8=");
-  EXPECT_EQ(fsutil::base64_encode("foo"), "Zm9v");
-  EXPECT_EQ(fsutil::base64_encode("foobar"), "Zm9vYmFy");
-}
-
 }  // namespace
 }  // namespace sb::tool

@@ -12,6 +12,7 @@
 
 #include "tool/builtin/file_util.hpp"
 #include "tool/paths.hpp"
+#include "util/base64.hpp"
 #include "util/text.hpp"
 
 namespace sb::tool {
@@ -216,7 +217,7 @@ Result<ToolResult> read_attachment(const fs::path& path, const std::string& titl
   result.attachments.push_back(json::object{
       {"type", "file"},
       {"mime", mime},
-      {"url", "data:" + mime + ";base64," + fsutil::base64_encode(*bytes)},
+      {"url", "data:" + mime + ";base64," + base64_encode(*bytes)},
       {"filename", path.filename().string()},
   });
   return result;

@@ -13,6 +13,7 @@
 
 #include "net/http_client.hpp"
 #include "tool/builtin/html_convert.hpp"
+#include "util/base64.hpp"
 #include "util/text.hpp"
 
 namespace sb::tool {
@@ -91,32 +92,6 @@ std::string to_utf8(std::string_view body, const std::string& charset) {
   ::iconv_close(cd);
   out.resize(used);
   return repair_utf8(out);
-}
-
-std::string base64(std::string_view data) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((data.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < data.size(); i += 3) {
-    auto n = (static_cast<unsigned char>(data[i]) << 16) |
-             (static_cast<unsigned char>(data[i + 1]) << 8) |
-             static_cast<unsigned char>(data[i + 2]);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += kAlphabet[(n >> 6) & 63];
-    out += kAlphabet[n & 63];
-  }
-  if (std::size_t rest = data.size() - i) {
-    auto n = static_cast<unsigned char>(data[i]) << 16;
-    if (rest == 2) n |= static_cast<unsigned char>(data[i + 1]) << 8;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
 }
 
 bool is_html_type(std::string_view type) {
@@ -303,7 +278,7 @@ class WebFetchTool final : public BasicTool {
       result.attachments.push_back(
           json::object{{"type", "file"},
                        {"mime", media.type},
-                       {"url", "data:" + media.type + ";base64," + base64(body)},
+                       {"url", "data:" + media.type + ";base64," + base64_encode(body)},
                        {"filename", name.empty() ? "image" : name}});
       co_return result;
     }
