@@ -48,27 +48,6 @@ void flatten(const json::value& root, const json::value& schema,
   }
 }
 
-std::string_view value_kind(const json::value& v) {
-  switch (v.kind()) {
-    case json::kind::null:
-      return "null";
-    case json::kind::bool_:
-      return "boolean";
-    case json::kind::int64:
-    case json::kind::uint64:
-      return "integer";
-    case json::kind::double_:
-      return "number";
-    case json::kind::string:
-      return "string";
-    case json::kind::array:
-      return "array";
-    case json::kind::object:
-      return "object";
-  }
-  return "value";
-}
-
 // The kinds a set of alternatives allows; `any` when one of them does not restrict the type.
 struct Allowed {
   std::set<std::string, std::less<>> types;
@@ -105,10 +84,10 @@ Allowed allowed_types(const std::vector<const json::object*>& schemas) {
       if (it == s->end()) continue;
       restricted = true;
       if (key == "const") {
-        out.types.emplace(value_kind(it->value()));
+        out.types.emplace(schema_type_name(it->value()));
       } else if (it->value().is_array()) {
         for (const json::value& e : it->value().get_array())
-          out.types.emplace(value_kind(e));
+          out.types.emplace(schema_type_name(e));
       }
     }
   }

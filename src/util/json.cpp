@@ -204,6 +204,10 @@ std::string escape_pointer_token(std::string_view key) {
 }
 
 std::string_view kind_name(const json::value& v) {
+  return v.is_int64() || v.is_uint64() ? "number" : schema_type_name(v);
+}
+
+std::string_view schema_type_name(const json::value& v) {
   switch (v.kind()) {
     case json::kind::null:
       return "null";
@@ -211,6 +215,7 @@ std::string_view kind_name(const json::value& v) {
       return "boolean";
     case json::kind::int64:
     case json::kind::uint64:
+      return "integer";
     case json::kind::double_:
       return "number";
     case json::kind::string:

@@ -52,8 +52,12 @@ Result<const json::array*> get_array(const json::object& obj, std::string_view k
 Result<std::string> require_string(const json::object& obj, std::string_view key,
                                    std::string_view prefix = {});
 
-// The JSON name of a value's kind ("string", "object", ...), for error messages.
+// The JSON name of a value's kind ("string", "object", "number", ...), for error messages.
 std::string_view kind_name(const json::value& v);
+
+// The JSON Schema type of a value: as kind_name, but a number written without fraction or
+// exponent (Boost.JSON's int64 and uint64) is an "integer"; 10.0 stays a "number".
+std::string_view schema_type_name(const json::value& v);
 
 // A key as one token of a JSON Pointer (RFC 6901): "~" becomes "~0" and "/" becomes "~1".
 std::string escape_pointer_token(std::string_view key);

@@ -132,15 +132,27 @@ TEST(FieldPath, JoinsPrefixAndKey) {
   EXPECT_EQ(field_path("a.b", "c"), "a.b.c");
 }
 
-TEST(KindName, NamesEveryKind) {
-  EXPECT_EQ(kind_name(json::value(nullptr)), "null");
-  EXPECT_EQ(kind_name(json::value(true)), "boolean");
-  EXPECT_EQ(kind_name(json::value(1)), "number");
-  EXPECT_EQ(kind_name(json::value(1u)), "number");
-  EXPECT_EQ(kind_name(json::value(1.5)), "number");
-  EXPECT_EQ(kind_name(json::value("s")), "string");
-  EXPECT_EQ(kind_name(json::value(json::array{})), "array");
-  EXPECT_EQ(kind_name(json::value(json::object{})), "object");
+// kind_name is for messages; schema_type_name names integers apart, as JSON Schema's "type" does.
+TEST(KindName, NamesEveryKindAndSchemaTypeNamesIntegersApart) {
+  struct Case {
+    json::value value;
+    std::string_view kind, schema_type;
+  };
+  const Case cases[] = {
+      {nullptr, "null", "null"},
+      {true, "boolean", "boolean"},
+      {1, "number", "integer"},
+      {1u, "number", "integer"},
+      {1.5, "number", "number"},
+      {10.0, "number", "number"},  // Boost.JSON keeps the kind the text had
+      {"s", "string", "string"},
+      {json::array{}, "array", "array"},
+      {json::object{}, "object", "object"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(kind_name(c.value), c.kind) << json::serialize(c.value);
+    EXPECT_EQ(schema_type_name(c.value), c.schema_type) << json::serialize(c.value);
+  }
 }
 
 TEST(GetString, PresentAbsentNullAndWrongType) {
