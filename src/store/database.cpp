@@ -1,7 +1,5 @@
 #include "store/database.hpp"
 
-#include "store/wal_buffer.hpp"
-
 namespace sb::store {
 namespace {
 Error sqlite_error(sqlite3* db, std::string_view what) {
@@ -99,9 +97,9 @@ Result<std::unique_ptr<Database>> Database::open(const std::filesystem::path& pa
     return make_error(ErrorCode::Internal,
                       "cannot create " + path.parent_path().string() + ": " + ec.message());
   sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           buffered_wal_vfs());
+  int rc =
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = raw ? sqlite3_errmsg(raw) : "out of memory";
     if (raw) sqlite3_close(raw);
@@ -109,9 +107,10 @@ Result<std::unique_ptr<Database>> Database::open(const std::filesystem::path& pa
   }
   std::unique_ptr<Database> db(new Database(raw));
   // The locking mode first: a WAL that an exclusive connection opens keeps its index in this
-  // process's memory (no -shm mapping), and no statement takes or drops a file lock. The first
-  // statements take the lock, at once or not at all (no busy timeout: another process holding
-  // the file does not let go by waiting).
+  // process's memory (no -shm mapping), and no statement takes or drops a file lock. The lock is
+  // also what keeps a second server (or the sqlite3 shell) off a data directory in use. The first
+  // statements take it, at once or not at all (no busy timeout: another process holding the
+  // file does not let go by waiting).
   for (auto sql :
        {"PRAGMA locking_mode=EXCLUSIVE", "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
         "PRAGMA foreign_keys=ON", "BEGIN IMMEDIATE", "COMMIT"})

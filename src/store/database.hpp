@@ -1,6 +1,9 @@
 #pragma once
 // A small RAII layer over SQLite: one connection, prepared statements, transactions. The store
-// is opened in WAL mode: a commit appends to the log (without a sync, synchronous=NORMAL).
+// is opened with SQLite's default VFS in WAL mode: a commit appends to the log without a sync
+// (synchronous=NORMAL), so a transaction is in the files when its commit returns and survives a
+// crash of the process; the log is synced only when a checkpoint copies it into the database
+// (a power failure may lose the commits since the last one).
 //
 // Statements are prepared once per SQL text and kept (compiling a statement cost more than
 // running it): prepare() hands out the cached statement, which is reset and its bindings
