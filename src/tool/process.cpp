@@ -693,11 +693,16 @@ asio::awaitable<Result<ProcessResult>> run_on_strand(ProcessOptions o) {
     in = std::move(*p);
   }
   int out_write = out->second.get();
+  std::string group_token;
+  if (!o.group_record_dir.empty()) {
+    group_token = new_group_token();
+    o.env.emplace_back(kToolGroupVariable, group_token);
+  }
   auto pid = spawn_child(*exe, o, in ? in->first.get() : -1, out_write,
                          err ? err->second.get() : out_write);
   if (!pid) co_return pid.error();
   if (!o.group_record_dir.empty())
-    if (auto recorded = record_process_group(o.group_record_dir, *pid); !recorded)
+    if (auto recorded = record_process_group(o.group_record_dir, *pid, group_token); !recorded)
       log::warn("process group ", *pid, " is not written down (", recorded.error().message,
                 "): a server killed with SIGKILL would leave what it starts running");
   // The child has its copies; ours must go so that end of output is seen.

@@ -14,6 +14,7 @@
 #include <system_error>
 #include <vector>
 
+#include "util/ids.hpp"
 #include "util/log.hpp"
 
 namespace sb::tool {
@@ -71,6 +72,15 @@ const std::string& boot_id() {
   return id;
 }
 
+// Whether the process's environment holds kToolGroupVariable=token (unreadable: no).
+bool carries_token(pid_t pid, const std::string& token) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string want = std::string(kToolGroupVariable) + "=" + token;
+  for (std::string entry; std::getline(in, entry, '\0');)
+    if (entry == want) return true;
+  return false;
+}
+
 fs::path record_path(const fs::path& dir, pid_t pgid) {
   return dir / std::to_string(pgid);
 }
@@ -81,11 +91,15 @@ fs::path process_group_dir(const fs::path& data_dir) {
   return data_dir / "tool-processes";
 }
 
-Result<void> record_process_group(const fs::path& dir, pid_t pgid) {
+std::string new_group_token() {
+  return ids::make("tgr");
+}
+
+Result<void> record_process_group(const fs::path& dir, pid_t pgid, const std::string& token) {
   auto leader = read_process(pgid);
   if (boot_id().empty() || !leader)
     return make_error(ErrorCode::Internal, "cannot read /proc for process " + std::to_string(pgid));
-  std::string text = boot_id() + " " + std::to_string(leader->start) + "\n";
+  std::string text = boot_id() + " " + std::to_string(leader->start) + " " + token + "\n";
   fs::path path = record_path(dir, pgid);
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0 && errno == ENOENT) {
@@ -113,14 +127,16 @@ std::size_t stop_recorded_process_groups(const fs::path& dir) {
     pid_t pgid;
     std::string boot;
     std::uint64_t start = 0;
+    std::string token;
   };
   std::vector<Record> records;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     auto pgid = parse_pid(entry.path().filename().string());
-    Record r{pgid.value_or(0), {}, 0};
+    Record r{pgid.value_or(0), {}, 0, {}};
     std::ifstream in(entry.path());
-    if (pgid && in >> r.boot >> r.start) records.push_back(std::move(r));
+    // A record without a token (an older build's) names no process surely: nothing is killed.
+    if (pgid && in >> r.boot >> r.start >> r.token) records.push_back(std::move(r));
     fs::remove(entry.path(), ec);
   }
   if (records.empty() || boot_id().empty()) return 0;
@@ -134,19 +150,15 @@ std::size_t stop_recorded_process_groups(const fs::path& dir) {
   std::size_t stopped = 0;
   for (const auto& r : records) {
     if (r.boot != boot_id()) continue;  // a reboot ended that group
-    auto leader = read_process(r.pgid);
-    // The id belongs to another process now: ours ended, or the id would still be taken.
-    if (leader && leader->start != r.start) continue;
-    const auto& members = groups[r.pgid];
-    // A group whose leader is gone: every process in ours started after its leader did.
-    bool ours = true;
-    for (const auto& m : members)
-      ours = ours && m.start >= r.start;
-    bool leader_runs = leader && !leader->zombie;
-    if (!ours || (!leader_runs && members.empty())) continue;
-    if (leader_runs) ::kill(r.pgid, SIGKILL);  // also when it moved to a group of its own
-    if (!members.empty()) ::kill(-r.pgid, SIGKILL);
-    log::info("stopped tool process group ", r.pgid, " (", members.size(),
+    std::vector<pid_t> ours;
+    if (auto leader = read_process(r.pgid); leader && !leader->zombie && leader->group != r.pgid)
+      groups[r.pgid].push_back(*leader);  // the leader moved to a group of its own
+    for (const auto& m : groups[r.pgid])
+      if (carries_token(m.pid, r.token)) ours.push_back(m.pid);
+    if (ours.empty()) continue;
+    for (pid_t pid : ours)
+      ::kill(pid, SIGKILL);
+    log::info("stopped tool process group ", r.pgid, " (", ours.size(),
               " process(es)) that the last server left running");
     ++stopped;
   }
