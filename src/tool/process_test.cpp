@@ -617,7 +617,11 @@ TEST(Process, TheChildDiesWithAServerKilledBySigkill) {
 TEST(ProcessGroups, WrittenDownWhileTheChildRuns) {
   TempDir data;
   fs::path dir = process_group_dir(data.path());
-  auto o = sh("echo $$; ls '" + dir.string() + "'");
+  // The record is written right after the exec (the pid is known only then), so the command
+  // gives it a moment before it looks; without the wait this raced on a loaded machine.
+  std::string d = "'" + dir.string() + "'";
+  auto o = sh("echo $$; for i in $(seq 200); do [ -e " + d +
+              "/$$ ] && break; sleep 0.01; done; ls " + d);
   o.group_record_dir = dir;
   auto r = run_ok(o);
   auto ids = pids_in(r.output);
@@ -634,6 +638,15 @@ TEST(ProcessGroups, WhatAKilledServerLeftRunningIsStoppedAtTheNextStart) {
   ForkedServer server(o);
   auto ids = server.read_pids(1);
   ASSERT_EQ(ids.size(), 1u) << "the command did not start";
+  // The server writes the record right after the exec; a kill before that would test nothing.
+  auto recorded = [&] {
+    std::error_code ec;  // the folder is made with the first record
+    bool empty = fs::is_empty(dir, ec);
+    return !ec && !empty;
+  };
+  for (int i = 0; i < 500 && !recorded(); ++i)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(recorded()) << "the server never wrote the record";
   server.kill();
   // PR_SET_PDEATHSIG reaches the shell, not what it started.
   ASSERT_TRUE(running(ids[0]));
