@@ -75,6 +75,8 @@
 #include <thread>
 #include <vector>
 
+#include "loop_lag.hpp"
+
 extern char** environ;
 
 namespace {
@@ -433,6 +435,8 @@ class Child {
       env.emplace_back(kv);
     }
     env.push_back("HOME=" + home.string());
+    // The server measures how late its event loop runs a due timer (src/app/loop_lag.hpp).
+    env.push_back("SWITCHBOARD_LOOP_LAG=1");
     std::vector<char*> argv, envp;
     for (const auto& a : args)
       argv.push_back(const_cast<char*>(a.c_str()));
@@ -1388,6 +1392,7 @@ double percentile(std::vector<double> v, double p) {
 // The turns of one scenario: claimed one by one by its drivers; the window opens when `warmup`
 // turns have ended and closes when all `total` have.
 struct TurnRun {
+  bool lag_on = false;  // the server measures its loop lag: mark the window for it
   pid_t server = 0;
   std::size_t total = 0;
   std::size_t warmup = 0;
@@ -1551,8 +1556,10 @@ class Driver {
     ++run_.ended;
     if (!ok) ++run_.failed;
     if (ok && ms >= 0) run_.latency_ms.push_back(ms);
-    if (!run_.open && run_.ended >= run_.warmup)
+    if (!run_.open && run_.ended >= run_.warmup) {
       run_.open = snapshot(run_.server, ctx_.model, run_.ended, run_.bucket > 0);
+      bench::mark_loop_lag(run_.server, run_.lag_on);
+    }
     if (run_.bucket > 0) {
       if (run_.bucket_latency_sums.size() <= (run_.ended - 1) / run_.bucket)
         run_.bucket_latency_sums.push_back(0);
@@ -1560,7 +1567,10 @@ class Driver {
       if (run_.ended % run_.bucket == 0)
         run_.buckets.push_back(snapshot(run_.server, ctx_.model, run_.ended, true));
     }
-    if (run_.ended == run_.total) run_.close = snapshot(run_.server, ctx_.model, run_.ended);
+    if (run_.ended == run_.total) {
+      run_.close = snapshot(run_.server, ctx_.model, run_.ended);
+      bench::mark_loop_lag(run_.server, run_.lag_on);
+    }
   }
 
   void fail(const std::string& what) { g_problems.add("driver " + name_ + ": " + what); }
@@ -1594,7 +1604,10 @@ asio::awaitable<bool> drive(Ctx& ctx, TurnRun& run, Kind kind, int n) {
     }
   }
   if (ready) {
-    if (run.warmup == 0) run.open = snapshot(run.server, ctx.model, 0, run.bucket > 0);
+    if (run.warmup == 0) {
+      run.open = snapshot(run.server, ctx.model, 0, run.bucket > 0);
+      bench::mark_loop_lag(run.server, run.lag_on);
+    }
     Latch done(ctx.io.get_executor(), drivers.size());
     for (auto& d : drivers)
       asio::co_spawn(ctx.io, d->run(), [&done](std::exception_ptr e) {
@@ -1605,7 +1618,10 @@ asio::awaitable<bool> drive(Ctx& ctx, TurnRun& run, Kind kind, int n) {
     auto bound = ctx.opt.op_timeout * 2 + std::chrono::milliseconds(run.total) * 1000;
     if (!co_await done.wait(std::chrono::duration_cast<std::chrono::milliseconds>(bound)))
       throw Fatal(std::to_string(done.remaining()) + " drivers did not stop");
-    if (!run.close) run.close = snapshot(run.server, ctx.model, run.ended);
+    if (!run.close) {
+      run.close = snapshot(run.server, ctx.model, run.ended);
+      bench::mark_loop_lag(run.server, run.lag_on);
+    }
   }
   ctx.stopping = true;
   for (auto& d : drivers)
@@ -1634,11 +1650,19 @@ std::string fmt_int(double v) {
   return out;
 }
 
+// "p50 / p99 / max" of a window's loop lag in ms; "n/a" when the server did not measure it.
+std::string lag_cell(const bench::LoopLag& lag) {
+  if (!lag.found) return "n/a";
+  return fmt(lag.p50_us / 1000, 2) + " / " + fmt(lag.p99_us / 1000, 2) + " / " +
+         fmt(lag.max_us / 1000, 2);
+}
+
 struct LatencyRow {
   Kind kind;
   bool completed = false;
   Window w;
   double p50 = 0, p95 = 0, p99 = 0, max = 0;
+  bench::LoopLag lag;  // over the measured turns
   std::size_t errors = 0;
 };
 
@@ -1648,6 +1672,7 @@ struct ThroughputRow {
   bool completed = false;
   Window w;
   double p50 = 0, p95 = 0;
+  bench::LoopLag lag;  // over the window
   std::size_t turns_run = 0;
   std::uint64_t rss_idle_kib = 0, rss_after_kib = 0, hwm_kib = 0;
   std::size_t errors = 0;
@@ -1688,7 +1713,10 @@ asio::awaitable<void> run_latency(asio::io_context& io, const Options& opt, Temp
   run.warmup = static_cast<std::size_t>(opt.warmup_turns);
   run.total = run.warmup + static_cast<std::size_t>(opt.turns);
   run.session_turns = opt.session_turns;
+  run.lag_on = bench::measures_loop_lag(server.dirs.log);
   if (co_await drive(ctx, run, kind, 1) && run.open && run.close) {
+    // The first window is the start and the warm-up; the second, the measured turns.
+    if (run.lag_on) row.lag = bench::read_loop_lag(server.dirs.log, 2);
     row.w = window_between(*run.open, *run.close);
     row.p50 = percentile(run.latency_ms, 0.50);
     row.p95 = percentile(run.latency_ms, 0.95);
@@ -1725,7 +1753,9 @@ asio::awaitable<void> run_throughput(asio::io_context& io, const Options& opt, T
   run.warmup = static_cast<std::size_t>(opt.throughput_warmup);
   run.total = static_cast<std::size_t>(opt.total_turns);
   run.session_turns = opt.session_turns;
+  run.lag_on = bench::measures_loop_lag(server.dirs.log);
   if (co_await drive(ctx, run, kind, opt.sessions) && run.open && run.close) {
+    if (run.lag_on) row.lag = bench::read_loop_lag(server.dirs.log, 2);
     row.w = window_between(*run.open, *run.close);
     row.p50 = percentile(run.latency_ms, 0.50);
     row.p95 = percentile(run.latency_ms, 0.95);
@@ -1871,14 +1901,16 @@ void print_report(const Options& opt, const Results& r, const std::string& load_
             << " turns in the latency and throughput scenarios (0: never)\n\n";
 
   if (!r.latency.empty()) {
-    std::cout << "#### One driver, turns one after another\n\n"
-              << "| turn | turns | server CPU ms/turn | of which kernel % | p50 ms | p95 ms |"
-                 " p99 ms | max ms | turns/s | server CPU % | model request KB |"
-                 " fake model µs/turn | bench µs/turn | other load % | errors |\n"
-              << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    std::cout
+        << "#### One driver, turns one after another\n\n"
+        << "| turn | turns | server CPU ms/turn | of which kernel % | p50 ms | p95 ms |"
+           " p99 ms | max ms | turns/s | server CPU % | model request KB |"
+           " fake model µs/turn | bench µs/turn | other load % | loop lag p50 / p99 / max ms |"
+           " errors |\n"
+        << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& l : r.latency) {
       if (!l.completed) {
-        std::cout << "| " << kind_label(l.kind) << " | failed | | | | | | | | | | | | | "
+        std::cout << "| " << kind_label(l.kind) << " | failed | | | | | | | | | | | | | | "
                   << l.errors << " |\n";
         continue;
       }
@@ -1888,7 +1920,8 @@ void print_report(const Options& opt, const Results& r, const std::string& load_
                 << fmt(l.max, 1) << " | " << fmt_int(l.w.turns_per_s) << " | "
                 << fmt(l.w.server_util * 100, 0) << " | " << fmt(l.w.request_kb) << " | "
                 << fmt_int(l.w.model_cpu_us) << " | " << fmt_int(l.w.bench_cpu_us) << " | "
-                << fmt(l.w.other_load * 100, 0) << " | " << l.errors << " |\n";
+                << fmt(l.w.other_load * 100, 0) << " | " << lag_cell(l.lag) << " | " << l.errors
+                << " |\n";
     }
     std::cout << "\n";
   }
@@ -1897,12 +1930,14 @@ void print_report(const Options& opt, const Results& r, const std::string& load_
         << "#### Concurrent sessions (one driver per session), fresh server\n\n"
         << "| turn | sessions | turns run | turns in window | turns/s | server CPU ms/turn |"
            " server CPU % | p50 ms | p95 ms | RSS idle MiB | RSS after MiB | peak RSS MiB |"
-           " model request KB | fake model µs/turn | other load % | errors |\n"
-        << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+           " model request KB | fake model µs/turn | other load % | loop lag p50 / p99 / max ms |"
+           " errors |\n"
+        << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+           "\n";
     for (const auto& t : r.throughput) {
       if (!t.completed) {
         std::cout << "| " << kind_label(t.kind) << " | " << t.sessions
-                  << " | failed | | | | | | | | | | | | | " << t.errors << " |\n";
+                  << " | failed | | | | | | | | | | | | | | " << t.errors << " |\n";
         continue;
       }
       std::cout << "| " << kind_label(t.kind) << " | " << t.sessions << " | "
@@ -1912,7 +1947,7 @@ void print_report(const Options& opt, const Results& r, const std::string& load_
                 << " | " << fmt(mib(t.rss_idle_kib)) << " | " << fmt(mib(t.rss_after_kib)) << " | "
                 << fmt(mib(t.hwm_kib)) << " | " << fmt(t.w.request_kb) << " | "
                 << fmt_int(t.w.model_cpu_us) << " | " << fmt(t.w.other_load * 100, 0) << " | "
-                << t.errors << " |\n";
+                << lag_cell(t.lag) << " | " << t.errors << " |\n";
     }
     std::cout << "\n";
   }

@@ -54,6 +54,8 @@
 #include <thread>
 #include <vector>
 
+#include "loop_lag.hpp"
+
 extern char** environ;
 
 namespace {
@@ -390,6 +392,9 @@ class Child {
       env.emplace_back(kv);
     }
     env.push_back("HOME=" + home.string());
+    // The server measures how late its event loop runs a due timer (src/app/loop_lag.hpp); the
+    // echo server of the baseline ignores it.
+    env.push_back("SWITCHBOARD_LOOP_LAG=1");
     std::vector<char*> argv, envp;
     for (const auto& a : args)
       argv.push_back(const_cast<char*>(a.c_str()));
@@ -491,6 +496,8 @@ class Child {
     if (text.size() > bytes) text = "..." + text.substr(text.size() - bytes);
     return text;
   }
+
+  const fs::path& log() const { return log_; }
 
  private:
   void kill_now() {
@@ -1387,6 +1394,7 @@ struct SoakRow {
   std::uint64_t rss_idle = 0;  // all clients connected, before the load
   std::size_t fds_idle = 0;
   std::vector<SoakSample> samples;
+  bench::LoopLag lag;  // the server's event-loop lag while the load ran
   bool completed = false;
 };
 
@@ -1560,6 +1568,8 @@ asio::awaitable<void> run_soak(asio::io_context& io, const Options& opt, TempRoo
       row.rss_idle = rss_bytes(server->pid());
       row.fds_idle = open_fds(server->pid());
       RunState run;
+      bool lag_on = bench::measures_loop_lag(server->log());
+      bench::mark_loop_lag(server->pid(), lag_on);  // what came before the load is not counted
       auto start = Clock::now();
       run.stop_at = start + std::chrono::duration_cast<Clock::duration>(
                                 std::chrono::duration<double>(opt.soak_duration_s));
@@ -1598,6 +1608,8 @@ asio::awaitable<void> run_soak(asio::io_context& io, const Options& opt, TempRoo
       }
       if (!co_await done.wait(opt.op_timeout + 5s))
         throw Fatal(std::to_string(done.remaining()) + " soak drivers did not stop");
+      bench::mark_loop_lag(server->pid(), lag_on);
+      if (lag_on) row.lag = bench::read_loop_lag(server->log(), 2);
       std::vector<std::int64_t> lat;
       for (const auto& sm : run.samples)
         lat.push_back(sm.ns);
@@ -1717,6 +1729,12 @@ void print_report(const Options& opt, const Results& r) {
               << fmt(static_cast<double>(k.rss_idle) / 1048576.0) << " | "
               << (last ? fmt(static_cast<double>(last->rss) / 1048576.0) : "") << " | "
               << k.fds_idle << " | " << (last ? std::to_string(last->fds) : "") << " |\n\n";
+    if (k.lag.found)
+      std::cout << "Event-loop lag while the load ran (how late a 1 ms timer on the server's loop "
+                   "fired, "
+                << fmt_int(static_cast<double>(k.lag.ticks)) << " ticks): p50 "
+                << fmt(k.lag.p50_us / 1000, 2) << " ms, p99 " << fmt(k.lag.p99_us / 1000, 2)
+                << " ms, max " << fmt(k.lag.max_us / 1000, 2) << " ms\n\n";
     // Growth under load, from the first reading a minute in (buffers and caches have grown to
     // their working size by then) to the last.
     const SoakSample* minute = nullptr;

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "app/loop_lag.hpp"
 #include "permission/ruleset.hpp"
 #include "provider/provider.hpp"
 #include "session/agent.hpp"
@@ -196,6 +197,8 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
     out.notes.push_back(std::to_string(*recovered) +
                         " turn(s) interrupted by the last stop were marked as failed");
   state->config = std::move(config);
+  // Only when asked for: its timer wakes the loop every millisecond (docs/configuration.md).
+  if (!env("SWITCHBOARD_LOOP_LAG").empty()) start_loop_lag_monitor(io, *state);
   out.state = std::move(state);
   return out;
 }
