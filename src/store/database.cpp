@@ -1,5 +1,16 @@
 #include "store/database.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+
+#include "util/log.hpp"
+
 namespace sb::store {
 namespace {
 Error sqlite_error(sqlite3* db, std::string_view what) {
@@ -89,36 +100,180 @@ void configure_sqlite_once() {
 }
 }  // namespace
 
-Result<std::unique_ptr<Database>> Database::open(const std::filesystem::path& path) {
+// The checkpoint thread: its own connection to the file, used only on its thread. Woken by the
+// WAL hook of the committing connection (wal_grew), never by a timer while nothing is written.
+class Checkpointer {
+ public:
+  Checkpointer(sqlite3* db, DatabaseOptions options)
+      : db_(db), options_(options), thread_([this] { run(); }) {}
+
+  // A final copy and truncation of the log, then the thread ends.
+  ~Checkpointer() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+    sqlite3_close(db_);
+  }
+
+  // After each commit, on the committing thread (under the Database's mutex): the log now has
+  // `pages` pages. Costs two atomic operations unless a copy is due.
+  void wal_grew(int pages) {
+    commits_.fetch_add(1, std::memory_order_relaxed);
+    int before = wal_pages_.exchange(pages, std::memory_order_relaxed);
+    if (pages < before) copied_.store(0, std::memory_order_relaxed);  // the log started over
+    if (pages - copied_.load(std::memory_order_relaxed) < options_.checkpoint_pages &&
+        pages < options_.restart_pages)
+      return;
+    if (due_.exchange(true, std::memory_order_acq_rel)) return;  // already asked
+    {
+      std::lock_guard lock(mutex_);  // so that the thread cannot miss the wake-up
+    }
+    wake_.notify_one();
+  }
+
+  CheckpointStats stats() const {
+    std::lock_guard lock(mutex_);
+    return stats_;
+  }
+
+ private:
+  void run() {
+    {
+      std::lock_guard lock(mutex_);
+      stats_.thread = std::this_thread::get_id();
+    }
+    bool copied_since_truncate = false;
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      auto asked = [&] { return stop_ || due_.load(std::memory_order_acquire); };
+      bool quiet = false;
+      if (copied_since_truncate) {
+        // Truncate the log once writes have stopped for a while.
+        auto commits = commits_.load(std::memory_order_relaxed);
+        if (!wake_.wait_for(lock, options_.idle_truncate, asked))
+          quiet = commits_.load(std::memory_order_relaxed) == commits;
+      } else {
+        wake_.wait(lock, asked);
+      }
+      if (stop_) break;
+      lock.unlock();
+      if (due_.exchange(false, std::memory_order_acq_rel)) {
+        bool restart = wal_pages_.load(std::memory_order_relaxed) >= options_.restart_pages;
+        checkpoint(restart ? SQLITE_CHECKPOINT_RESTART : SQLITE_CHECKPOINT_PASSIVE);
+        copied_since_truncate = true;
+      } else if (quiet && checkpoint(SQLITE_CHECKPOINT_TRUNCATE)) {
+        copied_since_truncate = false;
+      }
+      lock.lock();
+    }
+    lock.unlock();
+    // The last copy: the loop has stopped writing; wait a little for a writer all the same.
+    sqlite3_busy_timeout(db_, 2000);
+    checkpoint(SQLITE_CHECKPOINT_TRUNCATE);
+  }
+
+  // One checkpoint in `mode`; true when the whole log was copied.
+  bool checkpoint(int mode) {
+    int log_pages = 0, copied = 0;
+    int rc = sqlite3_wal_checkpoint_v2(db_, "main", mode, &log_pages, &copied);
+    // BUSY: a RESTART or TRUNCATE that could not hold the writer off or wait for a reader
+    // (what it could copy, it did); the next wake-up tries again.
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+      log::warn("sqlite: checkpoint: ", sqlite3_errmsg(db_));
+      return false;
+    }
+    if (copied >= 0) copied_.store(copied, std::memory_order_relaxed);
+    std::lock_guard lock(mutex_);
+    ++stats_.passes;
+    if (rc == SQLITE_OK && mode == SQLITE_CHECKPOINT_RESTART) ++stats_.restarts;
+    if (rc == SQLITE_OK && mode == SQLITE_CHECKPOINT_TRUNCATE) ++stats_.truncations;
+    return rc == SQLITE_OK && copied == log_pages;
+  }
+
+  sqlite3* const db_;
+  const DatabaseOptions options_;
+  std::atomic<int> wal_pages_{0};  // as the last commit left it
+  std::atomic<int> copied_{0};     // of them, copied by the last checkpoint
+  std::atomic<std::uint64_t> commits_{0};
+  std::atomic<bool> due_{false};  // a copy was asked for
+  mutable std::mutex mutex_;      // stop_, stats_, and the wake-up
+  std::condition_variable wake_;
+  bool stop_ = false;
+  CheckpointStats stats_;
+  std::thread thread_;  // last: starts once the rest is ready
+};
+
+namespace {
+// The WAL hook of the committing connection (sqlite3_wal_hook; it replaces SQLite's automatic
+// checkpoint, which would run in the commit).
+int on_wal_commit(void* checkpointer, sqlite3*, const char*, int pages) {
+  static_cast<Checkpointer*>(checkpointer)->wal_grew(pages);
+  return SQLITE_OK;
+}
+
+sqlite3* open_connection(const std::filesystem::path& path, std::string& error) {
+  sqlite3* raw = nullptr;
+  int rc =
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc == SQLITE_OK) return raw;
+  error = raw ? sqlite3_errmsg(raw) : "out of memory";
+  if (raw) sqlite3_close(raw);
+  return nullptr;
+}
+}  // namespace
+
+Result<std::unique_ptr<Database>> Database::open(const std::filesystem::path& path,
+                                                 DatabaseOptions options) {
   configure_sqlite_once();
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
   if (ec)
     return make_error(ErrorCode::Internal,
                       "cannot create " + path.parent_path().string() + ": " + ec.message());
-  sqlite3* raw = nullptr;
-  int rc =
-      sqlite3_open_v2(path.c_str(), &raw,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    std::string msg = raw ? sqlite3_errmsg(raw) : "out of memory";
-    if (raw) sqlite3_close(raw);
-    return make_error(ErrorCode::Internal, "cannot open " + path.string() + ": " + msg);
+  // The lock first: a second Database on the file (another server on the data directory) stops
+  // here, before it touches the database. flock() locks belong to the open file, so a second
+  // open in this process is refused too; the kernel drops the lock when the process dies.
+  std::string lock_path = path.string() + ".lock";
+  int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0)
+    return make_error(ErrorCode::Internal,
+                      "cannot open " + lock_path + ": " + std::strerror(errno));
+  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(lock_fd);
+    if (err == EWOULDBLOCK)
+      return make_error(ErrorCode::Conflict, path.string() + " is in use by another process");
+    return make_error(ErrorCode::Internal, "cannot lock " + lock_path + ": " + std::strerror(err));
+  }
+  std::string error;
+  sqlite3* raw = open_connection(path, error);
+  if (!raw) {
+    ::close(lock_fd);
+    return make_error(ErrorCode::Internal, "cannot open " + path.string() + ": " + error);
   }
   std::unique_ptr<Database> db(new Database(raw));
-  // The locking mode first: a WAL that an exclusive connection opens keeps its index in this
-  // process's memory (no -shm mapping), and no statement takes or drops a file lock. The lock is
-  // also what keeps a second server (or the sqlite3 shell) off a data directory in use. The first
-  // statements take it, at once or not at all (no busy timeout: another process holding the
-  // file does not let go by waiting).
+  db->lock_fd_ = lock_fd;
+  // A writer waits for the checkpoint thread only while a RESTART or TRUNCATE holds the writer
+  // lock (rare, and short), or for another program that opened the file (the sqlite3 shell).
+  sqlite3_busy_timeout(raw, 5000);
   for (auto sql :
-       {"PRAGMA locking_mode=EXCLUSIVE", "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
-        "PRAGMA foreign_keys=ON", "BEGIN IMMEDIATE", "COMMIT"})
-    if (auto r = db->exec(sql); !r) {
-      if (sqlite3_errcode(raw) == SQLITE_BUSY || sqlite3_errcode(raw) == SQLITE_LOCKED)
-        return make_error(ErrorCode::Conflict, path.string() + " is in use by another process");
-      return r.error();
-    }
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"})
+    if (auto r = db->exec(sql); !r) return r.error();
+  sqlite3* copier = open_connection(path, error);
+  if (!copier)
+    return make_error(ErrorCode::Internal, "cannot open " + path.string() + ": " + error);
+  // Its syncs are those of a checkpoint at synchronous=NORMAL (the log, then the database).
+  if (sqlite3_exec(copier, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    std::string msg = sqlite3_errmsg(copier);
+    sqlite3_close(copier);
+    return make_error(ErrorCode::Internal, "sqlite: " + msg);
+  }
+  db->checkpointer_ = std::make_unique<Checkpointer>(copier, options);
+  sqlite3_wal_hook(raw, on_wal_commit, db->checkpointer_.get());
   return db;
 }
 
@@ -136,10 +291,21 @@ Result<std::unique_ptr<Database>> Database::open_memory() {
   return db;
 }
 
+Database::Database(sqlite3* db) : db_(db) {}
+
 Database::~Database() {
+  if (checkpointer_) sqlite3_wal_hook(db_, nullptr, nullptr);
+  // The checkpoint thread's last copy first; then this connection, the last one, which SQLite
+  // closes with a checkpoint of what is left (nothing) and the log's removal.
+  checkpointer_.reset();
   for (auto& [sql, cached] : statements_)
     sqlite3_finalize(cached.stmt);
   sqlite3_close(db_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+CheckpointStats Database::checkpoint_stats() const {
+  return checkpointer_ ? checkpointer_->stats() : CheckpointStats{};
 }
 
 Result<void> Database::exec(std::string_view sql) {

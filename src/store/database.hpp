@@ -5,12 +5,23 @@
 // crash of the process; the log is synced only when a checkpoint copies it into the database
 // (a power failure may lose the commits since the last one).
 //
+// Checkpoints (and their syncs, two or three fdatasyncs of 2-5 ms each on our VMs) never run in
+// a commit: a thread of the Database's own, with a connection of its own, copies the log into
+// the database (PRAGMA wal_checkpoint(PASSIVE), which does not block the writer) once
+// `checkpoint_pages` have been written since the last copy, so the thread that commits (the
+// server's event loop) never waits for a checkpoint. A writer that finds the log fully copied
+// starts it over (SQLite syncs the new log header then: one sync per cycle of the log); a writer
+// that never pauses keeps the log from being fully copied, so past `restart_pages` the thread
+// makes the writer wait for one copy (RESTART); once writes stop for `idle_truncate` the log is
+// truncated. docs/benchmarks.md shows what this does to the event loop's lag.
+//
 // Statements are prepared once per SQL text and kept (compiling a statement cost more than
 // running it): prepare() hands out the cached statement, which is reset and its bindings
 // cleared when the Statement is destroyed.
 //
-// A file is used by one connection of one process (locking_mode=EXCLUSIVE): whoever uses it
-// shares that Database (a shared_ptr), and no other program can read it meanwhile.
+// A file is used by one Database of one process: whoever uses it shares that Database (a
+// shared_ptr). An flock()ed `<file>.lock` beside it keeps a second Database (another server on
+// the same data directory) off it.
 //
 // Not thread-safe on its own: every user holds mutex() around its calls and the Statements it
 // gets, the same mutex for all users of one Database. SQLite's own lock around every call is
@@ -18,6 +29,7 @@
 // process-wide lock on each allocation).
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -25,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 
 #include "util/error.hpp"
@@ -61,11 +74,34 @@ class Statement {
   bool* in_use_;  // the cache's flag for this statement; null for one the Statement owns
 };
 
+// How the checkpoint thread keeps the log short. Pages are SQLite pages (4 KiB).
+struct DatabaseOptions {
+  // Log pages written since the last copy that start a copy (SQLite's own automatic
+  // checkpoint starts at 1,000).
+  int checkpoint_pages = 1000;
+  // A log this long (64 MiB) is copied with the writer held off (RESTART), which a writer that
+  // never pauses would otherwise keep from starting the log over.
+  int restart_pages = 16384;
+  // Quiet this long after a copy: the log is truncated to nothing.
+  std::chrono::milliseconds idle_truncate{1000};
+};
+
+// What the checkpoint thread has done, for tests.
+struct CheckpointStats {
+  std::uint64_t passes = 0;       // copies of the log into the database
+  std::uint64_t restarts = 0;     // of them, RESTART copies that held the writer off
+  std::uint64_t truncations = 0;  // the log truncated while quiet
+  std::thread::id thread;         // the thread that ran them
+};
+
+class Checkpointer;
+
 class Database {
  public:
-  // Opens (creating) the file for this process alone, with WAL and foreign keys. Conflict when
-  // another process (another server, the sqlite3 shell) has it open.
-  static Result<std::unique_ptr<Database>> open(const std::filesystem::path& path);
+  // Opens (creating) the file for this Database alone, with WAL, foreign keys and a checkpoint
+  // thread. Conflict when another Database (in this or another process) has it open.
+  static Result<std::unique_ptr<Database>> open(const std::filesystem::path& path,
+                                                DatabaseOptions options = {});
   // An in-memory database, for tests.
   static Result<std::unique_ptr<Database>> open_memory();
   ~Database();
@@ -77,6 +113,8 @@ class Database {
   // Prepares (cached) and runs one statement without parameters or rows.
   Result<void> run(std::string_view sql);
   std::int64_t changes() const;
+  // Of the checkpoint thread; all zero for an in-memory database.
+  CheckpointStats checkpoint_stats() const;
   // Held around every use of this Database, by all who share it.
   std::mutex& mutex() { return mutex_; }
 
@@ -105,8 +143,10 @@ class Database {
     sqlite3_stmt* stmt = nullptr;
     bool in_use = false;
   };
-  explicit Database(sqlite3* db) : db_(db) {}
+  explicit Database(sqlite3* db);  // out of line: Checkpointer is complete only there
   sqlite3* db_;
+  int lock_fd_ = -1;  // the flock()ed <file>.lock; -1 in memory
+  std::unique_ptr<Checkpointer> checkpointer_;
   std::mutex mutex_;
   // By SQL text; node-based, so the `in_use` flags that Statements point to never move.
   std::unordered_map<std::string, Cached, StringHash, std::equal_to<>> statements_;

@@ -1,8 +1,19 @@
 // store::Database::Transaction: what was written either all lands or none of it does, and a
-// transaction that failed leaves the connection ready for the next one.
+// transaction that failed leaves the connection ready for the next one. store::Database on a
+// file: checkpoints on a thread of its own with the log kept short, one Database per file, and
+// commits that survive a kill.
 #include "store/database.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
 
 namespace sb::store {
 namespace {
@@ -63,6 +74,142 @@ TEST(Transaction, OneThatCouldNotBeginCannotCommitAnotherOnesWrites) {
   auto committed = outer.commit();
   ASSERT_TRUE(committed) << committed.error().message;
   EXPECT_EQ(count_rows(*db, "parent"), 1);
+}
+
+// A fresh directory, removed with what is in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() / ("sb-database-" + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::uintmax_t size_or_zero(const std::filesystem::path& file) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(file, ec);
+  return ec ? 0 : size;
+}
+
+void insert_row(Database& db, std::int64_t id, const std::string& text) {
+  std::lock_guard lock(db.mutex());
+  Database::Transaction tx(db);
+  ASSERT_TRUE(tx.begun());
+  {
+    auto st = db.prepare("INSERT INTO t(id, text) VALUES(?1, ?2)");
+    ASSERT_TRUE(st);
+    st->bind(1, id).bind(2, text);
+    ASSERT_TRUE(st->run());
+  }
+  auto committed = tx.commit();
+  ASSERT_TRUE(committed) << committed.error().message;
+}
+
+constexpr std::uintmax_t kFrameBytes = 24 + 4096;  // a WAL frame: its header and a page
+
+// A writer that never pauses: the log is copied on another thread than the writer's, and
+// stays bounded (the RESTART copies past restart_pages let it start over); once writes stop,
+// it is truncated. Every row is there.
+TEST(Checkpoints, RunOffTheWritersThreadAndKeepTheLogBounded) {
+  TempDir dir;
+  DatabaseOptions options;
+  options.checkpoint_pages = 64;
+  options.restart_pages = 512;
+  options.idle_truncate = std::chrono::milliseconds(100);
+  auto db = Database::open(dir.path() / "a.db", options);
+  ASSERT_TRUE(db) << db.error().message;
+  ASSERT_TRUE((*db)->exec("CREATE TABLE t(id INTEGER PRIMARY KEY, text TEXT NOT NULL)"));
+  auto wal = dir.path() / "a.db-wal";
+  std::uintmax_t largest = 0;
+  constexpr int kRows = 4000;
+  for (int i = 0; i < kRows; ++i) {
+    insert_row(**db, i, std::string(3000, static_cast<char>('a' + i % 26)));
+    largest = std::max(largest, size_or_zero(wal));
+  }
+  auto stats = (*db)->checkpoint_stats();
+  EXPECT_GT(stats.passes, 0u);
+  EXPECT_NE(stats.thread, std::thread::id());
+  EXPECT_NE(stats.thread, std::this_thread::get_id());
+  // 4,000 rows of a page or more each are over 16 MiB of log without a copy; the bound leaves
+  // room for what the writer adds while a copy runs.
+  EXPECT_LT(largest, 4 * 512 * kFrameBytes) << "largest log: " << largest << " bytes";
+  // Quiet: the log goes down to nothing.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (size_or_zero(wal) > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(size_or_zero(wal), 0u);
+  EXPECT_GT((*db)->checkpoint_stats().truncations, 0u);
+  std::lock_guard lock((*db)->mutex());
+  EXPECT_EQ(count_rows(**db, "t"), kRows);
+}
+
+// One Database per file: a second one (another server on the same data directory) is refused,
+// naming why, until the first is closed. The lock is an flock() on a file beside the database,
+// so it holds between processes as it does within one.
+TEST(Checkpoints, ASecondDatabaseOnTheFileIsRefusedUntilTheFirstCloses) {
+  TempDir dir;
+  auto first = Database::open(dir.path() / "a.db");
+  ASSERT_TRUE(first) << first.error().message;
+  auto second = Database::open(dir.path() / "a.db");
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code, ErrorCode::Conflict);
+  EXPECT_NE(second.error().message.find("is in use by another process"), std::string::npos)
+      << second.error().message;
+  // Another process: a child that tries to open it exits 1 on the conflict.
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto other = Database::open(dir.path() / "a.db");
+    ::_exit(!other && other.error().code == ErrorCode::Conflict ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  first->reset();
+  auto reopened = Database::open(dir.path() / "a.db");
+  EXPECT_TRUE(reopened) << reopened.error().message;
+}
+
+// A process killed (SIGKILL) while it commits and its checkpoint thread copies: every commit
+// that returned is there when the file is opened again.
+TEST(Checkpoints, CommitsSurviveAKillDuringCheckpoints) {
+  TempDir dir;
+  constexpr int kRows = 1500;
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    DatabaseOptions options;
+    options.checkpoint_pages = 32;
+    options.restart_pages = 256;
+    auto db = Database::open(dir.path() / "a.db", options);
+    if (!db || !(*db)->exec("CREATE TABLE t(id INTEGER PRIMARY KEY, text TEXT NOT NULL)"))
+      ::_exit(2);
+    for (int i = 0; i < kRows; ++i)
+      insert_row(**db, i, std::string(3000, 'k'));
+    if ((*db)->checkpoint_stats().passes == 0) ::_exit(3);  // no copy ran beside the writes
+    ::kill(::getpid(), SIGKILL);
+    ::_exit(4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  auto db = Database::open(dir.path() / "a.db");
+  ASSERT_TRUE(db) << db.error().message;
+  std::lock_guard lock((*db)->mutex());
+  EXPECT_EQ(count_rows(**db, "t"), kRows);
+  auto st = (*db)->prepare("PRAGMA integrity_check");
+  ASSERT_TRUE(st);
+  ASSERT_TRUE(st->step());
+  EXPECT_EQ(st->text(0), "ok");
 }
 
 }  // namespace
