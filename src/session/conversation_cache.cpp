@@ -1,0 +1,70 @@
+#include "session/conversation_cache.hpp"
+
+namespace sb::session {
+
+namespace {
+// Idle conversations kept in memory; the least recently used beyond this are dropped (and
+// read from the store again when their session has another turn).
+constexpr std::size_t kConversationsKept = 64;
+}  // namespace
+
+void append_history(const MessageWithParts& m, std::vector<provider::ModelMessage>& out) {
+  std::string text;
+  for (const auto& p : m.parts)
+    if (p.type == Part::Type::Text) text += (text.empty() ? "" : "\n") + p.text;
+  if (m.info.role == MessageInfo::Role::User) {
+    out.push_back(provider::ModelMessage::user(text));
+    return;
+  }
+  std::vector<provider::ModelToolCall> calls;
+  std::vector<provider::ModelMessage> results;
+  for (const auto& p : m.parts) {
+    if (p.type != Part::Type::Tool) continue;
+    bool done = p.state.status == ToolState::Status::Completed;
+    bool failed = p.state.status == ToolState::Status::Error;
+    if (!done && !failed) continue;
+    calls.push_back({p.call_id, p.tool, p.state.input});
+    results.push_back(provider::ModelMessage::tool_result(
+        p.call_id, done ? p.state.output : "Error: " + p.state.error, failed));
+  }
+  if (text.empty() && calls.empty()) return;
+  out.push_back(provider::ModelMessage::assistant(text, std::move(calls)));
+  for (auto& r : results)
+    out.push_back(std::move(r));
+}
+
+Result<std::shared_ptr<Conversation>> ConversationCache::get(const std::string& session_id) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = conversations_.find(session_id); it != conversations_.end()) {
+      it->second->used = ++uses_;
+      return it->second;
+    }
+  }
+  auto stored = store_->list_messages(session_id);
+  if (!stored) return stored.error();
+  auto loaded = std::make_shared<Conversation>();
+  for (const auto& m : *stored)
+    append_history(m, loaded->messages);
+  std::lock_guard lock(mutex_);
+  loaded->used = ++uses_;
+  conversations_[session_id] = loaded;
+  while (conversations_.size() > kConversationsKept) {
+    // The least recently used one whose session is not running a turn.
+    auto victim = conversations_.end();
+    for (auto it = conversations_.begin(); it != conversations_.end(); ++it)
+      if (!status_->running(it->first) &&
+          (victim == conversations_.end() || it->second->used < victim->second->used))
+        victim = it;
+    if (victim == conversations_.end()) break;
+    conversations_.erase(victim);
+  }
+  return loaded;
+}
+
+void ConversationCache::forget(const std::string& session_id) {
+  std::lock_guard lock(mutex_);
+  conversations_.erase(session_id);
+}
+
+}  // namespace sb::session

@@ -1,0 +1,575 @@
+#include "session/processor.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <ctime>
+
+#include "permission/doom_loop.hpp"
+#include "tool/arguments.hpp"
+#include "tool/builtin/invalid.hpp"
+#include "tool/truncate.hpp"
+#include "util/ids.hpp"
+#include "util/log.hpp"
+
+namespace sb::session {
+
+namespace asio = boost::asio;
+constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+namespace {
+
+constexpr std::string_view kLastStepNote =
+    "\n\nThis is the last step of this turn (the agent's step limit): tools are not available "
+    "now. Answer with text only: say what was done, what is left, and what the user could ask "
+    "for next.";
+
+std::string system_prompt(const Agent& agent, const std::filesystem::path& directory) {
+  std::string prompt = agent.prompt;
+  if (prompt.empty())
+    prompt =
+        "You are Switchboard, an agent that helps the user with tasks in their project. Use the "
+        "tools you are given to look things up and make changes; some tools run on the user's own "
+        "machine or in their browser. Be concise.";
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", &tm);
+  return prompt + "\n\n<env>\nWorking directory: " + directory.string() +
+         "\nToday's date: " + date + "\n</env>";
+}
+
+NamedError named_error(const provider::StreamError& e) {
+  if (e.message == "aborted") return {"MessageAbortedError", "The turn was aborted", {}};
+  if (e.http_status == 401 || e.http_status == 403)
+    return {"ProviderAuthError", e.message, json::object{{"statusCode", e.http_status}}};
+  json::object data{{"isRetryable", e.retryable}};
+  if (e.http_status) data["statusCode"] = e.http_status;
+  return {"APIError", e.message, std::move(data)};
+}
+
+// One stored message as the model sees it, appended to `out`.
+// A new message of a turn, of the prompt's agent and model.
+MessageInfo new_message(const std::string& session_id, MessageInfo::Role role,
+                        const ResolvedPrompt& prompt) {
+  MessageInfo m;
+  m.id = ids::make("msg");
+  m.session_id = session_id;
+  m.role = role;
+  m.created = now_ms();
+  m.agent = prompt.agent_name;
+  m.provider_id = prompt.provider_id;
+  m.model_id = prompt.model_id;
+  return m;
+}
+
+// A new part of `message`.
+Part new_part(const MessageInfo& message, Part::Type type) {
+  Part p;
+  p.id = ids::make("prt");
+  p.session_id = message.session_id;
+  p.message_id = message.id;
+  p.type = type;
+  return p;
+}
+
+}  // namespace
+
+Result<ResolvedPrompt> resolve_prompt(const std::map<std::string, Agent>& agents,
+                                      const provider::ProviderSet& providers,
+                                      const PromptInput& input) {
+  ResolvedPrompt out;
+  out.agent_name = input.agent.value_or("build");
+  auto agent = agents.find(out.agent_name);
+  if (agent == agents.end())
+    return make_error(ErrorCode::InvalidRequest, "Unknown agent: " + out.agent_name);
+  out.agent = agent->second;
+  std::string model = input.model.value_or(out.agent.model.value_or(providers.default_model));
+  auto slash = model.find('/');
+  if (slash == std::string::npos)
+    return make_error(ErrorCode::InvalidRequest,
+                      "model must be \"PROVIDER/MODEL\", got \"" + model + "\"");
+  out.provider_id = model.substr(0, slash);
+  out.model_id = model.substr(slash + 1);
+  auto provider = providers.providers.find(out.provider_id);
+  if (provider == providers.providers.end())
+    return make_error(ErrorCode::InvalidRequest, "Unknown model provider: " + out.provider_id);
+  out.provider = provider->second;
+  return out;
+}
+
+std::shared_ptr<Processor> Processor::create(ProcessorDeps deps, ServiceOptions options) {
+  return std::shared_ptr<Processor>(new Processor(std::move(deps), std::move(options)));
+}
+
+Processor::Processor(ProcessorDeps deps, ServiceOptions options)
+    : deps_(std::move(deps)), options_(std::move(options)) {
+  // As paths the tools resolve it (external_directory asks name real paths): once, for every
+  // turn's rule that lets a session read its saved outputs.
+  std::error_code ec;
+  auto dir = tool::saved_outputs_dir(options_.data_dir);
+  truncate_dir_ = std::filesystem::weakly_canonical(dir, ec);
+  if (ec) truncate_dir_ = dir.lexically_normal();
+}
+
+void Processor::awaiting_person(Turn& turn, bool waiting) {
+  if (waiting && ++turn.awaiting == 1)
+    deps_.status->set(turn.session.id, json::object{{"type", "awaiting-input"}});
+  if (!waiting && --turn.awaiting == 0 && !turn.abort->aborted())
+    deps_.status->set(turn.session.id, json::object{{"type", "busy"}});
+}
+
+void Processor::publish_delta(Step& step) {
+  if (!step.delta_part || step.delta.empty()) return;
+  const Part& part = *step.delta_part;
+  step.delta_part = nullptr;
+  std::string delta = std::exchange(step.delta, {});
+  if (deps_.writer->is_deleted(part.session_id)) return;
+  deps_.bus->publish("message.part.delta", json::object{{"sessionID", part.session_id},
+                                                        {"messageID", part.message_id},
+                                                        {"partID", part.id},
+                                                        {"field", "text"},
+                                                        {"delta", std::move(delta)}});
+}
+
+asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Turn> turn,
+                                                              PromptInput input,
+                                                              ResolvedPrompt prompt) {
+  const std::string& session_id = turn->session.id;
+  const std::string& model_id = prompt.model_id;
+  // Offered as the agent is configured, before this turn's rule below.
+  auto offered = offered_tools(prompt.agent, &turn->session, deps_.config_rules, *deps_.permissions,
+                               *deps_.tools, input.tools);
+  turn->agent = std::move(prompt.agent);
+  // The truncation note tells the model to read the full output where it was saved: this
+  // session's saved outputs are read without an ask (a headless server rejected it). As an
+  // agent default (after the built-in rules, before the config's for this agent), so that the
+  // config file or the session may still deny it.
+  auto& rules = turn->agent.permission;
+  rules.insert(
+      rules.begin() +
+          static_cast<std::ptrdiff_t>(std::min(turn->agent.builtin_rules, rules.size())),
+      {"external_directory", (tool::session_output_dir(truncate_dir_, session_id) / "*").string(),
+       permission::Action::Allow});
+  if (!offered) co_return offered.error();
+  turn->session_rules = turn->session.permission;
+
+  // Read before the user's message is added to it.
+  auto conversation = deps_.conversations->get(session_id);
+  if (!conversation) co_return conversation.error();
+  turn->conversation = *conversation;
+
+  // The user's message.
+  MessageInfo user = new_message(session_id, MessageInfo::Role::User, prompt);
+  deps_.writer->stage_message(*turn, user);
+  Part text = new_part(user, Part::Type::Text);
+  text.text = input.text;
+  text.start = text.end = user.created;
+  deps_.writer->stage_part(*turn, text);
+  turn->conversation->messages.push_back(provider::ModelMessage::user(input.text));
+  turn->session.updated = now_ms();
+  turn->unsaved_session = turn->session;
+  if (deps_.bus->has_subscribers())
+    deps_.bus->publish("session.updated", json::object{{"info", to_json(turn->session)}});
+
+  provider::ToolSet tool_set = tool_sets_.get(*offered);
+
+  std::optional<std::size_t> last;  // the last step's message in turn->messages
+  for (int step_no = 0; step_no < turn->agent.max_steps; ++step_no) {
+    if (turn->abort->aborted()) break;
+
+    auto step = std::make_shared<Step>();
+    step->turn = turn;
+    step->provider = prompt.provider;
+    step->running = std::make_unique<WaitGroup>(co_await asio::this_coro::executor);
+    step->request.model = model_id;
+    step->request.system = system_prompt(turn->agent, options_.directory);
+    step->request.tools = tool_set;
+    // The agent's last step may call no tools, and the model is told why: the turn ends with
+    // its account of what it did instead of with a tool call whose result nobody reads.
+    if (step_no + 1 >= turn->agent.max_steps) {
+      step->request.no_tool_calls = true;
+      step->request.system += kLastStepNote;
+    }
+    MessageInfo& m = step->message;
+    m = new_message(session_id, MessageInfo::Role::Assistant, prompt);
+    m.parent_id = user.id;
+    m.cwd = options_.directory.string();
+    deps_.writer->stage_message(*turn, m);
+    deps_.writer->stage_part(*turn, new_part(m, Part::Type::StepStart));
+    // The open assistant message is what a restart marks as interrupted.
+    deps_.writer->flush(turn, false);
+
+    {
+      // The step's request holds the conversation while the model answers; it comes back
+      // however the step ends.
+      Conversation& conv = *turn->conversation;
+      step->request.messages = std::move(conv.messages);
+      struct GiveBack {
+        Conversation& conv;
+        provider::ModelRequest& request;
+        ~GiveBack() { conv.messages = std::move(request.messages); }
+      } give_back{conv, step->request};
+      co_await run_step(step);
+    }
+
+    // The step's end: usage, finish reason, errors.
+    Part finish = new_part(m, Part::Type::StepFinish);
+    if (step->finish) {
+      const auto& u = step->finish->usage;
+      m.tokens = {u.input, u.output, u.reasoning, u.cache_read, u.cache_write};
+      m.finish = std::string(provider::finish_reason_name(step->finish->reason));
+      finish.reason = m.finish;
+      finish.tokens = m.tokens;
+      deps_.writer->stage_part(*turn, finish);
+    }
+    if (turn->abort->aborted()) {
+      m.error = NamedError{"MessageAbortedError", turn->abort->reason(), {}};
+    } else if (step->error) {
+      m.error = named_error(*step->error);
+      // The same error as on the message: name, message and the rest (statusCode, isRetryable).
+      json::object data = m.error->data;
+      data["message"] = m.error->message;
+      deps_.bus->publish("session.error",
+                         json::object{{"sessionID", session_id},
+                                      {"error", json::object{{"name", m.error->name},
+                                                             {"data", std::move(data)}}}});
+    }
+    m.completed = now_ms();
+    deps_.writer->stage_message(*turn, m);
+
+    // The message with its parts as stored, which the conversation gains.
+    const MessageWithParts* stored = turn->change(m.id);
+    append_history(*stored, turn->conversation->messages);
+    last = static_cast<std::size_t>(stored - turn->messages.data());
+    bool called_tools = !step->tools.empty();
+    if (m.error || step->halt || !called_tools) break;
+  }
+  deps_.writer->flush(turn, true);
+  // Stored (as text) by now: the message can leave the turn.
+  co_return last ? std::move(turn->messages[*last]) : MessageWithParts{};
+}
+
+asio::awaitable<void> Processor::run_step(std::shared_ptr<Step> step) {
+  auto executor = co_await asio::this_coro::executor;
+  auto& turn = *step->turn;
+  const std::string& session_id = turn.session.id;
+  auto self = shared_from_this();
+
+  auto on_event = [&](provider::StreamEvent event) {
+    bool is_delta = std::holds_alternative<provider::TextDelta>(event) ||
+                    std::holds_alternative<provider::ReasoningDelta>(event);
+    if (!is_delta) publish_delta(*step);  // what streamed so far goes out before what follows
+    std::visit(
+        [&](auto& e) {
+          using E = std::decay_t<decltype(e)>;
+          if constexpr (std::is_same_v<E, provider::TextDelta> ||
+                        std::is_same_v<E, provider::ReasoningDelta>) {
+            bool reasoning = std::is_same_v<E, provider::ReasoningDelta>;
+            auto& slot = reasoning ? step->reasoning : step->text;
+            // Text of the other part (reasoning, then text) goes out first, as its own delta
+            // and before this part is announced.
+            if (step->delta_part && (!slot || step->delta_part != &*slot)) publish_delta(*step);
+            if (!slot) {
+              Part p =
+                  new_part(step->message, reasoning ? Part::Type::Reasoning : Part::Type::Text);
+              p.start = now_ms();
+              slot = p;
+              deps_.writer->stage_part(turn, *slot);
+            }
+            slot->text += e.text;
+            step->emitted = true;
+            if (deps_.bus->has_subscribers()) {
+              // Gathered and published once the stream's current read is handled: a fast model
+              // sends hundreds of deltas in one read, and an event each overflowed the queue of
+              // every /event subscriber (1,024 frames) before one frame could be written.
+              step->delta_part = &*slot;
+              step->delta += e.text;
+              if (!step->delta_posted) {
+                step->delta_posted = true;
+                asio::post(executor, [self, step] {
+                  step->delta_posted = false;
+                  self->publish_delta(*step);
+                });
+              }
+            }
+          } else if constexpr (std::is_same_v<E, provider::ToolInputStart>) {
+            Part p = new_part(step->message, Part::Type::Tool);
+            p.call_id = e.id;
+            p.tool = e.name;
+            p.state.status = ToolState::Status::Pending;
+            step->tools[e.id] = p;
+            step->tool_order.push_back(e.id);
+            step->emitted = true;
+            deps_.writer->stage_part(turn, p);
+          } else if constexpr (std::is_same_v<E, provider::ToolInputDelta>) {
+            if (auto it = step->tools.find(e.id); it != step->tools.end())
+              it->second.state.raw += e.delta;
+          } else if constexpr (std::is_same_v<E, provider::ToolCall>) {
+            step->emitted = true;
+            step->running->add();
+            asio::co_spawn(executor, self->run_tool(step, std::move(e)),
+                           [step](std::exception_ptr ex) {
+                             if (ex) {
+                               try {
+                                 std::rethrow_exception(ex);
+                               } catch (const std::exception& what) {
+                                 log::error("tool call crashed: ", what.what());
+                               }
+                             }
+                           });
+          } else if constexpr (std::is_same_v<E, provider::StepFinish>) {
+            step->finish = std::move(e);
+          } else if constexpr (std::is_same_v<E, provider::StreamError>) {
+            step->error = std::move(e);
+          }
+        },
+        event);
+  };
+
+  asio::steady_timer backoff(executor);
+  for (int attempt = 0;; ++attempt) {
+    step->error.reset();
+    step->finish.reset();
+    co_await step->provider->stream(step->request, on_event, turn.abort);
+    if (!step->error || !step->error->retryable || step->emitted || turn.abort->aborted() ||
+        attempt >= options_.retry_attempts)
+      break;
+    std::chrono::milliseconds delay = std::min<std::chrono::milliseconds>(
+        options_.retry_initial * (1LL << std::min(attempt, 20)), options_.retry_max);
+    deps_.status->set(session_id,
+                      json::object{{"type", "retry"},
+                                   {"attempt", attempt + 1},
+                                   {"message", step->error->message},
+                                   {"next", static_cast<std::int64_t>(now_ms() + delay.count())}});
+    backoff.expires_after(delay);
+    {
+      AbortSignal::Registration reg(turn.abort, [&backoff, executor] {
+        asio::post(executor, [&backoff] { backoff.cancel(); });
+      });
+      co_await backoff.async_wait(tuple_awaitable);
+    }
+    deps_.status->set(session_id, json::object{{"type", "busy"}});
+  }
+
+  publish_delta(*step);
+  // Server tools run concurrently and client calls wait for their clients; the step ends when
+  // every call has its result (design.md decision 7).
+  co_await step->running->wait();
+
+  auto now = now_ms();
+  for (auto* slot : {&step->text, &step->reasoning}) {
+    if (!*slot) continue;
+    (*slot)->end = now;
+    deps_.writer->stage_part(turn, **slot);
+  }
+  // A call whose input never finished streaming cannot run: it fails rather than hang.
+  for (const auto& id : step->tool_order) {
+    Part& p = step->tools[id];
+    if (p.state.status != ToolState::Status::Pending) continue;
+    p.state.status = ToolState::Status::Error;
+    p.state.error = turn.abort->aborted() ? "Tool execution aborted"
+                                          : "The model did not finish this tool call";
+    p.state.start = p.state.end = now;
+    deps_.writer->stage_part(turn, p);
+  }
+}
+
+asio::awaitable<Result<void>> Processor::ask(std::shared_ptr<Step> step, const std::string& call_id,
+                                             tool::PermissionRequest request) {
+  using Channel = asio::experimental::concurrent_channel<void(boost::system::error_code,
+                                                              permission::AskOutcome)>;
+  auto channel = std::make_shared<Channel>(co_await asio::this_coro::executor, 1);
+  Turn& turn = *step->turn;
+  permission::AskParams params;
+  params.session_id = turn.session.id;
+  params.message_id = step->message.id;
+  params.call_id = call_id;
+  params.permission = request.permission;
+  params.patterns = request.patterns;
+  params.always = request.always;
+  params.metadata = request.metadata;
+  auto waiting =
+      deps_.permissions->ask(std::move(params),
+                             {std::cref(turn.agent.permission), std::cref(deps_.config_rules),
+                              std::cref(turn.session_rules)},
+                             [channel](permission::AskOutcome outcome) {
+                               channel->try_send(boost::system::error_code{}, std::move(outcome));
+                             });
+  // Settled by the rules (allowed or denied at once): the answer is taken from the channel
+  // without giving up the executor, so a tool that needs no person runs on (and ends without
+  // waiting, see run_tool).
+  std::optional<permission::AskOutcome> settled;
+  if (!waiting)
+    channel->try_receive([&settled](boost::system::error_code, permission::AskOutcome outcome) {
+      settled = std::move(outcome);
+    });
+  if (!settled) {
+    if (waiting) awaiting_person(turn, true);
+    auto [ec, received] = co_await channel->async_receive(tuple_awaitable);
+    if (waiting) awaiting_person(turn, false);
+    if (ec) co_return make_error(ErrorCode::Internal, "permission channel: " + ec.message());
+    settled = std::move(received);
+  }
+  const permission::AskOutcome& outcome = *settled;
+  if (!outcome) {
+    if (outcome.error().halts_turn()) step->halt = true;
+    co_return outcome.error().error();
+  }
+  co_return Result<void>{};
+}
+
+asio::awaitable<void> Processor::run_tool(std::shared_ptr<Step> step, provider::ToolCall call) {
+  Turn& turn = *step->turn;
+  const std::string& session_id = turn.session.id;
+  auto& parts = step->tools;
+  if (!parts.count(call.id)) {
+    Part p = new_part(step->message, Part::Type::Tool);
+    p.call_id = call.id;
+    p.tool = call.name;
+    parts[call.id] = p;
+    step->tool_order.push_back(call.id);
+  }
+  // Route what cannot run as asked to the `invalid` tool, whose output tells the model what to fix.
+  std::string tool_name = call.name;
+  json::value input = call.input;
+  tool::ToolPtr tool;
+  std::optional<std::string> invalid_reason;
+  bool client_tool = false;
+  std::vector<std::string> available;
+  for (const auto& t : step->request.tools)
+    available.push_back(t.name);
+  if (!call.input_valid) {
+    invalid_reason = call.input_error;
+  } else if (std::find(available.begin(), available.end(), call.name) == available.end() ||
+             !(tool = deps_.tools->find(call.name, session_id))) {
+    invalid_reason = tool::unknown_tool_error(call.name, available);
+  }
+  json::object args;
+  if (!invalid_reason) {
+    auto prepared = tool::prepare_arguments(*tool, input);
+    if (!prepared)
+      invalid_reason = prepared.error().message;
+    else
+      args = std::move(*prepared);
+  }
+  if (invalid_reason) {
+    tool = deps_.tools->find("invalid", session_id);
+    tool_name = "invalid";
+    args = json::object{{"tool", call.name}, {"error", *invalid_reason}};
+  }
+  auto client_def = deps_.tools->client_tools()->get_tool(tool_name);
+  client_tool = client_def.has_value();
+
+  Part& part = parts[call.id];
+  part.tool = tool_name;
+  part.state.status = ToolState::Status::Running;
+  part.state.input = args;
+  part.state.start = now_ms();
+  deps_.writer->stage_part(turn, part);
+  // A restart must find a call that was running (and then mark it failed): one that still runs
+  // when the write delay ends is stored as running then. One that ends sooner (a file read) is
+  // stored once, with its result.
+  deps_.writer->flush(step->turn, false);
+
+  auto finish = [&](Result<tool::ToolResult> result) {
+    Part& p = step->tools[call.id];
+    p.state.end = now_ms();
+    if (turn.abort->aborted() && (!result || p.state.status == ToolState::Status::Running) &&
+        !result) {
+      p.state.status = ToolState::Status::Error;
+      p.state.error = "Tool execution aborted";
+    } else if (!result) {
+      p.state.status = ToolState::Status::Error;
+      p.state.error = result.error().message;
+    } else {
+      p.state.status = ToolState::Status::Completed;
+      p.state.title = result->title;
+      p.state.metadata = std::move(result->metadata);
+      // What the tool cut itself (glob's first 100 files, bash past its capture limit) stays
+      // said when the output is within the limits here.
+      auto said = p.state.metadata.find("truncated");
+      bool cut =
+          said != p.state.metadata.end() && said->value().is_bool() && said->value().get_bool();
+      if (result->bounded) {
+        p.state.output = std::move(result->output);
+      } else {
+        auto truncated = tool::truncate_output(std::move(result->output), session_id, tool_name,
+                                               tool::TruncateOptions{truncate_dir_});
+        p.state.output = std::move(truncated.content);
+        cut = cut || truncated.truncated;
+        if (truncated.output_path) p.state.metadata["outputPath"] = truncated.output_path->string();
+      }
+      p.state.metadata["truncated"] = cut;
+      p.state.attachments = std::move(result->attachments);
+    }
+    deps_.writer->stage_part(turn, p);
+    step->running->done();
+  };
+
+  if (!tool) {
+    finish(make_error(ErrorCode::Internal, "the invalid tool is not registered"));
+    co_return;
+  }
+  // The third identical call in a row asks before it runs (seed 002's doom loop).
+  turn.calls.push_back({tool_name, json::value(args), false});
+  if (permission::is_doom_loop(turn.calls, tool_name, json::value(args))) {
+    // Named, not braced in the co_await: GCC 12 miscompiles braced temporaries there.
+    tool::PermissionRequest request;
+    request.permission = "doom_loop";
+    request.patterns = {tool_name};
+    request.always = {tool_name};
+    request.metadata = json::object{{"tool", tool_name}, {"input", args}};
+    auto ok = co_await ask(step, call.id, std::move(request));
+    if (!ok) {
+      finish(ok.error());
+      co_return;
+    }
+  }
+  if (client_tool) {
+    tool::PermissionRequest request;
+    request.permission = "client_tools";
+    request.patterns = {tool_name};
+    request.always = {tool_name};
+    request.metadata = json::object{{"tool", tool_name}};
+    auto ok = co_await ask(step, call.id, std::move(request));
+    if (!ok) {
+      finish(ok.error());
+      co_return;
+    }
+  }
+
+  tool::ToolContext ctx;
+  ctx.session_id = session_id;
+  ctx.message_id = step->message.id;
+  ctx.call_id = call.id;
+  ctx.agent = turn.agent.name;
+  ctx.directory = options_.directory;
+  ctx.data_dir = options_.data_dir;
+  ctx.abort = turn.abort;
+  auto self = shared_from_this();
+  ctx.ask = [self, step, call_id = call.id](tool::PermissionRequest r) {
+    return self->ask(step, call_id, std::move(r));
+  };
+  ctx.metadata = [self, step, call_id = call.id](std::optional<std::string> title,
+                                                 json::object meta) {
+    Part& p = step->tools[call_id];
+    if (p.state.status != ToolState::Status::Running) return;
+    if (title) p.state.title = *title;
+    for (auto& [k, v] : meta)
+      p.state.metadata[k] = v;
+    self->deps_.writer->publish_part(p);
+  };
+  ctx.awaiting_person = [self, step](bool waiting) { self->awaiting_person(*step->turn, waiting); };
+  bool interactive = client_tool && client_def->interactive;
+  if (interactive) ctx.set_awaiting_person(true);
+  auto result = co_await tool->execute(std::move(args), ctx);
+  if (interactive) ctx.set_awaiting_person(false);
+  finish(std::move(result));
+}
+
+}  // namespace sb::session

@@ -1,0 +1,98 @@
+#pragma once
+// Processor: the agent loop. A turn stores the user's message, then runs steps until the model
+// stops calling tools: each step streams the model's answer into an assistant message (text,
+// reasoning and tool parts), runs the tool calls (server tools concurrently, client tools
+// delivered to their clients, permission asks and the doom loop on the way) and feeds their
+// results to the next step. Runs on one executor (one thread), as the turns it runs.
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "bus/event_bus.hpp"
+#include "permission/service.hpp"
+#include "provider/provider.hpp"
+#include "session/agent.hpp"
+#include "session/conversation_cache.hpp"
+#include "session/tool_offer.hpp"
+#include "session/turn.hpp"
+#include "session/turn_writer.hpp"
+#include "tool/registry.hpp"
+
+namespace sb::session {
+
+struct ServiceOptions {
+  std::filesystem::path directory;                // the project directory
+  std::filesystem::path data_dir;                 // truncated outputs go to data_dir/truncate
+  int retry_attempts = 4;                         // retry.attempts: tries after the first
+  std::chrono::milliseconds retry_initial{1000};  // retry.initialDelay, doubled per attempt
+  std::chrono::milliseconds retry_max{30000};     // retry.maxDelay
+};
+
+struct PromptInput {
+  std::string text;
+  std::optional<std::string> model;  // "PROVIDER/MODEL"
+  std::optional<std::string> agent;
+  std::map<std::string, bool> tools;  // per-prompt tool switches
+};
+
+// A prompt's agent and model, looked up once per prompt (before a prompt_async answers, so that
+// an unknown one is its caller's error).
+struct ResolvedPrompt {
+  std::string agent_name;
+  Agent agent;  // as configured
+  std::string provider_id;
+  std::string model_id;
+  provider::ProviderPtr provider;
+};
+
+// InvalidRequest naming an unknown agent, a model that is not "PROVIDER/MODEL" or an unknown
+// provider. The model is the prompt's, else the agent's, else the default.
+Result<ResolvedPrompt> resolve_prompt(const std::map<std::string, Agent>& agents,
+                                      const provider::ProviderSet& providers,
+                                      const PromptInput& input);
+
+struct ProcessorDeps {
+  std::shared_ptr<bus::EventBus> bus;
+  std::shared_ptr<tool::ToolRegistry> tools;
+  std::shared_ptr<permission::PermissionService> permissions;
+  permission::Ruleset config_rules;  // "permission" of the config file
+  std::shared_ptr<TurnWriter> writer;
+  std::shared_ptr<ConversationCache> conversations;
+  std::shared_ptr<StatusBoard> status;
+};
+
+class Processor : public std::enable_shared_from_this<Processor> {
+ public:
+  static std::shared_ptr<Processor> create(ProcessorDeps deps, ServiceOptions options);
+
+  // Runs `turn` (begun by its caller, who ends it) to its end and returns the last assistant
+  // message with its parts. Everything is stored when it returns.
+  boost::asio::awaitable<Result<MessageWithParts>> run_turn(std::shared_ptr<Turn> turn,
+                                                            PromptInput input,
+                                                            ResolvedPrompt prompt);
+
+ private:
+  Processor(ProcessorDeps deps, ServiceOptions options);
+
+  boost::asio::awaitable<void> run_step(std::shared_ptr<Step> step);
+  boost::asio::awaitable<void> run_tool(std::shared_ptr<Step> step, provider::ToolCall call);
+  boost::asio::awaitable<Result<void>> ask(std::shared_ptr<Step> step, const std::string& call_id,
+                                           tool::PermissionRequest request);
+  // A permission ask or an interactive tool starts (`waiting`) or stops waiting for a person:
+  // the session awaits input while any does.
+  void awaiting_person(Turn& turn, bool waiting);
+  // message.part.delta with the text streamed into a part since the last one.
+  void publish_delta(Step& step);
+
+  ProcessorDeps deps_;
+  ServiceOptions options_;
+  std::filesystem::path truncate_dir_;  // data_dir/truncate, symlinks resolved
+  ToolSetCache tool_sets_;
+};
+
+}  // namespace sb::session

@@ -1,0 +1,92 @@
+#pragma once
+// The state of a running turn and of its model steps, and the session statuses a turn sets.
+// The lowest layer of the agent loop: TurnWriter stores and publishes a Turn's changes,
+// ConversationCache holds its Conversation, Processor runs it, SessionService starts it.
+// Single executor: a Turn and its Steps are changed only on the executor that runs the turn.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bus/event_bus.hpp"
+#include "permission/doom_loop.hpp"
+#include "permission/ruleset.hpp"
+#include "provider/provider.hpp"
+#include "session/agent.hpp"
+#include "session/store.hpp"
+#include "session/types.hpp"
+#include "util/abort.hpp"
+#include "util/wait_group.hpp"
+
+namespace sb::session {
+
+// The conversation of a session as the model sees it (history() of its stored messages), kept
+// up to date as steps end so that a step does not read the whole session back from the store.
+struct Conversation {
+  std::vector<provider::ModelMessage> messages;
+  std::uint64_t used = 0;  // ConversationCache's use count at the last turn, for eviction
+};
+
+// A running turn: one per busy session.
+struct Turn {
+  SessionInfo session;
+  std::shared_ptr<AbortSignal> abort = AbortSignal::create();
+  std::vector<permission::RecentCall> calls;  // every tool call of the turn, for the doom loop
+  int awaiting = 0;                           // permission asks / interactive tools waiting
+  Agent agent;
+  permission::Ruleset session_rules;
+  std::shared_ptr<Conversation> conversation;
+  // The turn's messages as they are now (the user's, then one per step), each with its parts
+  // in id order; those changed since the last write are stored by the next one (TurnWriter).
+  std::vector<MessageWithParts> messages;
+  std::vector<std::size_t> unsaved;  // indices into `messages`
+  std::optional<SessionInfo> unsaved_session;
+
+  bool has_unsaved() const { return unsaved_session || !unsaved.empty(); }
+  // What the next write stores; the turn starts over with nothing unsaved.
+  StoreChanges take_unsaved();
+  // The turn's message `id` (nullptr when it has none), marked as changed.
+  MessageWithParts* change(const std::string& id);
+};
+
+// One model step: one assistant message.
+struct Step {
+  std::shared_ptr<Turn> turn;
+  provider::ProviderPtr provider;
+  MessageInfo message;
+  provider::ModelRequest request;
+  std::optional<Part> text;
+  std::optional<Part> reasoning;
+  std::map<std::string, Part> tools;  // by call id
+  std::vector<std::string> tool_order;
+  std::unique_ptr<WaitGroup> running;
+  std::optional<provider::StepFinish> finish;
+  std::optional<provider::StreamError> error;
+  bool halt = false;  // a person rejected a permission: stop after this step
+  bool emitted = false;
+  // Streamed text not yet published as message.part.delta (Processor::publish_delta).
+  Part* delta_part = nullptr;
+  std::string delta;
+  bool delta_posted = false;
+};
+
+// What each session that is not idle is doing ({type: "busy" | "retry" | "awaiting-input"}),
+// published as session.status (and session.idle) when it changes. A session is not idle exactly
+// while it runs a turn. Thread-safe.
+class StatusBoard {
+ public:
+  explicit StatusBoard(std::shared_ptr<bus::EventBus> bus) : bus_(std::move(bus)) {}
+  void set(const std::string& session_id, json::object status);
+  // {sessionID: status} for the sessions that are not idle.
+  json::object all() const;
+  bool running(const std::string& session_id) const;
+
+ private:
+  std::shared_ptr<bus::EventBus> bus_;
+  mutable std::mutex mutex_;
+  std::map<std::string, json::object> status_;
+};
+
+}  // namespace sb::session

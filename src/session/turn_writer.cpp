@@ -1,0 +1,168 @@
+#include "session/turn_writer.hpp"
+
+#include <algorithm>
+
+#include "util/log.hpp"
+
+namespace sb::session {
+
+namespace asio = boost::asio;
+
+namespace {
+// How long a turn's progress (its start, a waiting tool call) may wait to be stored; what a crash
+// can lose of a turn that is still running.
+constexpr std::chrono::milliseconds kWriteDelay{50};
+// A write that keeps failing (not a passing full disk) is given up after this many tries, each
+// made when the server stores something anyway.
+constexpr int kMaxWriteFailures = 64;
+}  // namespace
+
+std::shared_ptr<TurnWriter> TurnWriter::create(asio::any_io_executor executor,
+                                               std::shared_ptr<SessionStore> store,
+                                               std::shared_ptr<bus::EventBus> bus) {
+  return std::shared_ptr<TurnWriter>(
+      new TurnWriter(std::move(executor), std::move(store), std::move(bus)));
+}
+
+TurnWriter::TurnWriter(asio::any_io_executor executor, std::shared_ptr<SessionStore> store,
+                       std::shared_ptr<bus::EventBus> bus)
+    : store_(std::move(store)), bus_(std::move(bus)), write_timer_(std::move(executor)) {}
+
+TurnWriter::~TurnWriter() {
+  write_pending();
+}
+
+void TurnWriter::forget_session(const std::string& session_id) {
+  std::lock_guard lock(mutex_);
+  deleted_.insert(session_id);
+}
+
+bool TurnWriter::is_deleted(const std::string& session_id) const {
+  std::lock_guard lock(mutex_);
+  return deleted_.count(session_id) > 0;
+}
+
+void TurnWriter::publish_part(const Part& part) {
+  // Parts are the largest events: not built when nobody listens.
+  if (!bus_->has_subscribers()) return;
+  if (is_deleted(part.session_id)) return;  // an aborted turn of a deleted session winding down
+  bus_->publish("message.part.updated", json::object{{"part", to_json(part)}});
+}
+
+void TurnWriter::stage_part(Turn& turn, const Part& part) {
+  MessageWithParts* m = turn.change(part.message_id);
+  if (!m) {
+    log::error("a part of message ", part.message_id, " that its turn does not have");
+    return;
+  }
+  // Parts are staged in the order they are made, so the place is nearly always the end.
+  auto it = std::find_if(m->parts.rbegin(), m->parts.rend(),
+                         [&](const Part& p) { return p.id <= part.id; });
+  if (it != m->parts.rend() && it->id == part.id)
+    *it = part;
+  else
+    m->parts.insert(it.base(), part);
+  publish_part(part);
+}
+
+void TurnWriter::stage_message(Turn& turn, const MessageInfo& info) {
+  if (MessageWithParts* m = turn.change(info.id)) {
+    m->info = info;
+  } else {
+    turn.messages.push_back({info, {}});
+    turn.unsaved.push_back(turn.messages.size() - 1);
+  }
+  if (bus_->has_subscribers() && !is_deleted(info.session_id))
+    bus_->publish("message.updated", json::object{{"info", to_json(info)}});
+}
+
+void TurnWriter::flush(const std::shared_ptr<Turn>& turn, bool now) {
+  bool arm = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (std::find(unsaved_turns_.begin(), unsaved_turns_.end(), turn) == unsaved_turns_.end())
+      unsaved_turns_.push_back(turn);
+    now = now || at_once_;
+    if (!now && !write_armed_) arm = write_armed_ = true;
+  }
+  if (now) {
+    write_pending();
+    return;
+  }
+  if (!arm) return;
+  // Stored a little later rather than at once: a turn that ends within the delay (a fast model,
+  // a tool that answers at once) stores its start, its tool calls and its end in one transaction
+  // at its end, each row once, instead of one transaction per step. A turn that takes longer has
+  // its progress stored within the delay, in one transaction with every other turn's.
+  write_timer_.expires_after(kWriteDelay);
+  write_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (!self || ec == asio::error::operation_aborted) return;
+    {
+      std::lock_guard lock(self->mutex_);
+      self->write_armed_ = false;
+    }
+    self->write_pending();
+  });
+}
+
+void TurnWriter::store_at_once() {
+  std::lock_guard lock(mutex_);
+  at_once_ = true;
+}
+
+void TurnWriter::store_waiting() {
+  {
+    std::lock_guard lock(mutex_);
+    write_armed_ = false;
+  }
+  write_timer_.cancel();
+  write_pending();
+}
+
+void TurnWriter::write_pending() {
+  std::vector<PendingWrite> batch;
+  {
+    std::lock_guard lock(mutex_);
+    batch = std::exchange(failed_writes_, {});
+    for (auto& turn : unsaved_turns_)
+      if (turn->has_unsaved()) batch.push_back(PendingWrite{turn, turn->take_unsaved()});
+    unsaved_turns_.clear();
+  }
+  std::erase_if(batch, [&](const PendingWrite& w) { return is_deleted(w.turn->session.id); });
+  if (batch.empty()) return;
+  std::vector<const StoreChanges*> changes;
+  changes.reserve(batch.size());
+  for (const auto& w : batch)
+    changes.push_back(&w.changes);
+  auto r = store_->write(changes);
+  if (r) return;
+  // One transaction per write instead, so that one that cannot succeed holds back no other turn.
+  // What fails (nothing of a failed transaction is stored) is kept, in order, ahead of what turns
+  // stage next, and tried again with the next write: a passing failure (a full disk that gets
+  // space back) loses nothing, a turn's last changes included. A turn's later changes wait behind
+  // its failed ones, so an older version of a row is never stored over a newer one.
+  log::error("storing the changes of ", batch.size(),
+             " turn steps (retried one by one): ", r.error().message);
+  std::vector<PendingWrite> kept;
+  std::set<const Turn*> held_back;
+  for (auto& w : batch) {
+    if (held_back.count(w.turn.get()) == 0) {
+      auto one = store_->write(w.changes);
+      if (one) continue;
+      if (++w.failures >= kMaxWriteFailures) {
+        log::error("gave up storing changes of session ", w.turn->session.id, " after ",
+                   kMaxWriteFailures, " tries: ", one.error().message);
+        continue;
+      }
+      held_back.insert(w.turn.get());
+    }
+    kept.push_back(std::move(w));
+  }
+  if (kept.empty()) return;
+  std::lock_guard lock(mutex_);
+  failed_writes_.insert(failed_writes_.begin(), std::make_move_iterator(kept.begin()),
+                        std::make_move_iterator(kept.end()));
+}
+
+}  // namespace sb::session
