@@ -21,10 +21,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   // No environment: an apiKeyEnv names a variable that is then simply unset.
   auto no_env = [](const std::string&) { return std::string(); };
-  (void)sb::provider::load_providers(config.raw, no_env);
+  // Their errors start with the key path; `located` must name the file (the only one here).
+  auto check = [&](const sb::Error& e) {
+    if (config.located(e).message.find(source) == std::string::npos)
+      sb::fuzz::fail("a component's config error that does not name the file");
+  };
+  if (auto p = sb::provider::load_providers(config.raw, no_env); !p) check(p.error());
   if (auto it = config.raw.find("permission"); it != config.raw.end()) {
-    (void)sb::permission::parse_config(it->value(), source);
-    (void)sb::permission::parse_timeout(it->value(), source);
+    if (auto r = sb::permission::parse_config(it->value()); !r) check(r.error());
+    if (auto t = sb::permission::parse_timeout(it->value()); !t) check(t.error());
   }
   return 0;
 }

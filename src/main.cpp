@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
   if (args.config) load.explicit_file = *args.config;
   auto cfg = sb::config::load(load);
   if (!cfg) {
-    std::cerr << "switchboard: configuration error: " << cfg.error().message << "\n";
+    std::cerr << "switchboard: " << cfg.error().message << "\n";
     return 1;
   }
   for (const auto& w : cfg->warnings)
@@ -170,6 +170,8 @@ int main(int argc, char** argv) {
   }
   for (const auto& note : composed->notes)
     sb::log::info(note);
+  for (const auto& warning : composed->warnings)
+    sb::log::warn(warning);
   sb::server::HttpServer server(io, std::move(composed->state));
   auto endpoint = server.start();
   if (!endpoint) {

@@ -40,29 +40,30 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
                          const std::function<std::string(const std::string&)>& env) {
   Composed out;
   auto state = std::make_unique<server::ServerState>();
-  std::string source = config.sources.empty() ? "config" : config.sources.back();
-
+  // The components read their keys from the merged document; their errors start with the key
+  // path, and `located` names the file that key came from.
   auto providers = provider::load_providers(config.raw, env);
-  if (!providers) return providers.error();
-  auto agents = session::load_agents(config.raw, source);
-  if (!agents) return agents.error();
+  if (!providers) return config.located(providers.error());
+  out.warnings = providers->warnings;
+  auto agents = session::load_agents(config.raw);
+  if (!agents) return config.located(agents.error());
   permission::Ruleset config_rules;
   permission::PermissionOptions permission_options;
   if (auto it = config.raw.find("permission"); it != config.raw.end()) {
-    auto rules = permission::parse_config(it->value(), source);
-    if (!rules) return rules.error();
+    auto rules = permission::parse_config(it->value());
+    if (!rules) return config.located(rules.error());
     config_rules = std::move(*rules);
-    auto timeout = permission::parse_timeout(it->value(), source);
-    if (!timeout) return timeout.error();
+    auto timeout = permission::parse_timeout(it->value());
+    if (!timeout) return config.located(timeout.error());
     permission_options.timeout = *timeout;
   }
   bool batch = false;
   {
     auto ex = get_object(config.raw, "experimental");
-    if (!ex) return make_error(ErrorCode::InvalidRequest, source + ": " + ex.error().message);
+    if (!ex) return config.located(ex.error());
     Result<std::optional<bool>> b = std::optional<bool>();
     if (*ex) b = get_bool(**ex, "batch_tool", "experimental");
-    if (!b) return make_error(ErrorCode::InvalidRequest, source + ": " + b.error().message);
+    if (!b) return config.located(b.error());
     batch = b->value_or(false);
   }
 
@@ -142,8 +143,8 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   if (!home.empty()) user_config = std::filesystem::path(home) / ".config" / "switchboard";
   auto custom =
       tool::load_custom_tools_sync(tool::custom_tool_directories(user_config, paths.directory));
-  for (auto& t : custom.tools)
-    tools->register_tool(std::move(t));
+  for (const auto& t : custom.tools)
+    tools->register_tool(t);
   state->tools = tools;
 
   session::ServiceDeps deps;
@@ -160,16 +161,16 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   service_options.directory = paths.directory;
   service_options.data_dir = paths.data_dir;
   auto retry = get_object(config.raw, "retry");
-  if (!retry) return make_error(ErrorCode::InvalidRequest, source + ": " + retry.error().message);
+  if (!retry) return config.located(retry.error());
   if (*retry) {
     // Each a count or ms, 0 or more: a negative delay would retry at once, forever.
     auto read = [&](std::string_view key, std::int64_t max) -> Result<std::optional<std::int64_t>> {
       auto v = get_int(**retry, key, "retry");
-      if (!v) return make_error(ErrorCode::InvalidRequest, source + ": " + v.error().message);
+      if (!v) return config.located(v.error());
       if (*v && (**v < 0 || **v > max))
-        return make_error(ErrorCode::InvalidRequest, source + ": " + field_path("retry", key) +
-                                                         " must be 0 to " + std::to_string(max) +
-                                                         ", got " + std::to_string(**v));
+        return config.located(make_error(ErrorCode::InvalidRequest,
+                                         field_path("retry", key) + " must be 0 to " +
+                                             std::to_string(max) + ", got " + std::to_string(**v)));
       return *v;
     };
     constexpr std::int64_t kDay = 24 * 3600 * 1000;
@@ -188,7 +189,13 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   out.notes.push_back("data directory: " + paths.data_dir.string());
   out.notes.push_back("project directory: " + paths.directory.string());
   for (const auto& w : custom.warnings)
-    out.notes.push_back("custom tools: " + w);
+    out.warnings.push_back("custom tools: " + w);
+  if (!custom.tools.empty()) {
+    std::string loaded = "custom tools:";
+    for (std::size_t i = 0; i < custom.tools.size(); ++i)
+      loaded += (i ? ", " : " ") + custom.tools[i]->id() + " (" + custom.files[i].string() + ")";
+    out.notes.push_back(loaded);
+  }
   state->sessions = session::SessionService::create(std::move(deps), std::move(service_options));
   *service_slot = state->sessions;
   auto recovered = state->sessions->recover();

@@ -24,7 +24,8 @@ std::filesystem::path default_data_dir();
 
 struct Composed {
   std::unique_ptr<server::ServerState> state;
-  std::vector<std::string> notes;  // what was set up, for the start-up log
+  std::vector<std::string> notes;     // what was set up, for the start-up log (info)
+  std::vector<std::string> warnings;  // what looks wrong but does not stop start-up
 };
 
 Result<Composed> compose(boost::asio::io_context& io, config::Config config, Paths paths,

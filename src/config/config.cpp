@@ -1,14 +1,41 @@
 #include "config/config.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <span>
 #include <sstream>
 
+#include "util/text.hpp"
+
 namespace sb::config {
+
+Error config_error(std::string_view file, std::string_view at) {
+  return make_error(ErrorCode::InvalidRequest,
+                    "configuration error: " + std::string(file) + ": " + std::string(at));
+}
+
+Error Config::located(const Error& e) const {
+  // The longest recorded key path that the message starts with, as a whole key: "provider.a"
+  // is not taken for "provider.ab ...".
+  const std::string* file = nullptr;
+  std::size_t best = 0;
+  for (const auto& [path, source] : origins) {
+    if (path.size() < best || !e.message.starts_with(path)) continue;
+    if (e.message.size() > path.size() &&
+        std::string_view(" .[").find(e.message[path.size()]) == std::string_view::npos)
+      continue;
+    best = path.size();
+    file = &source;
+  }
+  if (file) return config_error(*file, e.message);
+  return config_error(sources.empty() ? "the configuration" : sources.back(), e.message);
+}
+
 namespace {
 
 Error bad_key(const std::string& source, const std::string& key, const std::string& what) {
-  return make_error(ErrorCode::InvalidRequest, source + ": " + key + " " + what);
+  return config_error(source, key + " " + what);
 }
 
 // Reads an integer key in [min, max]; absent keys leave `out` unchanged.
@@ -95,49 +122,92 @@ Result<const json::object*> section(const json::object& doc, std::string_view ke
   return &it->value().get_object();
 }
 
-void warn_unknown(Config& cfg, const json::object& obj, const std::string& prefix,
-                  std::initializer_list<std::string_view> known, const std::string& source) {
-  for (const auto& kv : obj) {
-    bool found = false;
-    for (auto k : known)
-      found = found || kv.key() == k;
-    if (!found)
-      cfg.warnings.push_back(source + ": unknown key " + field_path(prefix, kv.key()) +
-                             " (ignored)");
-  }
+// Records where every key of `value` (at `path`) came from.
+void record_origins(Config& cfg, const std::string& path, const json::value& value,
+                    const std::string& source) {
+  cfg.origins[path] = source;
+  if (value.is_object())
+    for (const auto& kv : value.get_object())
+      record_origins(cfg, field_path(path, kv.key()), kv.value(), source);
 }
 
-void merge_into(json::object& dst, const json::object& src) {
+void merge_into(Config& cfg, json::object& dst, const json::object& src, const std::string& prefix,
+                const std::string& source) {
   for (const auto& kv : src) {
+    std::string path = field_path(prefix, kv.key());
     auto it = dst.find(kv.key());
-    if (it != dst.end() && it->value().is_object() && kv.value().is_object())
-      merge_into(it->value().get_object(), kv.value().get_object());
-    else
+    if (it != dst.end() && it->value().is_object() && kv.value().is_object()) {
+      cfg.origins[path] = source;
+      merge_into(cfg, it->value().get_object(), kv.value().get_object(), path, source);
+    } else {
       dst[kv.key()] = kv.value();
+      record_origins(cfg, path, kv.value(), source);
+    }
   }
 }
 
-// Keys that later components own (providers, models, permissions, ...). They are kept in `raw`
-// and checked by their owners; listing them here keeps start-up from warning about them.
-constexpr std::string_view kTopLevelKeys[] = {"$schema", "clientTools", "server", "provider",
-                                              "model",   "permission",  "agent",  "experimental",
-                                              "tools",   "mcp",         "retry"};
+// The keys of each level whose keys are fixed, "*" standing for any name (a provider's, an
+// agent's). Other levels take any key: permission (tool names), tools, a provider's headers.
+struct KnownLevel {
+  std::vector<std::string_view> at;  // the path's segments; empty: the top level
+  std::vector<std::string_view> keys;
+};
+
+const std::vector<KnownLevel>& known_levels() {
+  static const std::vector<KnownLevel> levels = {
+      {{},
+       {"$schema", "clientTools", "server", "provider", "model", "permission", "agent",
+        "experimental", "tools", "mcp", "retry"}},
+      {{"clientTools"},
+       {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace", "rateLimit",
+        "clientTokens", "maxToolsPerClient", "maxDescriptionBytes", "maxSchemaBytes",
+        "maxConnectionsPerClient", "maxPendingPerClient", "maxPendingPerSession"}},
+      {{"server"},
+       {"hostname", "port", "maxBodyBytes", "maxWebSocketMessageBytes", "maxJsonDepth",
+        "maxHeaderBytes", "maxHeaderCount", "maxConnections", "subscriberQueueLimit", "idleTimeout",
+        "headerTimeout", "password", "cors", "allowRemote"}},
+      {{"provider", "*"},
+       {"type", "models", "baseURL", "apiKey", "apiKeyEnv", "headers", "script", "scriptFile"}},
+      {{"agent", "*"}, {"description", "prompt", "model", "steps", "tools", "permission"}},
+      {{"retry"}, {"attempts", "initialDelay", "maxDelay"}},
+      {{"experimental"}, {"batch_tool"}},
+  };
+  return levels;
+}
+
+// Warns about each key of the objects at `at` (below `obj`, which is at `path`) that `keys`
+// lacks, with the known key it differs from only in case, if any (baseUrl: baseURL).
+void warn_unknown(Config& cfg, const json::object& obj, std::span<const std::string_view> at,
+                  const std::string& path, const std::vector<std::string_view>& keys,
+                  const std::string& source) {
+  if (!at.empty()) {
+    for (const auto& kv : obj) {
+      if (at.front() != "*" && kv.key() != at.front()) continue;
+      if (kv.value().is_object())
+        warn_unknown(cfg, kv.value().get_object(), at.subspan(1), field_path(path, kv.key()), keys,
+                     source);
+    }
+    return;
+  }
+  for (const auto& kv : obj) {
+    if (std::find(keys.begin(), keys.end(), kv.key()) != keys.end()) continue;
+    std::string hint;
+    for (auto k : keys)
+      if (ascii_iequals(k, kv.key())) hint = ", did you mean " + std::string(k) + "?";
+    cfg.warnings.push_back(source + ": unknown key " + field_path(path, kv.key()) + " (ignored" +
+                           hint + ")");
+  }
+}
 
 }  // namespace
 
 Result<void> apply(Config& cfg, const json::value& document, const std::string& source) {
   if (!document.is_object())
-    return make_error(
-        ErrorCode::InvalidRequest,
-        source + ": the top level must be an object, got " + std::string(kind_name(document)));
+    return config_error(source,
+                        "the top level must be an object, got " + std::string(kind_name(document)));
   const json::object& doc = document.get_object();
-  for (const auto& kv : doc) {
-    bool known = false;
-    for (auto k : kTopLevelKeys)
-      known = known || kv.key() == k;
-    if (!known)
-      cfg.warnings.push_back(source + ": unknown key " + std::string(kv.key()) + " (ignored)");
-  }
+  for (const auto& level : known_levels())
+    warn_unknown(cfg, doc, level.at, "", level.keys, source);
 
   auto ct = section(doc, "clientTools", source);
   if (!ct) return ct.error();
@@ -171,12 +241,6 @@ Result<void> apply(Config& cfg, const json::value& document, const std::string& 
             read_int(o, "maxPendingPerSession", p, source, 1, 1'000'000, c.max_pending_per_session);
         !r)
       return r;
-    warn_unknown(
-        cfg, o, p,
-        {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace", "rateLimit",
-         "clientTokens", "maxToolsPerClient", "maxDescriptionBytes", "maxSchemaBytes",
-         "maxConnectionsPerClient", "maxPendingPerClient", "maxPendingPerSession"},
-        source);
   }
 
   auto sv = section(doc, "server", source);
@@ -217,14 +281,9 @@ Result<void> apply(Config& cfg, const json::value& document, const std::string& 
       s.cors = std::move(*origins);
     }
     if (auto r = read_bool(o, "allowRemote", p, source, s.allow_remote); !r) return r;
-    warn_unknown(cfg, o, p,
-                 {"hostname", "port", "maxBodyBytes", "maxWebSocketMessageBytes", "maxJsonDepth",
-                  "maxHeaderBytes", "maxHeaderCount", "maxConnections", "subscriberQueueLimit",
-                  "idleTimeout", "headerTimeout", "password", "cors", "allowRemote"},
-                 source);
   }
 
-  merge_into(cfg.raw, doc);
+  merge_into(cfg, cfg.raw, doc, "", source);
   return {};
 }
 
@@ -233,13 +292,12 @@ Result<void> apply_file(Config& cfg, const std::filesystem::path& path, bool req
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (!required) return {};
-    return make_error(ErrorCode::InvalidRequest, path.string() + ": cannot be read");
+    return config_error(path.string(), "cannot be read");
   }
   std::ostringstream text;
   text << in.rdbuf();
   auto doc = parse_json(text.str());
-  if (!doc)
-    return make_error(ErrorCode::InvalidRequest, path.string() + ": " + doc.error().message);
+  if (!doc) return config_error(path.string(), doc.error().message);
   if (auto r = apply(cfg, *doc, path.string()); !r) return r;
   cfg.sources.push_back(path.string());
   return {};

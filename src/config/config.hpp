@@ -2,10 +2,13 @@
 // Server configuration: defaults, then ~/.config/switchboard/config.json, then
 // ./.switchboard/config.json, then --config FILE, each merged over the previous (objects merge
 // key by key, everything else replaces). A file that does not parse, or a known key with the
-// wrong type or range, is an error that names the file and the key.
+// wrong type or range, is an error that names the file and the key. Unknown keys, at every level
+// whose keys are known (the top, clientTools, server, each provider and agent, retry,
+// experimental), are warnings that name the file and the key.
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,7 +77,19 @@ struct Config {
   json::object raw;                   // the merged document, for keys owned by later components
   std::vector<std::string> sources;   // files that were read, in merge order
   std::vector<std::string> warnings;  // unknown keys and the like; start-up logs them
+  // The file that set each key of `raw` (the last one, as merging goes), by key path
+  // ("provider.local.models"), so that an error found later names the file the key is in.
+  std::map<std::string, std::string, std::less<>> origins;
+
+  // A later component's error about a key of `raw` (its message starts with the key path, as
+  // the util/json getters write it: "provider.local.models must be an array, got string") as a
+  // configuration error that names the file that key came from.
+  Error located(const Error& e) const;
 };
+
+// Every configuration error has this one form: "configuration error: FILE: KEY what was
+// expected, got what" (InvalidRequest). `at` is the key path and what is wrong with it.
+Error config_error(std::string_view file, std::string_view at);
 
 struct LoadOptions {
   std::optional<std::filesystem::path> home;  // default: $HOME

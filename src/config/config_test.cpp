@@ -258,24 +258,56 @@ TEST_F(ConfigTest, UnknownKeysAreWarningsNotErrors) {
   write(work_file(), R"({"colour": "blue",
                          "clientTools": {"defaultTimeout": 1000, "retries": 3},
                          "server": {"port": 5000, "tls": true, "cors": ["*"]},
-                         "provider": {"anything": {"goes": 1}}})");
+                         "provider": {"local": {"baseUrl": "http://x", "models": ["m"],
+                                                "headers": {"X-Any": "1"}}},
+                         "agent": {"review": {"temperature": 0.2, "steps": 3}},
+                         "retry": {"attempt": 2},
+                         "permission": {"anytool": "allow"}})");
   auto cfg = load(options());
   ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
   EXPECT_EQ(cfg->client_tools.default_timeout, milliseconds(1000));
   EXPECT_EQ(cfg->server.port, 5000);
-  ASSERT_EQ(cfg->warnings.size(), 3u);
   std::string all;
   for (const auto& w : cfg->warnings) {
-    EXPECT_TRUE(Contains(w, work_file().string()));
+    EXPECT_TRUE(Contains(w, work_file().string() + ": unknown key ")) << w;
     all += w + "\n";
   }
-  EXPECT_TRUE(Contains(all, "colour"));
+  EXPECT_EQ(cfg->warnings.size(), 6u) << all;
+  EXPECT_TRUE(Contains(all, "unknown key colour (ignored)"));
   EXPECT_TRUE(Contains(all, "clientTools.retries"));
   EXPECT_TRUE(Contains(all, "server.tls"));
-  EXPECT_FALSE(Contains(all, "provider"));  // owned by a later component, not unknown
+  // Every level whose keys are known, with the key that differs only in case.
+  EXPECT_TRUE(Contains(all, "provider.local.baseUrl (ignored, did you mean baseURL?)")) << all;
+  EXPECT_TRUE(Contains(all, "agent.review.temperature (ignored)")) << all;
+  EXPECT_TRUE(Contains(all, "retry.attempt (ignored)")) << all;
+  // Levels whose keys are names (tools, headers) take any key.
+  EXPECT_FALSE(Contains(all, "anytool"));
+  EXPECT_FALSE(Contains(all, "X-Any"));
   EXPECT_FALSE(Contains(all, "cors"));
   // Unknown keys are still kept in the merged document.
   EXPECT_EQ(cfg->raw.at("colour").as_string(), "blue");
+}
+
+TEST_F(ConfigTest, ALaterComponentsErrorNamesTheFileItsKeyCameFrom) {
+  write(home_file(), R"({"provider": {"a": {"models": "m"}}, "agent": {"x": {"steps": 0}}})");
+  write(work_file(), R"({"provider": {"ab": {"models": 1}}, "agent": {"x": {"prompt": 2}}})");
+  auto cfg = load(options());
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  auto located = [&](std::string message) {
+    return cfg->located(make_error(ErrorCode::InvalidRequest, std::move(message))).message;
+  };
+  EXPECT_EQ(located("provider.a.models must be an array, got string"),
+            "configuration error: " + home_file().string() +
+                ": provider.a.models must be an array, got string");
+  // "provider.a" is not a prefix of the key "provider.ab".
+  EXPECT_EQ(located("provider.ab.models must be an array, got number"),
+            "configuration error: " + work_file().string() +
+                ": provider.ab.models must be an array, got number");
+  // Objects merge key by key: each key keeps its own file.
+  EXPECT_TRUE(Contains(located("agent.x.steps must be 1-10000"), home_file().string()));
+  EXPECT_TRUE(Contains(located("agent.x.prompt must be a string"), work_file().string()));
+  // A key no file set (a default): the last file read.
+  EXPECT_TRUE(Contains(located("permission.bash[\"x\"] must be"), work_file().string()));
 }
 
 TEST_F(ConfigTest, AccessKeysHaveSafeDefaults) {

@@ -8,8 +8,8 @@
 namespace sb::permission {
 namespace {
 
-Error bad(const std::string& source, const std::string& where, const std::string& what) {
-  return make_error(ErrorCode::InvalidRequest, source + ": " + where + " " + what);
+Error bad(const std::string& where, const std::string& what) {
+  return make_error(ErrorCode::InvalidRequest, where + " " + what);
 }
 
 // A pattern can hold anything (spaces, dots, quotes), so it is shown as a JSON string in brackets.
@@ -22,11 +22,10 @@ std::string describe(const json::value& v) {
   return std::string(kind_name(v));
 }
 
-Result<Action> read_action(const json::value& v, const std::string& source,
-                           const std::string& where) {
+Result<Action> read_action(const json::value& v, const std::string& where) {
   if (v.is_string())
     if (auto a = parse_action(v.get_string())) return *a;
-  return bad(source, where, "must be \"allow\", \"ask\" or \"deny\", got " + describe(v));
+  return bad(where, "must be \"allow\", \"ask\" or \"deny\", got " + describe(v));
 }
 
 std::string expand_home(std::string pattern) {
@@ -89,37 +88,35 @@ std::optional<Action> parse_action(std::string_view name) {
   return std::nullopt;
 }
 
-Result<Ruleset> parse_config(const json::value& permission, const std::string& source,
-                             std::string_view path) {
+Result<Ruleset> parse_config(const json::value& permission, std::string_view path) {
   Ruleset rules;
   std::string at(path);
   if (permission.is_null()) return rules;
   if (permission.is_string()) {
-    auto action = read_action(permission, source, at);
+    auto action = read_action(permission, at);
     if (!action) return action.error();
     rules.push_back({"*", "*", *action});
     return rules;
   }
   if (!permission.is_object())
     return bad(
-        source, at,
-        "must be an object of permission: action, or an action, got " + describe(permission));
+        at, "must be an object of permission: action, or an action, got " + describe(permission));
   for (const auto& kv : permission.get_object()) {
     if (is_timeout_entry(kv.key(), kv.value())) continue;
     std::string key_path = field_path(at, kv.key());
     const json::value& v = kv.value();
     if (v.is_string()) {
-      auto action = read_action(v, source, key_path);
+      auto action = read_action(v, key_path);
       if (!action) return action.error();
       rules.push_back({std::string(kv.key()), "*", *action});
     } else if (v.is_object()) {
       for (const auto& entry : v.get_object()) {
-        auto action = read_action(entry.value(), source, pattern_path(key_path, entry.key()));
+        auto action = read_action(entry.value(), pattern_path(key_path, entry.key()));
         if (!action) return action.error();
         rules.push_back({std::string(kv.key()), expand_home(std::string(entry.key())), *action});
       }
     } else {
-      return bad(source, key_path,
+      return bad(key_path,
                  "must be \"allow\", \"ask\", \"deny\" or an object of pattern: action, got " +
                      describe(v));
     }
@@ -173,17 +170,17 @@ Result<Ruleset> parse_rules(const json::value& rules, std::string_view path) {
 }
 
 Result<std::chrono::milliseconds> parse_timeout(const json::value& permission,
-                                                const std::string& source, std::string_view path) {
+                                                std::string_view path) {
   if (!permission.is_object()) return std::chrono::milliseconds{0};
   // A string or object under "timeout" is the rule of a tool called "timeout", not this option.
   auto it = permission.get_object().find("timeout");
   if (it == permission.get_object().end() || !it->value().is_number())
     return std::chrono::milliseconds{0};
   auto n = get_int(permission.get_object(), "timeout", path);
-  if (!n) return make_error(ErrorCode::InvalidRequest, source + ": " + n.error().message);
+  if (!n) return n.error();
   if (!*n) return std::chrono::milliseconds{0};
   if (**n < 0)
-    return bad(source, field_path(path, "timeout"),
+    return bad(field_path(path, "timeout"),
                "must be 0 (no timeout) or a positive number of ms, got " + std::to_string(**n));
   return std::chrono::milliseconds{**n};
 }

@@ -47,11 +47,10 @@ using RulesetRefs = std::initializer_list<std::reference_wrapper<const Ruleset>>
 // {"*": "ask"}, as in OpenCode. Patterns starting with "~/" or "$HOME/" get the home directory
 // (OpenCode does this so that path rules can be written portably). A numeric "timeout" key is
 // the ask timeout (parse_timeout), not a permission, and is skipped here.
-// Errors are InvalidRequest and name the source and the key:
-//   "<source>: permission.bash[\"git *\"] must be \"allow\", \"ask\" or \"deny\", got \"yes\"".
+// Errors are InvalidRequest and start with the key path (config::Config::located adds the file):
+//   "permission.bash[\"git *\"] must be \"allow\", \"ask\" or \"deny\", got \"yes\"".
 // `path` is where the value sits in the document ("permission", "agent.plan.permission").
-Result<Ruleset> parse_config(const json::value& permission, const std::string& source,
-                             std::string_view path = "permission");
+Result<Ruleset> parse_config(const json::value& permission, std::string_view path = "permission");
 
 // A session's own rules, as POST /session takes them and the store keeps them: an array of
 // OpenCode's PermissionRule {permission, pattern, action}, `pattern` "*" when absent. Errors are
@@ -65,7 +64,6 @@ Result<Ruleset> parse_rules(const json::value& rules, std::string_view path = "p
 // `permission.timeout` in ms: how long an ask waits for a person before it is rejected.
 // Absent, null or 0 = wait forever (interactive use). Negative or non-integer is an error.
 Result<std::chrono::milliseconds> parse_timeout(const json::value& permission,
-                                                const std::string& source,
                                                 std::string_view path = "permission");
 
 // The rule that decides (the last match over all layers), or nullptr when none matches.

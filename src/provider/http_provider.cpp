@@ -92,9 +92,11 @@ class HttpProvider final : public ModelProvider {
     }
     if (status != 200) {
       bool retryable = status == 408 || status == 409 || status == 429 || status >= 500;
-      on_event(StreamError{o_.id + " answered HTTP " + std::to_string(status) + ": " +
-                               error_message_from_body(error_body),
-                           retryable, status});
+      std::string message = o_.id + " answered HTTP " + std::to_string(status) + ": " +
+                            error_message_from_body(error_body);
+      if ((status == 401 || status == 403) && o_.api_key.empty() && !o_.missing_key.empty())
+        message += " (" + o_.missing_key + ")";
+      on_event(StreamError{std::move(message), retryable, status});
       co_return;
     }
     parser->finish(events);

@@ -40,6 +40,9 @@ struct HttpProviderOptions {
   std::string api_key;
   std::vector<std::string> models;
   std::map<std::string, std::string> headers;  // extra request headers
+  // Why api_key is empty when the config meant to give one ("provider.local.apiKeyEnv names
+  // LOCAL_KEY, which is not set"): an authentication error of the model server says it.
+  std::string missing_key;
 };
 
 ProviderPtr make_http_provider(HttpProviderOptions options);
@@ -51,8 +54,9 @@ ProviderPtr make_scripted_provider(std::string id, json::array script);
 // The providers a configuration describes, and the default model "provider/model".
 struct ProviderSet {
   std::map<std::string, ProviderPtr> providers;
-  std::string default_model;       // "NAME/MODEL"
-  std::vector<std::string> notes;  // what was configured, for the start-up log
+  std::string default_model;          // "NAME/MODEL"
+  std::vector<std::string> notes;     // what was configured, for the start-up log
+  std::vector<std::string> warnings;  // what looks wrong but does not stop start-up
 };
 
 // Reads `provider` and `model` from the merged config document, plus OPENAI_API_KEY /

@@ -1,4 +1,5 @@
 // Which model providers a configuration describes (see docs/configuration.md, "Models").
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -8,7 +9,7 @@ namespace sb::provider {
 namespace {
 
 Error bad(const std::string& key, const std::string& what) {
-  return make_error(ErrorCode::InvalidRequest, "config: " + key + " " + what);
+  return make_error(ErrorCode::InvalidRequest, key + " " + what);
 }
 
 Result<std::vector<std::string>> string_list(const json::object& o, std::string_view key,
@@ -91,10 +92,16 @@ Result<ProviderSet> load_providers(const json::object& config,
       if (!key) return key.error();
       auto key_env = get_string(p, "apiKeyEnv", prefix);
       if (!key_env) return key_env.error();
-      if (*key)
+      if (*key) {
         o.api_key = **key;
-      else if (*key_env)
+      } else if (*key_env) {
         o.api_key = env(**key_env);
+        if (o.api_key.empty()) {
+          o.missing_key = prefix + ".apiKeyEnv names " + **key_env + ", which is not set";
+          set.warnings.push_back("provider " + name + ": " + o.missing_key +
+                                 " (or is empty): its requests go without a key");
+        }
+      }
       auto headers = get_object(p, "headers", prefix);
       if (!headers) return headers.error();
       if (*headers)
@@ -144,6 +151,14 @@ Result<ProviderSet> load_providers(const json::object& config,
       return bad("model",
                  "names provider \"" + (*model)->substr(0, slash) + "\", which is not configured");
     set.default_model = **model;
+    std::string listed_by = (*model)->substr(0, slash);
+    std::string model_name = (*model)->substr(slash + 1);
+    const auto& provider = set.providers.at(listed_by);
+    auto listed = provider->models();
+    if (provider->type() != "scripted" && !listed.empty() &&
+        std::find(listed.begin(), listed.end(), model_name) == listed.end())
+      set.warnings.push_back("model \"" + **model + "\" is not in provider." + listed_by +
+                             ".models; it is requested as written");
   } else if (!first_http_model.empty()) {
     set.default_model = first_http_model;
   } else {

@@ -12,8 +12,7 @@ permission::Ruleset defaults() {
 
 }  // namespace
 
-Result<std::map<std::string, Agent>> load_agents(const json::object& config,
-                                                 const std::string& source) {
+Result<std::map<std::string, Agent>> load_agents(const json::object& config) {
   using permission::Action;
   std::map<std::string, Agent> agents;
   Agent build;
@@ -38,8 +37,7 @@ Result<std::map<std::string, Agent>> load_agents(const json::object& config,
   for (const auto& [name_sv, value] : **section) {
     std::string name(name_sv);
     std::string at = "agent." + name;
-    if (!value.is_object())
-      return make_error(ErrorCode::InvalidRequest, source + ": " + at + " must be an object");
+    if (!value.is_object()) return make_error(ErrorCode::InvalidRequest, at + " must be an object");
     const auto& o = value.get_object();
     Agent& a = agents[name];
     if (a.name.empty()) {
@@ -63,7 +61,7 @@ Result<std::map<std::string, Agent>> load_agents(const json::object& config,
       return v.error();
     else if (*v) {
       if (**v < 1 || **v > 10000)
-        return make_error(ErrorCode::InvalidRequest, source + ": " + at + ".steps must be 1-10000");
+        return make_error(ErrorCode::InvalidRequest, at + ".steps must be 1-10000");
       a.max_steps = static_cast<int>(**v);
     }
     if (auto tools = get_object(o, "tools", at); !tools)
@@ -71,13 +69,12 @@ Result<std::map<std::string, Agent>> load_agents(const json::object& config,
     else if (*tools)
       for (const auto& [tool, on] : **tools) {
         if (!on.is_bool())
-          return make_error(
-              ErrorCode::InvalidRequest,
-              source + ": " + at + ".tools." + std::string(tool) + " must be a boolean");
+          return make_error(ErrorCode::InvalidRequest,
+                            at + ".tools." + std::string(tool) + " must be a boolean");
         a.tools[std::string(tool)] = on.get_bool();
       }
     if (auto it = o.find("permission"); it != o.end()) {
-      auto rules = permission::parse_config(it->value(), source, at + ".permission");
+      auto rules = permission::parse_config(it->value(), at + ".permission");
       if (!rules) return rules.error();
       a.permission.insert(a.permission.end(), rules->begin(), rules->end());
     }

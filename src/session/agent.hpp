@@ -24,8 +24,8 @@ struct Agent {
   std::size_t builtin_rules = 0;
 };
 
-// The built-in agents, with config `agent.NAME` applied over them. Errors name the key.
-Result<std::map<std::string, Agent>> load_agents(const json::object& config,
-                                                 const std::string& source);
+// The built-in agents, with config `agent.NAME` applied over them. Errors start with the key
+// path (config::Config::located adds the file).
+Result<std::map<std::string, Agent>> load_agents(const json::object& config);
 
 }  // namespace sb::session

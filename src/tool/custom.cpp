@@ -388,11 +388,13 @@ asio::awaitable<CustomToolLoad> load_custom_tools(std::vector<fs::path> dirs,
         out.warnings.push_back("custom tool " + id + " of " + file->path.string() +
                                " replaces the one of " + it->second.second.string());
         out.tools[it->second.first] = std::move(tool);
+        out.files[it->second.first] = file->path;
         it->second.second = file->path;
         continue;
       }
       by_id.emplace(id, std::make_pair(out.tools.size(), file->path));
       out.tools.push_back(std::move(tool));
+      out.files.push_back(file->path);
     }
   }
   co_return out;

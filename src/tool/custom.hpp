@@ -48,8 +48,9 @@ struct CustomToolDefinition {
 };
 
 struct CustomToolLoad {
-  std::vector<ToolPtr> tools;         // in directory order, then file name order
-  std::vector<std::string> warnings;  // one line each, naming the file
+  std::vector<ToolPtr> tools;                // in directory order, then file name order
+  std::vector<std::filesystem::path> files;  // the file each of `tools` runs
+  std::vector<std::string> warnings;         // one line each, naming the file
 };
 
 // The directories to scan, in order (later ones override earlier ones on an id collision):

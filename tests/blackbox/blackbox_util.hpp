@@ -31,6 +31,10 @@ inline std::string str(const json::value& v) {
   return json::serialize(v);
 }
 
+inline bool contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos;
+}
+
 // The value at a JSON Pointer, or nullptr.
 inline const json::value* find(const json::value& v, std::string_view pointer) {
   boost::system::error_code ec;

@@ -17,10 +17,6 @@ long long elapsed_ms(Clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
 }
 
-bool contains(std::string_view haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string_view::npos;
-}
-
 json::object success(std::string_view output, std::string_view title = "done") {
   return json::object{{"status", "success"},
                       {"title", title},

@@ -17,10 +17,6 @@
 namespace sb::test {
 namespace {
 
-bool contains(std::string_view haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string_view::npos;
-}
-
 class Server : public ServerTest {
  protected:
   void SetUp() override { start(test_config()); }
@@ -251,6 +247,11 @@ TEST_P(ServerConfigError, StopsStartUpNamingTheFileAndKey) {
   EXPECT_TRUE(contains(run.stderr_text, GetParam().key))
       << "stderr does not name " << GetParam().key << ":\n"
       << run.stderr_text;
+  // One style for every key, whichever component reads it.
+  std::string expected =
+      "switchboard: configuration error: " + run.config_path.string() + ": " + GetParam().key + " ";
+  EXPECT_TRUE(contains(run.stderr_text, expected)) << "expected \"" << expected << "...\" in:\n"
+                                                   << run.stderr_text;
   EXPECT_FALSE(contains(run.stderr_text, "listening on"));
 }
 
@@ -271,6 +272,16 @@ const BadConfig kBadConfigs[] = {
     {R"({"retry": {"initialDelay": -1}})", "retry.initialDelay"},
     {R"({"retry": {"attempts": "3"}})", "retry.attempts"},
     {R"({"retry": 3})", "retry"},
+    {R"({"provider": {"local": {"baseURL": "http://127.0.0.1:9", "models": "mock-1"}}})",
+     "provider.local.models"},
+    {R"({"provider": {"local": {"baseUrl": "http://127.0.0.1:9", "models": ["m"]}}})",
+     "provider.local.baseURL"},
+    {R"({"provider": {"local": {"type": "openia", "models": ["m"]}}})", "provider.local.type"},
+    {R"({"model": "gpt"})", "model"},
+    {R"({"agent": {"build": {"steps": "many"}}})", "agent.build.steps"},
+    {R"({"agent": {"review": {"tools": {"bash": "no"}}}})", "agent.review.tools.bash"},
+    {R"({"permission": {"bash": "maybe"}})", "permission.bash"},
+    {R"({"permission": {"timeout": -1}})", "permission.timeout"},
 };
 
 INSTANTIATE_TEST_SUITE_P(WrongTypes, ServerConfigError, testing::ValuesIn(kBadConfigs),
@@ -311,6 +322,31 @@ TEST(ServerConfig, BadKeyInTheProjectConfigNamesThatFile) {
   EXPECT_TRUE(run.status->exited && run.status->code != 0) << run.status->describe();
   EXPECT_TRUE(contains(run.stderr_text, ".switchboard/config.json")) << run.stderr_text;
   EXPECT_TRUE(contains(run.stderr_text, "clientTools.rateLimit")) << run.stderr_text;
+}
+
+TEST(ServerConfig, ABadProviderKeyInTheUserConfigNamesThatFile) {
+  RunOptions options;
+  options.home_config_text = R"({"provider": {"local": {"models": "mock-1"}}})";
+  options.config_text = R"({"provider": {"other": {"baseURL": "http://127.0.0.1:9"}}})";
+  RunResult run = run_switchboard(options);
+  ASSERT_TRUE(run.status.has_value()) << "the server started; stderr:\n" << run.stderr_text;
+  EXPECT_TRUE(run.status->exited && run.status->code != 0) << run.status->describe();
+  auto file = (run.home / ".config" / "switchboard" / "config.json").string();
+  EXPECT_TRUE(contains(run.stderr_text,
+                       "configuration error: " + file + ": provider.local.models must be an array"))
+      << run.stderr_text;
+}
+
+TEST(ServerConfig, AMisspelledKeyInsideAProviderIsNamedAsUnknown) {
+  RunOptions options;
+  options.config_text = R"({"provider": {"local": {"baseUrl": "http://127.0.0.1:9"}}})";
+  RunResult run = run_switchboard(options);
+  ASSERT_TRUE(run.status.has_value()) << "the server started; stderr:\n" << run.stderr_text;
+  EXPECT_TRUE(contains(run.stderr_text, run.config_path.string() +
+                                            ": unknown key provider.local.baseUrl (ignored, "
+                                            "did you mean baseURL?)"))
+      << run.stderr_text;
+  EXPECT_TRUE(contains(run.stderr_text, "provider.local.baseURL is required")) << run.stderr_text;
 }
 
 TEST(ServerConfig, MissingExplicitConfigFileStopsStartUp) {

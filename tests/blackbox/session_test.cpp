@@ -30,10 +30,6 @@ long long elapsed_ms(Clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
 }
 
-bool contains(std::string_view haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string_view::npos;
-}
-
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream out;
@@ -1222,6 +1218,56 @@ TEST_F(SessionProvider, AForcedExitClosesKeptModelConnections) {
   server().send_signal(SIGTERM);
   ASSERT_TRUE(exits_zero());
   EXPECT_TRUE(contains(server().log(), "second signal: exiting now")) << server().log();
+}
+
+// The start-up log names the custom tools that loaded (and their files) once, and a file that
+// was skipped as a warning.
+TEST_F(SessionProvider, TheStartUpLogNamesLoadedCustomToolsAndWarnsAboutSkippedFiles) {
+  auto dir = project_.path() / ".switchboard" / "tools";
+  write_file(dir / "hello",
+             "#!/bin/sh\necho '{\"description\": \"Says hello\", \"parameters\": "
+             "{\"type\": \"object\"}}'\n");
+  std::filesystem::permissions(dir / "hello", std::filesystem::perms::owner_all);
+  write_file(dir / "broken", "#!/bin/sh\necho not json\n");
+  std::filesystem::permissions(dir / "broken", std::filesystem::perms::owner_all);
+  start_server(openai_config());
+  std::string log = server().log();
+  EXPECT_TRUE(contains(log, "INFO  custom tools: hello (" + (dir / "hello").string() + ")")) << log;
+  EXPECT_TRUE(contains(log, "WARN  custom tools: " + (dir / "broken").string() + ": ")) << log;
+}
+
+// A provider whose apiKeyEnv names a variable the server does not have: said at start, and the
+// model server's 401 says it again on the turn, so nobody hunts for "(none)" in the answer.
+TEST_F(SessionProvider, AnUnsetApiKeyEnvIsNamedAtStartAndInTheTurnsError) {
+  json::object cfg = openai_config();
+  auto& fake = cfg["provider"].as_object()["fake"].as_object();
+  fake.erase("apiKey");
+  fake["apiKeyEnv"] = "SWITCHBOARD_TEST_UNSET_KEY";
+  start_server(cfg);
+  EXPECT_TRUE(contains(server().log(), "WARN"));
+  EXPECT_TRUE(contains(server().log(),
+                       "provider fake: provider.fake.apiKeyEnv names "
+                       "SWITCHBOARD_TEST_UNSET_KEY, which is not set"))
+      << server().log();
+  std::string sid = create_session();
+  model_.push(FakeResponse::http_error(401, "Incorrect API key provided: (none)"));
+  auto reply = prompt(sid, "hello");
+  ASSERT_TRUE(IsOk(reply));
+  json::value v = reply.json();
+  EXPECT_EQ(string_at(v, "/info/error/name"), "ProviderAuthError") << reply.describe();
+  EXPECT_TRUE(
+      contains(string_at(v, "/info/error/data/message"),
+               "provider.fake.apiKeyEnv names SWITCHBOARD_TEST_UNSET_KEY, which is not set"))
+      << reply.describe();
+  auto first = model_.wait_for_request(0, 1s);
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(first->header("authorization")) << "a request without a key sends no header";
+}
+
+TEST_F(SessionProvider, AModelTheProviderDoesNotListIsAWarningAtStart) {
+  start_server(openai_config({{"model", "fake/fake-modle"}}));
+  EXPECT_TRUE(contains(server().log(), "model \"fake/fake-modle\" is not in provider.fake.models"))
+      << server().log();
 }
 
 TEST_F(SessionProvider, UnauthorizedIsAProviderAuthErrorWithoutRetries) {
