@@ -72,15 +72,15 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   if (ec)
     return make_error(ErrorCode::Internal, "cannot create the data directory " +
                                                paths.data_dir.string() + ": " + ec.message());
-  // One connection to the database, shared by the sessions and the client credentials; it holds
-  // the file for this process alone, so a second server on the same data directory stops here.
+  // One Database, shared by the sessions and the client credentials; it holds the file's lock
+  // (switchboard.db.lock) for this process alone, so a second server on the same data directory
+  // stops here.
   auto db = store::Database::open(paths.data_dir / "switchboard.db");
   if (!db && db.error().code == ErrorCode::Conflict)
     return make_error(ErrorCode::Conflict,
                       "the data directory " + paths.data_dir.string() +
-                          " is in use by another Switchboard server (or another program has "
-                          "its switchboard.db open): stop that one, or give this server its own "
-                          "--data-dir");
+                          " is in use by another Switchboard server: stop that one, or give this "
+                          "server its own --data-dir");
   if (!db) return db.error();
   std::shared_ptr<store::Database> database = std::move(*db);
   // The data directory is ours now: stop what tools of a server killed on it left running.
