@@ -1,5 +1,6 @@
 #include "clienttool/wire.hpp"
 
+#include <limits>
 #include <set>
 #include <unordered_map>
 
@@ -152,16 +153,6 @@ json::object to_json(const ToolDefinition& def) {
   return out;
 }
 
-json::object to_json(const ExecutionRequest& req, const json::object& input) {
-  return json::object{{"type", "client-tool-request"},
-                      {"requestID", req.request_id},
-                      {"sessionID", req.session_id},
-                      {"messageID", req.message_id},
-                      {"callID", req.call_id},
-                      {"tool", req.tool},
-                      {"input", input}};
-}
-
 namespace {
 // Appends `"key":` and the JSON string of `value`.
 void append_field(std::string& out, std::string_view key, std::string_view value) {
@@ -189,14 +180,13 @@ std::string serialize(const ExecutionRequest& req, const json::object& input) {
   return out;
 }
 
-json::object to_json(const ToolResponse& res) {
-  if (!res.success) return json::object{{"status", "error"}, {"error", res.error}};
-  json::object out{{"status", "success"},
-                   {"title", res.title},
-                   {"output", res.output},
-                   {"metadata", res.metadata}};
-  if (!res.attachments.empty()) out["attachments"] = res.attachments;
-  return out;
+// The tree for the bus event is read back from the text, so that the shape has one writer. The
+// input was a tree already: no depth limit, and bytes that are not UTF-8 pass as they did.
+json::object to_json(const ExecutionRequest& req, const json::object& input) {
+  json::parse_options opts;
+  opts.max_depth = std::numeric_limits<std::size_t>::max();
+  opts.allow_invalid_utf8 = true;
+  return std::move(json::parse(serialize(req, input), {}, opts).as_object());
 }
 
 std::string serialize(const ToolResponse& res) {

@@ -39,13 +39,14 @@ Result<std::optional<std::vector<std::string>>> parse_string_list(const json::ob
 Result<ToolResponse> parse_tool_response(const json::object& body);
 
 json::object to_json(const ToolDefinition& def);  // {id, description, parameters}
-// {type: "client-tool-request", requestID, sessionID, messageID, callID, tool, input}
-json::object to_json(const ExecutionRequest& req, const json::object& input);
-// The same, serialized without building the tree: what every delivery sends.
+// {"type":"client-tool-request","requestID","sessionID","messageID","callID","tool","input"},
+// serialized without building a tree: what every delivery sends.
 std::string serialize(const ExecutionRequest& req, const json::object& input);
-json::object to_json(
-    const ToolResponse& res);  // {status: "success", ...} | {status: "error", error}
-std::string serialize(const ToolResponse& res);  // the same, without building the tree
+// The same as a tree (the bus event), parsed from serialize()'s text.
+json::object to_json(const ExecutionRequest& req, const json::object& input);
+// {"status":"success",title,output,metadata[,attachments]} | {"status":"error",error}: the
+// execute route's answer.
+std::string serialize(const ToolResponse& res);
 json::array to_json(const std::vector<std::string>& strings);
 
 }  // namespace sb::clienttool

@@ -48,42 +48,30 @@ asio::awaitable<void> close_in_stages(beast::tcp_stream& stream) {
   }
 }
 
-// Writes a response. Beast's serializer spends more instructions on the buffer sequences of a
-// small response than the whole route does, so the head goes out as one string (the same bytes:
-// status line, the fields in order, a blank line) followed by the body. Every response the
-// routes build has its Content-Length set (prepare_payload).
+// Writes a response: Beast's serializer makes the bytes, which go out in one write. (Beast's
+// async_write hands its nested buffer sequences through every layer of the composed operation
+// and the stream, which walk them again and again: 18 k instructions a small response, against
+// 5 k with the bytes in one buffer.) Every response the routes build has its Content-Length set
+// (prepare_payload), so what the serializer gives is the head and the body.
 asio::awaitable<boost::system::error_code> write_response(beast::tcp_stream& stream,
                                                           const Response& res) {
-  std::string head;
-  head.reserve(192);
-  unsigned version = res.version();
-  unsigned code = res.result_int();
-  const char line[13] = {'H',
-                         'T',
-                         'T',
-                         'P',
-                         '/',
-                         static_cast<char>('0' + version / 10),
-                         '.',
-                         static_cast<char>('0' + version % 10),
-                         ' ',
-                         static_cast<char>('0' + code / 100),
-                         static_cast<char>('0' + code / 10 % 10),
-                         static_cast<char>('0' + code % 10),
-                         ' '};
-  head.append(line, sizeof line);
-  head.append(res.reason());
-  head.append("\r\n");
-  for (const auto& field : res) {
-    head.append(field.name_string());
-    head.append(": ");
-    head.append(field.value());
-    head.append("\r\n");
+  std::string bytes;
+  bytes.reserve(256 + res.body().size());
+  http::response_serializer<http::string_body> serializer(res);
+  boost::system::error_code ec;
+  while (!ec && !serializer.is_done()) {
+    serializer.next(ec, [&](boost::system::error_code&, const auto& buffers) {
+      std::size_t n = 0;
+      for (asio::const_buffer b : beast::buffers_range_ref(buffers)) {
+        bytes.append(static_cast<const char*>(b.data()), b.size());
+        n += b.size();
+      }
+      serializer.consume(n);
+    });
   }
-  head.append("\r\n");
-  std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(res.body())};
-  auto [ec, n] = co_await asio::async_write(stream, buffers, tuple_awaitable);
-  co_return ec;
+  if (ec) co_return ec;
+  auto [wec, n] = co_await asio::async_write(stream, asio::buffer(bytes), tuple_awaitable);
+  co_return wec;
 }
 
 // One HTTP connection: reads requests one after another (keep-alive) until the peer leaves,

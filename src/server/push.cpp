@@ -4,9 +4,7 @@
 
 #include <sys/socket.h>
 
-#include <array>
 #include <cerrno>
-#include <charconv>
 #include <optional>
 
 #include "clienttool/wire.hpp"
@@ -173,24 +171,16 @@ class SseConnection final : public PushChannel {
  private:
   void start_write(std::shared_ptr<const std::string> frame) override {
     write_started_ = Clock::now();
-    // One HTTP chunk: the size in hex, the frame, CRLF (what http::make_chunk writes, without
-    // its buffer-sequence machinery).
-    char* end = std::to_chars(chunk_size_.data(), chunk_size_.data() + 16, frame->size(), 16).ptr;
-    end[0] = '\r';
-    end[1] = '\n';
-    std::size_t size_len = static_cast<std::size_t>(end + 2 - chunk_size_.data());
-    std::array<asio::const_buffer, 3> buffers{asio::buffer(chunk_size_.data(), size_len),
-                                              asio::buffer(*frame), asio::buffer("\r\n", 2)};
-    asio::async_write(socket_, buffers,
+    // One HTTP chunk: the size in hex, the frame, CRLF.
+    asio::async_write(socket_, http::make_chunk(asio::buffer(*frame)),
                       [self = shared_from_this(), this, frame](boost::system::error_code ec,
                                                                std::size_t) { write_done(!ec); });
   }
 
   void start_end() override {
-    static constexpr std::string_view last_chunk = "0\r\n\r\n";
     write_started_ = Clock::now();
     arm(std::chrono::seconds(2));  // the end of the stream gets two seconds, then the socket closes
-    asio::async_write(socket_, asio::buffer(last_chunk),
+    asio::async_write(socket_, http::make_chunk_last(),
                       [self = shared_from_this(), this](boost::system::error_code, std::size_t) {
                         disconnect();
                       });
@@ -228,7 +218,6 @@ class SseConnection final : public PushChannel {
   std::chrono::milliseconds write_timeout_;
   std::shared_ptr<const std::string> keepalive_;
   Clock::time_point write_started_{};
-  std::array<char, 18> chunk_size_;  // the size line of the chunk in flight
   bool in_head_ = false;
 };
 
