@@ -238,6 +238,10 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
                          json::object{{"sessionID", session_id},
                                       {"error", json::object{{"name", m.error->name},
                                                              {"data", std::move(data)}}}});
+    } else if (step->halt) {
+      // Not the session's failure (no session.error), but the turn's answer must say why it
+      // stopped: otherwise a rejected ask leaves a reply without a word about it.
+      m.error = NamedError{"PermissionRejectedError", *step->halt, {}};
     }
     m.completed = now_ms();
     deps_.writer->stage_message(*turn, m);
@@ -417,7 +421,7 @@ asio::awaitable<Result<void>> Processor::ask(std::shared_ptr<Step> step, const s
   }
   const permission::AskOutcome& outcome = *settled;
   if (!outcome) {
-    if (outcome.error().halts_turn()) step->halt = true;
+    if (outcome.error().halts_turn() && !step->halt) step->halt = outcome.error().error().message;
     co_return outcome.error().error();
   }
   co_return Result<void>{};

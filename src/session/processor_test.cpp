@@ -373,6 +373,11 @@ TEST_F(ProcessorTest, ARejectedAskFailsTheCallAndStopsTheTurn) {
   EXPECT_EQ(model_->requests.size(), 1u) << "a bare reject stops the turn";
   EXPECT_EQ(statuses_of(parts[0].call_id),
             (std::vector<std::string>{"pending", "running", "error"}));
+  // The turn's last message says why it stopped (a reply would otherwise say nothing about it).
+  MessageInfo last = messages().back().info;
+  ASSERT_TRUE(last.error);
+  EXPECT_EQ(last.error->name, "PermissionRejectedError");
+  EXPECT_NE(last.error->message.find("rejected"), std::string::npos) << last.error->message;
 }
 
 TEST_F(ProcessorTest, ACallARuleDeniesFailsWithoutAnAskAndTheModelGoesOn) {

@@ -64,7 +64,9 @@ struct Step {
   std::unique_ptr<WaitGroup> running;
   std::optional<provider::StepFinish> finish;
   std::optional<provider::StreamError> error;
-  bool halt = false;  // a person rejected a permission: stop after this step
+  // A person rejected a permission (or nobody answered in time): the turn stops after this step,
+  // and its message says why (the first such rejection's words).
+  std::optional<std::string> halt;
   bool emitted = false;
   // Streamed text not yet published as message.part.delta (Processor::publish_delta).
   Part* delta_part = nullptr;

@@ -813,6 +813,10 @@ TEST_F(SessionPermission, RejectEndsThePartInErrorAndStopsTheTurn) {
   EXPECT_TRUE(contains(string_at(json::value(*part), "/state/error"), "rejected")) << str(*part);
   EXPECT_FALSE(fs::exists(marker)) << "the rejected command ran";
   EXPECT_EQ(model_.request_count(), 1u) << "a bare reject stops the turn";
+  // The turn's last message says why it stopped, as stored.
+  json::value last = messages(sid).back();
+  EXPECT_EQ(string_at(last, "/info/error/name"), "PermissionRejectedError") << str(last);
+  EXPECT_TRUE(contains(string_at(last, "/info/error/data/message"), "rejected")) << str(last);
 }
 
 TEST_F(SessionPermission, RejectWithAMessageGuidesTheModel) {
@@ -839,6 +843,7 @@ TEST_F(SessionPermission, RejectWithAMessageGuidesTheModel) {
   std::string sent = string_at(openai_tool_message(*second, "call_b"), "/content");
   EXPECT_TRUE(contains(sent, "keep the build directory, use make clean")) << second->body;
   EXPECT_EQ(text_of(messages(sid).back()), "Understood, I will not delete it.");
+  EXPECT_EQ(find(messages(sid).back(), "/info/error"), nullptr) << "guidance is not an error";
 }
 
 TEST_F(SessionPermission, AlwaysAllowsTheSameKindOfCallForTheRestOfTheSession) {
@@ -900,6 +905,25 @@ TEST_F(SessionPermission, DoomLoopAsksOnTheThirdIdenticalCall) {
   ASSERT_TRUE(part);
   EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
   EXPECT_EQ(model_.request_count(), 4u);
+}
+
+// POST /session/{id}/message answers with the turn's last message: when an ask that nobody
+// answered stopped the turn, that answer says so (it had no text and no error).
+TEST_F(SessionPermission, TheAnswerOfATurnThatAnUnansweredAskStoppedSaysWhy) {
+  json::object cfg = openai_config();
+  cfg["permission"] = json::object{{"bash", "ask"}, {"timeout", 300}};
+  start_server(cfg);
+  std::string sid = create_session();
+  model_.push(FakeResponse::with_tool_call(
+      "call_b", "bash", json::object{{"command", "echo late"}, {"description", "echo"}}));
+  auto reply = prompt(sid, "run it");
+  ASSERT_TRUE(IsOk(reply));
+  json::value v = reply.json();
+  EXPECT_EQ(string_at(v, "/info/error/name"), "PermissionRejectedError") << reply.describe();
+  EXPECT_TRUE(contains(string_at(v, "/info/error/data/message"), "nobody answered within 300 ms"))
+      << reply.describe();
+  EXPECT_EQ(value_at(v, "/info/error"), value_at(messages(sid).back(), "/info/error"))
+      << "the answer and the stored turn differ";
 }
 
 TEST_F(SessionPermission, UnansweredAskTimesOut) {

@@ -190,6 +190,15 @@ describe('the page', () => {
     await again.getByRole('button', { name: 'Reject' }).click();
     await p.locator('.tool-card[data-tool="bash"][data-status="error"]').waitFor();
     assert.match(await card(p, 'bash').locator('.tool-error').innerText(), /use make clean instead/);
+
+    // A bare reject stops the turn, and the turn says why in words (not an error's name).
+    await send(p, '/call bash {"command": "rm -rf dist", "description": "Clean dist"}');
+    const third = p.getByRole('group', { name: /Permission needed: bash/ });
+    await third.waitFor();
+    await third.getByRole('button', { name: 'Reject' }).click();
+    const stopped = p.locator('.turn-error', { hasText: 'The user rejected permission to use bash' });
+    await stopped.waitFor();
+    assert.doesNotMatch(await stopped.innerText(), /PermissionRejectedError/);
   });
 
   test("the server's question tool is answered in its card", async () => {

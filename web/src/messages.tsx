@@ -211,6 +211,8 @@ function errorText(m: MessageWithParts): string | undefined {
   if (m.info.role !== 'assistant' || !m.info.error) return undefined;
   const e = m.info.error;
   if (e.name === 'MessageAbortedError') return 'Stopped.';
+  // Says in words who stopped the turn; the name adds nothing for a person.
+  if (e.name === 'PermissionRejectedError') return e.data.message;
   return `${e.name}: ${e.data.message}`;
 }
 

@@ -30,7 +30,7 @@ import { sleep } from './util.js';
 export type ChatStatus = 'idle' | 'streaming' | 'error' | 'awaiting-input';
 
 export interface ChatError {
-  /** `ProviderAuthError`, `APIError`, `MessageAbortedError`, or `SwitchboardError` for a failed request. */
+  /** `ProviderAuthError`, `APIError`, `MessageAbortedError`, `PermissionRejectedError`, or `SwitchboardError` for a failed request. */
   name: string;
   message: string;
   /** The server's error code, for a failed request. */

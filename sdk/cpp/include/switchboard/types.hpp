@@ -33,7 +33,8 @@ struct TokenUsage {
   std::int64_t cache_write = 0;
 };
 
-// Why a turn failed: ProviderAuthError, APIError, MessageAbortedError, ...
+// Why a turn failed or stopped: ProviderAuthError, APIError, MessageAbortedError,
+// PermissionRejectedError, ...
 struct MessageError {
   std::string name;
   std::string message;
