@@ -31,7 +31,7 @@ class CompiledSchema {
   ~CompiledSchema();
 
   // One "patternProperties" (with its object's "properties" names and "additionalProperties"),
-  // compiled when the schema is; defined in schema.cpp.
+  // compiled when the schema is; defined in schema_rewrite.hpp.
   struct PatternProperties;
 
  private:

@@ -1,7 +1,7 @@
 #pragma once
 // The process groups of running tool processes, written down in a directory of the data
 // directory, so that the next server started on it can stop what a server killed with SIGKILL
-// left running. PR_SET_PDEATHSIG (see process.cpp) takes each tool's own process with the
+// left running. PR_SET_PDEATHSIG (see process_spawn.cpp) takes each tool's own process with the
 // server, but not what that process started (`sleep 100 &` under `bash -c`): those stay in the
 // tool's process group, which the next start stops.
 //

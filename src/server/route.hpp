@@ -1,0 +1,67 @@
+#pragma once
+// What the route handlers share: the request as a handler sees it, replies, the checks of client
+// tokens, and the route lists of each area (routes.cpp holds the table and dispatch; the
+// client-tool routes are in routes_client_tools.cpp, the session API's in routes_session.cpp).
+// Internal to src/server.
+#include <boost/url/url_view.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/http.hpp"
+
+namespace sb::server {
+
+// What a handler sees of its request.
+struct Call {
+  ServerState& state;
+  beast::tcp_stream& stream;
+  Request& req;
+  std::vector<std::string> params;  // the {…} segments of the route, decoded
+  boost::urls::url_view url;
+  TakeOver& take_over;  // set by a route that turns the connection into a push stream
+};
+
+using Reply = std::optional<Response>;
+using Handler = asio::awaitable<Reply> (*)(Call&);
+
+struct Route {
+  http::verb method;
+  std::vector<std::string_view> pattern;  // "{}" matches one segment
+  Handler handler;
+};
+
+// The routes of each area, in the order they are matched.
+std::vector<Route> client_tool_routes();  // /client-tools/...
+std::vector<Route> session_routes();      // OpenCode's V1 API: /event, /session, /permission, ...
+
+// The body as a JSON object. `sp`: where the document lives; a route that is done with the body
+// before it returns parses into a monotonic resource on its stack instead of the heap.
+Result<json::object> body_object(const ServerState& state, const Request& req,
+                                 json::storage_ptr sp = {});
+
+Reply fail(const Call& c, const Error& e);
+Reply ok(const Call& c, const json::value& body);
+Reply ok_text(const Call& c, std::string body);  // a body serialized already
+
+// Client tokens (clientTools.clientTokens): the client's first use of its id issues one (returned
+// here, to hand to the client); later uses must present it. Nothing when tokens are off.
+Result<std::optional<std::string>> authenticate_client(const Call& c, const std::string& client_id);
+
+// For answers (results, progress, unregister): they must name their client and carry its token.
+Result<void> verify_client(const Call& c, const std::optional<std::string>& client_id);
+
+// The ask of a session that a client created (a permission ask, a question of the `question`
+// tool) is answered by that client only, with its token. `session_id`: the ask's session, nullopt
+// when nothing waits under the id (the service answers that); `client_id`: who the answer says
+// it comes from.
+Result<void> verify_answerer(const Call& c, const std::optional<std::string>& session_id,
+                             const std::optional<std::string>& client_id);
+
+// Takes back a token issued for a request that then failed: the client never saw it.
+void withdraw_issued(const Call& c, const std::string& client_id,
+                     const std::optional<std::string>& issued);
+
+}  // namespace sb::server

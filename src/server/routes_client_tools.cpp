@@ -1,0 +1,250 @@
+// The client-tool routes: registration, execution and its results, the tool lists, and the
+// client's SSE stream and WebSocket (their list: client_tool_routes(), in route.hpp).
+#include "server/route.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <charconv>
+
+#include "clienttool/wire.hpp"
+#include "server/access.hpp"
+#include "server/decode.hpp"
+#include "server/push.hpp"
+
+namespace sb::server {
+
+namespace {
+
+asio::awaitable<Reply> register_tools(Call& c) {
+  auto body = body_object(c.state, c.req);
+  if (!body) co_return fail(c, body.error());
+  auto request = decode_register(*body);
+  if (!request) co_return fail(c, request.error());
+  if (!request->client_id)
+    co_return fail(c, make_error(ErrorCode::InvalidRequest, "clientID is required"));
+  const std::string& client_id = *request->client_id;
+  if (auto r = check_registration_limits(c.state, client_id, request->tools); !r)
+    co_return fail(c, r.error());
+  auto issued = authenticate_client(c, client_id);
+  if (!issued) co_return fail(c, issued.error());
+  if (request->session_id) {
+    if (auto own = c.state.sessions->validate_client_session(client_id, *request->session_id);
+        !own) {
+      withdraw_issued(c, client_id, *issued);
+      co_return fail(c, own.error());
+    }
+  }
+  auto ids = c.state.registry->register_tools(client_id, std::move(request->tools),
+                                              request->session_id.value_or(""));
+  if (!ids) {
+    withdraw_issued(c, client_id, *issued);
+    co_return fail(c, ids.error());
+  }
+  json::object out{{"registered", clienttool::to_json(*ids)}};
+  if (*issued) out["clientToken"] = **issued;
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> unregister_tools(Call& c) {
+  auto body = body_object(c.state, c.req);
+  if (!body) co_return fail(c, body.error());
+  auto request = decode_unregister(*body);
+  if (!request) co_return fail(c, request.error());
+  if (!request->client_id)
+    co_return fail(c, make_error(ErrorCode::InvalidRequest, "clientID is required"));
+  if (auto r = verify_client(c, request->client_id); !r) co_return fail(c, r.error());
+  auto removed = c.state.registry->unregister(*request->client_id, request->tool_ids);
+  co_return ok(c, json::object{{"success", true}, {"unregistered", clienttool::to_json(removed)}});
+}
+
+// A call's outcome on its way from the registry to the route waiting for it: one small object
+// and a timer wait per execution, instead of a channel and two raced coroutines.
+struct CallWaiter {
+  explicit CallWaiter(asio::any_io_executor ex)
+      : signal(std::move(ex), asio::steady_timer::time_point::max()) {}
+  asio::steady_timer signal;  // never expires; cancelled when the outcome is in
+  std::optional<clienttool::ExecuteOutcome> outcome;
+  bool finished = false;     // the route has its outcome; the peer watch is moot
+  bool peer_closed = false;  // the caller left before the outcome
+};
+
+// Parses the body of POST /client-tools/execute and starts the call. Plain function, so that
+// the body's document lives in a buffer on this stack: only `input` is copied out (once, by
+// the registry, when it serializes the request).
+Result<clienttool::StartedCall> start_execution(ServerState& state, const Request& req,
+                                                clienttool::CompletionHandler done) {
+  unsigned char buffer[4096];
+  json::monotonic_resource resource(buffer, sizeof buffer);
+  json::storage_ptr sp(&resource);
+  auto body = body_object(state, req, sp);
+  if (!body) return body.error();
+  auto params = decode_execute(*body, sp);
+  if (!params) return params.error();
+  return state.registry->execute(std::move(*params), std::move(done));
+}
+
+// Cancels the call when the HTTP caller closes its connection while it waits for the result.
+void watch_caller(tcp::socket& socket, std::shared_ptr<CallWaiter> waiter,
+                  std::shared_ptr<clienttool::ClientToolRegistry> registry,
+                  std::string request_id) {
+  socket.async_wait(tcp::socket::wait_read,
+                    [&socket, waiter = std::move(waiter), registry = std::move(registry),
+                     request_id = std::move(request_id)](boost::system::error_code ec) {
+                      if (ec || waiter->finished) return;  // the outcome came first
+                      char byte;
+                      ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+                      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+                        waiter->peer_closed = true;
+                        registry->cancel(request_id, "caller disconnected");
+                      }
+                      // Otherwise the caller pipelined another request: it is still there; wait for
+                      // the result alone.
+                    });
+}
+
+asio::awaitable<Reply> execute(Call& c) {
+  auto waiter = std::make_shared<CallWaiter>(co_await asio::this_coro::executor);
+  auto started = start_execution(c.state, c.req, [waiter](clienttool::ExecuteOutcome outcome) {
+    // Any thread; the route continues on its own executor.
+    asio::post(waiter->signal.get_executor(), [waiter, outcome = std::move(outcome)]() mutable {
+      waiter->outcome = std::move(outcome);
+      waiter->signal.cancel();
+    });
+  });
+  if (!started) co_return fail(c, started.error());
+  watch_caller(c.stream.socket(), waiter, c.state.registry, started->request_id);
+  while (!waiter->outcome)
+    co_await waiter->signal.async_wait(asio::as_tuple(asio::use_awaitable));
+  waiter->finished = true;
+  boost::system::error_code ignored;
+  c.stream.socket().cancel(ignored);  // ends the watch
+  if (waiter->peer_closed)
+    co_return fail(c, make_error(ErrorCode::Unavailable, "caller disconnected"));
+  const auto& outcome = *waiter->outcome;
+  if (!outcome) co_return fail(c, outcome.error());
+  co_return ok_text(c, clienttool::serialize(*outcome));
+}
+
+// Parses the body and hands the result over. Plain function: the document lives in a buffer on
+// this stack, and only the result's fields are copied out.
+Result<void> submit_result_body(const Call& c) {
+  unsigned char buffer[4096];
+  json::monotonic_resource resource(buffer, sizeof buffer);
+  auto body = body_object(c.state, c.req, json::storage_ptr(&resource));
+  if (!body) return body.error();
+  auto request = decode_result(*body);
+  if (!request) return request.error();
+  if (auto v = verify_client(c, request->client_id); !v) return v.error();
+  return c.state.registry->submit_result(request->request_id, request->client_id,
+                                         std::move(request->response));
+}
+
+asio::awaitable<Reply> submit_result(Call& c) {
+  auto r = submit_result_body(c);
+  if (!r) co_return fail(c, r.error());
+  co_return ok_text(c, R"({"success":true})");
+}
+
+asio::awaitable<Reply> report_progress(Call& c) {
+  auto body = body_object(c.state, c.req);
+  if (!body) co_return fail(c, body.error());
+  auto request = decode_progress(*body);
+  if (!request) co_return fail(c, request.error());
+  if (auto v = verify_client(c, request->client_id); !v) co_return fail(c, v.error());
+  auto r = c.state.registry->report_progress(request->request_id, request->client_id,
+                                             std::move(request->progress));
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, json::object{{"success", true}});
+}
+
+asio::awaitable<Reply> client_tools_of(Call& c) {
+  auto client_id = decode_client_id(c.params[0]);
+  if (!client_id) co_return fail(c, client_id.error());
+  json::array out;
+  for (const auto& def : c.state.registry->get_tools(*client_id))
+    out.push_back(clienttool::to_json(def));
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> all_client_tools(Call& c) {
+  json::object out;
+  for (const auto& [id, def] : c.state.registry->get_all_tools())
+    out[id] = clienttool::to_json(def);
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> pending_stream(Call& c) {
+  auto client_id = decode_client_id(c.params[0]);
+  if (!client_id) co_return fail(c, client_id.error());
+  std::string last;
+  if (auto h = c.req.find("Last-Event-ID"); h != c.req.end()) last = std::string(h->value());
+  if (auto q = c.url.params().find("lastEventID"); q != c.url.params().end() && (*q).has_value)
+    last = (*q).value;
+  std::uint64_t last_seq = 0;
+  if (!last.empty()) {
+    auto [ptr, ec] = std::from_chars(last.data(), last.data() + last.size(), last_seq);
+    if (ec != std::errc{} || ptr != last.data() + last.size())
+      co_return fail(c, make_error(ErrorCode::InvalidRequest,
+                                   "Last-Event-ID must be a number, got \"" + last + "\""));
+  }
+  auto issued = authenticate_client(c, *client_id);
+  if (!issued) co_return fail(c, issued.error());
+  auto slot = open_client_stream(c.state, *client_id);
+  if (!slot) {
+    withdraw_issued(c, *client_id, *issued);
+    co_return fail(c, slot.error());
+  }
+  c.take_over = [&state = c.state, client_id = std::move(*client_id), last_seq,
+                 token = issued->value_or(""),
+                 stream = std::move(*slot)](tcp::socket socket, Request req) mutable {
+    return run_holding(std::move(stream),
+                       run_client_sse(state, std::move(socket), std::move(req),
+                                      std::move(client_id), last_seq, std::move(token)));
+  };
+  co_return std::nullopt;
+}
+
+asio::awaitable<Reply> client_websocket(Call& c) {
+  auto client_id = decode_client_id(c.params[0]);
+  if (!client_id) co_return fail(c, client_id.error());
+  if (!beast::websocket::is_upgrade(c.req))
+    co_return fail(c, make_error(ErrorCode::InvalidRequest,
+                                 "this route is a WebSocket: send an Upgrade: websocket request"));
+  auto issued = authenticate_client(c, *client_id);
+  if (!issued) co_return fail(c, issued.error());
+  // Refused before the upgrade: the client gets an HTTP answer it can read.
+  auto slot = open_client_stream(c.state, *client_id);
+  if (!slot) {
+    withdraw_issued(c, *client_id, *issued);
+    co_return fail(c, slot.error());
+  }
+  c.take_over = [&state = c.state, client_id = std::move(*client_id), token = issued->value_or(""),
+                 stream = std::move(*slot)](tcp::socket socket, Request req) mutable {
+    return run_holding(std::move(stream),
+                       run_client_websocket(state, std::move(socket), std::move(req),
+                                            std::move(client_id), std::move(token)));
+  };
+  co_return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<Route> client_tool_routes() {
+  return {
+      {http::verb::post, {"client-tools", "register"}, &register_tools},
+      {http::verb::delete_, {"client-tools", "unregister"}, &unregister_tools},
+      {http::verb::post, {"client-tools", "execute"}, &execute},
+      {http::verb::post, {"client-tools", "result"}, &submit_result},
+      {http::verb::post, {"client-tools", "progress"}, &report_progress},
+      {http::verb::get, {"client-tools", "pending", "{}"}, &pending_stream},
+      {http::verb::get, {"client-tools", "ws", "{}"}, &client_websocket},
+      {http::verb::get, {"client-tools", "tools"}, &all_client_tools},
+      {http::verb::get, {"client-tools", "tools", "{}"}, &client_tools_of},
+  };
+}
+
+}  // namespace sb::server

@@ -1,0 +1,240 @@
+// OpenCode's V1 session API: the event stream, sessions and their messages, permission asks,
+// questions, the tool and provider lists (their list: session_routes(), in route.hpp).
+#include "server/route.hpp"
+
+#include "server/decode.hpp"
+#include "server/push.hpp"
+
+namespace sb::server {
+
+namespace {
+
+asio::awaitable<Reply> event_stream(Call& c) {
+  c.take_over = [&state = c.state](tcp::socket socket, Request req) {
+    return run_event_sse(state, std::move(socket), std::move(req));
+  };
+  co_return std::nullopt;
+}
+
+asio::awaitable<Reply> create_session(Call& c) {
+  session::CreateInput input;
+  if (!c.req.body().empty()) {
+    auto body = body_object(c.state, c.req);
+    if (!body) co_return fail(c, body.error());
+    auto decoded = decode_create_session(*body);
+    if (!decoded) co_return fail(c, decoded.error());
+    input = std::move(*decoded);
+  }
+  // A session created for a client offers that client's tools: only that client may create it
+  // (a first use of the id claims it, as a registration would).
+  std::optional<std::string> issued;
+  if (!input.client_id.empty()) {
+    auto auth = authenticate_client(c, input.client_id);
+    if (!auth) co_return fail(c, auth.error());
+    issued = std::move(*auth);
+  }
+  std::string client_id = input.client_id;
+  auto s = c.state.sessions->create_session(std::move(input));
+  if (!s) {
+    withdraw_issued(c, client_id, issued);
+    co_return fail(c, s.error());
+  }
+  json::object out = session::to_json(*s);
+  if (issued) out["clientToken"] = *issued;
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> list_sessions(Call& c) {
+  auto list = c.state.sessions->list_sessions();
+  if (!list) co_return fail(c, list.error());
+  json::array out;
+  for (const auto& s : *list)
+    out.push_back(session::to_json(s));
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> session_status(Call& c) {
+  co_return ok(c, c.state.sessions->status());
+}
+
+asio::awaitable<Reply> get_session(Call& c) {
+  auto s = c.state.sessions->get_session(c.params[0]);
+  if (!s) co_return fail(c, s.error());
+  co_return ok(c, session::to_json(*s));
+}
+
+asio::awaitable<Reply> delete_session(Call& c) {
+  auto r = c.state.sessions->delete_session(c.params[0]);
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, true);
+}
+
+asio::awaitable<Reply> list_messages(Call& c) {
+  auto list = c.state.sessions->messages(c.params[0]);
+  if (!list) co_return fail(c, list.error());
+  std::string out = "[";
+  for (const auto& m : *list) {
+    if (out.size() > 1) out.push_back(',');
+    session::append_json(out, m);
+  }
+  out.push_back(']');
+  co_return ok_text(c, std::move(out));
+}
+
+asio::awaitable<Reply> list_todos(Call& c) {
+  auto todos = c.state.sessions->todos(c.params[0]);
+  if (!todos) co_return fail(c, todos.error());
+  co_return ok_text(c, std::move(*todos));
+}
+
+Result<session::PromptInput> prompt_input(const ServerState& state, const Request& req) {
+  auto body = body_object(state, req);
+  if (!body) return body.error();
+  return decode_prompt(*body);
+}
+
+asio::awaitable<Reply> prompt(Call& c) {
+  auto in = prompt_input(c.state, c.req);
+  if (!in) co_return fail(c, in.error());
+  auto r = co_await c.state.sessions->prompt(c.params[0], std::move(*in));
+  if (!r) co_return fail(c, r.error());
+  co_return ok_text(c, session::json_text(*r));
+}
+
+asio::awaitable<Reply> prompt_async(Call& c) {
+  auto in = prompt_input(c.state, c.req);
+  if (!in) co_return fail(c, in.error());
+  auto r = c.state.sessions->prompt_async(c.params[0], std::move(*in));
+  if (!r) co_return fail(c, r.error());
+  Response res{http::status::no_content, c.req.version()};
+  res.set(http::field::server, "switchboard/" SWITCHBOARD_VERSION);
+  res.keep_alive(c.req.keep_alive());
+  res.prepare_payload();
+  co_return res;
+}
+
+asio::awaitable<Reply> abort_session(Call& c) {
+  if (auto s = c.state.sessions->get_session(c.params[0]); !s) co_return fail(c, s.error());
+  co_return ok(c, c.state.sessions->abort(c.params[0]));
+}
+
+asio::awaitable<Reply> list_permissions(Call& c) {
+  json::array out;
+  for (const auto& r : c.state.permissions->list())
+    out.push_back(permission::to_json(r));
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> reply_permission(Call& c) {
+  auto body = body_object(c.state, c.req);
+  if (!body) co_return fail(c, body.error());
+  auto request = decode_permission_reply(*body);
+  if (!request) co_return fail(c, request.error());
+  std::optional<std::string> session_id;
+  for (const auto& ask : c.state.permissions->list())
+    if (ask.id == c.params[0]) session_id = ask.session_id;
+  if (auto v = verify_answerer(c, session_id, request->client_id); !v) co_return fail(c, v.error());
+  auto r = c.state.permissions->reply(c.params[0], request->reply, request->message);
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, true);
+}
+
+asio::awaitable<Reply> list_tools(Call& c) {
+  std::string session_id, agent;
+  if (auto q = c.url.params().find("sessionID"); q != c.url.params().end()) session_id = (*q).value;
+  if (auto q = c.url.params().find("agent"); q != c.url.params().end()) agent = (*q).value;
+  auto tools = c.state.sessions->offered_tools(session_id, agent);
+  if (!tools) co_return fail(c, tools.error());
+  json::array out;
+  for (const auto& t : *tools)
+    out.push_back(json::object{
+        {"id", t->id()}, {"description", t->description()}, {"parameters", t->parameters()}});
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> list_providers(Call& c) {
+  json::array providers;
+  for (const auto& [id, p] : c.state.sessions->providers().providers) {
+    json::array models;
+    for (const auto& m : p->models())
+      models.emplace_back(m);
+    providers.push_back(
+        json::object{{"id", id}, {"type", p->type()}, {"models", std::move(models)}});
+  }
+  json::array agents;
+  for (const auto& [name, a] : c.state.sessions->agents())
+    agents.push_back(json::object{{"name", name}, {"description", a.description}});
+  co_return ok(c, json::object{{"providers", std::move(providers)},
+                               {"default", c.state.sessions->providers().default_model},
+                               {"agents", std::move(agents)}});
+}
+
+asio::awaitable<Reply> list_questions(Call& c) {
+  json::array out;
+  for (const auto& q : c.state.questions->list())
+    out.push_back(question::to_json(q));
+  co_return ok(c, out);
+}
+
+// Only the owner of the question's session answers it (verify_answerer). `client_id`: the
+// clientID of the body.
+Result<void> verify_question_answerer(const Call& c, const std::optional<std::string>& client_id) {
+  std::optional<std::string> session_id;
+  for (const auto& q : c.state.questions->list())
+    if (q.id == c.params[0]) session_id = q.session_id;
+  return verify_answerer(c, session_id, client_id);
+}
+
+asio::awaitable<Reply> reply_question(Call& c) {
+  auto body = body_object(c.state, c.req);
+  if (!body) co_return fail(c, body.error());
+  auto request = decode_question_reply(*body);
+  if (!request) co_return fail(c, request.error());
+  if (auto v = verify_question_answerer(c, request->client_id); !v) co_return fail(c, v.error());
+  auto r = c.state.questions->reply(c.params[0], std::move(request->answers));
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, true);
+}
+
+// The body is optional: {clientID} for a question of a client's session.
+asio::awaitable<Reply> reject_question(Call& c) {
+  std::optional<std::string> client_id;
+  if (!c.req.body().empty()) {
+    auto body = body_object(c.state, c.req);
+    if (!body) co_return fail(c, body.error());
+    auto named = decode_answerer(*body);
+    if (!named) co_return fail(c, named.error());
+    client_id = std::move(*named);
+  }
+  if (auto v = verify_question_answerer(c, client_id); !v) co_return fail(c, v.error());
+  auto r = c.state.questions->reject(c.params[0]);
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, true);
+}
+
+}  // namespace
+
+std::vector<Route> session_routes() {
+  return {
+      {http::verb::get, {"event"}, &event_stream},
+      {http::verb::post, {"session"}, &create_session},
+      {http::verb::get, {"session"}, &list_sessions},
+      {http::verb::get, {"session", "status"}, &session_status},
+      {http::verb::get, {"session", "{}"}, &get_session},
+      {http::verb::delete_, {"session", "{}"}, &delete_session},
+      {http::verb::get, {"session", "{}", "message"}, &list_messages},
+      {http::verb::get, {"session", "{}", "todo"}, &list_todos},
+      {http::verb::post, {"session", "{}", "message"}, &prompt},
+      {http::verb::post, {"session", "{}", "prompt_async"}, &prompt_async},
+      {http::verb::post, {"session", "{}", "abort"}, &abort_session},
+      {http::verb::get, {"permission"}, &list_permissions},
+      {http::verb::post, {"permission", "{}", "reply"}, &reply_permission},
+      {http::verb::get, {"tool"}, &list_tools},
+      {http::verb::get, {"question"}, &list_questions},
+      {http::verb::post, {"question", "{}", "reply"}, &reply_question},
+      {http::verb::post, {"question", "{}", "reject"}, &reject_question},
+      {http::verb::get, {"provider"}, &list_providers},
+  };
+}
+
+}  // namespace sb::server
