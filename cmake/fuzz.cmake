@@ -1,6 +1,7 @@
 # Builds the libFuzzer targets (fuzz/) with clang as a nested project of this build, and runs
 # each for SWITCHBOARD_FUZZ_SECONDS as a CTest test, so the test command fuzzes every parser of
-# outside bytes a little on every run. Longer runs: docs/fuzzing.md.
+# outside bytes a little on every run. Included when SWITCHBOARD_FUZZ_TARGETS is ON (the test
+# command, scripts/test.sh, turns it on). Longer runs: docs/fuzzing.md.
 include(ExternalProject)
 include(${CMAKE_SOURCE_DIR}/fuzz/targets.cmake)
 
