@@ -335,7 +335,8 @@ asio::awaitable<void> Processor::run_step(std::shared_ptr<Step> step) {
         event);
   };
 
-  asio::steady_timer backoff(executor);
+  // Shared with the abort callback's posted handler, which may run after this frame is gone.
+  auto backoff = std::make_shared<asio::steady_timer>(executor);
   for (int attempt = 0;; ++attempt) {
     step->error.reset();
     step->finish.reset();
@@ -350,12 +351,12 @@ asio::awaitable<void> Processor::run_step(std::shared_ptr<Step> step) {
                                    {"attempt", attempt + 1},
                                    {"message", step->error->message},
                                    {"next", static_cast<std::int64_t>(now_ms() + delay.count())}});
-    backoff.expires_after(delay);
+    backoff->expires_after(delay);
     {
-      AbortSignal::Registration reg(turn.abort, [&backoff, executor] {
-        asio::post(executor, [&backoff] { backoff.cancel(); });
+      AbortSignal::Registration reg(turn.abort, [backoff, executor] {
+        asio::post(executor, [backoff] { backoff->cancel(); });
       });
-      co_await backoff.async_wait(tuple_awaitable);
+      co_await backoff->async_wait(tuple_awaitable);
     }
     deps_.status->set(session_id, json::object{{"type", "busy"}});
   }

@@ -148,17 +148,21 @@ class ProcessorTest : public ::testing::Test {
 
   // Runs a turn to its end as POST /session/{id}/message does.
   Result<MessageWithParts> prompt(std::string text) {
-    std::optional<Result<MessageWithParts>> out;
+    // Shared with the handler: a turn that outlives the wait ends later, in the fixture's teardown.
+    auto out = std::make_shared<std::optional<Result<MessageWithParts>>>();
     PromptInput input;
     input.text = std::move(text);
     asio::co_spawn(io_, service_->prompt(sid_, std::move(input)),
-                   [&out](std::exception_ptr e, Result<MessageWithParts> r) {
-                     if (e) std::rethrow_exception(e);
-                     out = std::move(r);
+                   [out](std::exception_ptr e, Result<MessageWithParts> r) {
+                     // Not rethrown: an exception out of the io_context would end the test binary.
+                     if (e)
+                       *out = make_error(ErrorCode::Internal, "the turn threw an exception");
+                     else
+                       *out = std::move(r);
                    });
-    EXPECT_TRUE(run_until([&] { return out.has_value(); })) << "the turn did not end";
-    if (!out) return make_error(ErrorCode::Timeout, "the turn did not end");
-    return std::move(*out);
+    EXPECT_TRUE(run_until([&] { return out->has_value(); })) << "the turn did not end";
+    if (!*out) return make_error(ErrorCode::Timeout, "the turn did not end");
+    return std::move(**out);
   }
 
   // Starts a turn as POST /session/{id}/prompt_async does.

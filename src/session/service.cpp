@@ -253,12 +253,17 @@ asio::awaitable<Result<tool::TaskOutcome>> SessionService::run_subtask(tool::Tas
   prompt_input.tools["task"] = false;  // sub-agents do not start sub-agents of their own
   auto last = co_await prompt(child->id, std::move(prompt_input));
   if (!last) co_return last.error();
-  if (last->info.error)
-    co_return make_error(ErrorCode::Unavailable, "The sub-agent failed: " + last->info.error->name +
-                                                     ": " + last->info.error->message);
+  const auto& error = last->info.error;
+  // A person stopping the sub-agent (a rejected ask) is an answer, not a failure: the parent's
+  // model reads what the sub-agent said and why it stopped.
+  bool stopped = error && error->name == "PermissionRejectedError";
+  if (error && !stopped)
+    co_return make_error(ErrorCode::Unavailable,
+                         "The sub-agent failed: " + error->name + ": " + error->message);
   std::string text;
   for (const auto& p : last->parts)
     if (p.type == Part::Type::Text) text += (text.empty() ? "" : "\n") + p.text;
+  if (stopped) text += (text.empty() ? "" : "\n\n") + ("The sub-agent stopped: " + error->message);
   co_return tool::TaskOutcome{child->id, text};
 }
 

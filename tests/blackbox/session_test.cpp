@@ -2208,6 +2208,31 @@ TEST_F(SessionScripted, TaskRunsASubSessionWithTheAgentAndReturnsItsAnswer) {
   EXPECT_EQ(string_at(sub_msgs[0], "/info/agent"), "plan");
 }
 
+// A sub-agent that a person stopped (its permission ask unanswered) is an answer for the parent,
+// not a failure: the task part completes with why the sub-agent stopped.
+TEST_F(SessionTest, ASubAgentStoppedByARejectedAskTellsTheParentWhy) {
+  json::object cfg = test_config();
+  cfg["permission"] = json::object{{"bash", "ask"}, {"timeout", 300}};
+  start_server(cfg);
+  std::string sid = create_session();
+  json::object bash_args{{"command", "echo hi"}, {"description", "say hi"}};
+  json::object task_args{{"description", "say hi"},
+                         {"prompt", "/call bash " + json::serialize(bash_args)},
+                         {"subagent_type", "build"}};
+  auto res = prompt(sid, "/call task " + json::serialize(task_args));
+  ASSERT_EQ(res.status, 200) << res.describe();
+  std::optional<json::object> part;
+  for (const auto& p : parts_of(messages(sid)))
+    if (p.contains("tool") && p.at("tool") == "task") part = p;
+  ASSERT_TRUE(part) << json::serialize(messages(sid));
+  json::value pv(*part);
+  EXPECT_EQ(string_at(pv, "/state/status"), "completed") << str(*part);
+  EXPECT_TRUE(contains(string_at(pv, "/state/output"),
+                       "The sub-agent stopped: Permission to use bash for `echo hi` was rejected: "
+                       "nobody answered within 300 ms."))
+      << str(*part);
+}
+
 TEST_F(SessionScripted, QuestionWaitsForTheAnswerWithStatusAwaitingInput) {
   BusEvents bus(port());
   std::string sid = create_session();
