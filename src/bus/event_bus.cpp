@@ -26,37 +26,29 @@ void Subscription::reset() {
 }
 
 Subscription EventBus::subscribe(Handler handler) {
-  std::lock_guard lock(mutex_);
   auto list = std::make_shared<List>(*subscribers_);
   std::uint64_t id = next_id_++;
   list->push_back({id, std::make_shared<Handler>(std::move(handler))});
   subscribers_ = std::move(list);
-  subscribers_n_.store(subscribers_->size(), std::memory_order_relaxed);
   return Subscription(weak_from_this(), id);
 }
 
 void EventBus::unsubscribe(std::uint64_t id) {
-  std::lock_guard lock(mutex_);
   auto list = std::make_shared<List>();
   list->reserve(subscribers_->size());
   for (const auto& e : *subscribers_)
     if (e.id != id) list->push_back(e);
   subscribers_ = std::move(list);
-  subscribers_n_.store(subscribers_->size(), std::memory_order_relaxed);
 }
 
 std::size_t EventBus::subscriber_count() const {
-  std::lock_guard lock(mutex_);
   return subscribers_->size();
 }
 
 void EventBus::publish(std::string_view type, boost::json::object properties) {
-  std::shared_ptr<const List> snapshot;
-  {
-    std::lock_guard lock(mutex_);
-    snapshot = subscribers_;
-  }
-  std::uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Keeps the list alive and unchanged while handlers (un)subscribe.
+  std::shared_ptr<const List> snapshot = subscribers_;
+  std::uint64_t seq = ++seq_;
   if (snapshot->empty()) return;
 
   auto event = std::make_shared<Event>();

@@ -2,16 +2,15 @@
 // The event bus: every state change in the core is published here as {type, properties}; the
 // /event SSE stream, the tests and (later) the session processor subscribe.
 //
-// Thread-safe. publish() calls each subscriber synchronously on the publishing thread, outside
-// any lock; a subscriber must not block (push connections post the frame to their own executor
-// and queue). The frame is serialized once per event and shared by every subscriber.
+// Not thread-safe: use from the server's executor only (docs/development.md, "Threading model").
+// publish() calls each subscriber synchronously; a subscriber must not block (push connections
+// queue the frame for their own writer). The frame is serialized once per event and shared by
+// every subscriber.
 #include <boost/json.hpp>
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,8 +54,8 @@ class EventBus : public std::enable_shared_from_this<EventBus> {
   Subscription subscribe(Handler handler);
   void publish(std::string_view type, boost::json::object properties);
   std::size_t subscriber_count() const;
-  // Lock-free, for publishers that can skip building an event nobody will read.
-  bool has_subscribers() const { return subscribers_n_.load(std::memory_order_relaxed) > 0; }
+  // For publishers that can skip building an event nobody will read.
+  bool has_subscribers() const { return !subscribers_->empty(); }
 
  private:
   EventBus() = default;
@@ -69,12 +68,11 @@ class EventBus : public std::enable_shared_from_this<EventBus> {
   };
   using List = std::vector<Entry>;
 
-  mutable std::mutex mutex_;
-  // Copy-on-write: publish() takes a snapshot under the lock and calls handlers without it.
+  // Copy-on-write: publish() walks a snapshot, so a handler may subscribe or unsubscribe (itself
+  // or another) while it runs; the change applies from the next event.
   std::shared_ptr<const List> subscribers_ = std::make_shared<const List>();
   std::uint64_t next_id_ = 1;
-  std::atomic<std::uint64_t> seq_{0};
-  std::atomic<std::size_t> subscribers_n_{0};
+  std::uint64_t seq_ = 0;
 };
 
 }  // namespace sb::bus
