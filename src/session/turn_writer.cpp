@@ -1,7 +1,13 @@
 #include "session/turn_writer.hpp"
 
-#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
+#include <optional>
+
+#include "store/database.hpp"
 #include "util/log.hpp"
 
 namespace sb::session {
@@ -15,6 +21,11 @@ constexpr std::chrono::milliseconds kWriteDelay{50};
 // A write that keeps failing (not a passing full disk) is given up after this many tries, each
 // made when the server stores something anyway.
 constexpr int kMaxWriteFailures = 64;
+// A write that found the store busy (its checkpoint thread starting the log over: a few ms) is
+// tried again this much later; one of a turn's end waits at most kBusyPatience that way, then
+// waits in the store.
+constexpr std::chrono::milliseconds kBusyRetry{1};
+constexpr std::chrono::seconds kBusyPatience{1};
 }  // namespace
 
 std::shared_ptr<TurnWriter> TurnWriter::create(asio::any_io_executor executor,
@@ -76,25 +87,52 @@ void TurnWriter::stage_message(Turn& turn, const MessageInfo& info) {
     bus_->publish("message.updated", json::object{{"info", to_json(info)}});
 }
 
+void TurnWriter::add(const std::shared_ptr<Turn>& turn) {
+  std::lock_guard lock(mutex_);
+  if (std::find(unsaved_turns_.begin(), unsaved_turns_.end(), turn) == unsaved_turns_.end())
+    unsaved_turns_.push_back(turn);
+}
+
 void TurnWriter::flush(const std::shared_ptr<Turn>& turn, bool now) {
-  bool arm = false;
+  add(turn);
   {
     std::lock_guard lock(mutex_);
-    if (std::find(unsaved_turns_.begin(), unsaved_turns_.end(), turn) == unsaved_turns_.end())
-      unsaved_turns_.push_back(turn);
     now = now || at_once_;
-    if (!now && !write_armed_) arm = write_armed_ = true;
   }
   if (now) {
-    write_pending();
+    write(true);
     return;
   }
-  if (!arm) return;
   // Stored a little later rather than at once: a turn that ends within the delay (a fast model,
   // a tool that answers at once) stores its start, its tool calls and its end in one transaction
   // at its end, each row once, instead of one transaction per step. A turn that takes longer has
   // its progress stored within the delay, in one transaction with every other turn's.
-  write_timer_.expires_after(kWriteDelay);
+  arm(kWriteDelay);
+}
+
+asio::awaitable<void> TurnWriter::store(std::shared_ptr<Turn> turn) {
+  add(turn);
+  auto deadline = std::chrono::steady_clock::now() + kBusyPatience;
+  std::optional<asio::steady_timer> timer;
+  while (write(false) == Written::Busy) {
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    if (!timer) timer.emplace(co_await asio::this_coro::executor);
+    timer->expires_after(kBusyRetry);
+    auto [ec] = co_await timer->async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) break;  // the executor stops: store it now
+  }
+  // Busy for too long (or stopping): wait in the store, as flush() does.
+  write(true);
+}
+
+void TurnWriter::arm(std::chrono::milliseconds delay) {
+  auto due = std::chrono::steady_clock::now() + delay;
+  {
+    std::lock_guard lock(mutex_);
+    if (write_armed_ && write_timer_.expiry() <= due) return;
+    write_armed_ = true;
+  }
+  write_timer_.expires_at(due);  // a later wait ends with operation_aborted
   write_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
     auto self = weak.lock();
     if (!self || ec == asio::error::operation_aborted) return;
@@ -102,7 +140,7 @@ void TurnWriter::flush(const std::shared_ptr<Turn>& turn, bool now) {
       std::lock_guard lock(self->mutex_);
       self->write_armed_ = false;
     }
-    self->write_pending();
+    if (self->write(false) == Written::Busy) self->arm(kBusyRetry);
   });
 }
 
@@ -121,6 +159,10 @@ void TurnWriter::store_waiting() {
 }
 
 void TurnWriter::write_pending() {
+  write(true);
+}
+
+TurnWriter::Written TurnWriter::write(bool may_wait) {
   std::vector<PendingWrite> batch;
   {
     std::lock_guard lock(mutex_);
@@ -130,13 +172,25 @@ void TurnWriter::write_pending() {
     unsaved_turns_.clear();
   }
   std::erase_if(batch, [&](const PendingWrite& w) { return is_deleted(w.turn->session.id); });
-  if (batch.empty()) return;
+  if (batch.empty()) return Written::Stored;
   std::vector<const StoreChanges*> changes;
   changes.reserve(batch.size());
   for (const auto& w : batch)
     changes.push_back(&w.changes);
-  auto r = store_->write(changes);
-  if (r) return;
+  Result<void> r;
+  {
+    std::optional<store::WriteWithoutWaiting> without_waiting;
+    if (!may_wait) without_waiting.emplace();
+    r = store_->write(changes);
+    if (!r && without_waiting && without_waiting->found_busy()) {
+      // Nothing failed: all of it is kept, in order, for the next try.
+      std::lock_guard lock(mutex_);
+      failed_writes_.insert(failed_writes_.begin(), std::make_move_iterator(batch.begin()),
+                            std::make_move_iterator(batch.end()));
+      return Written::Busy;
+    }
+  }
+  if (r) return Written::Stored;
   // One transaction per write instead, so that one that cannot succeed holds back no other turn.
   // What fails (nothing of a failed transaction is stored) is kept, in order, ahead of what turns
   // stage next, and tried again with the next write: a passing failure (a full disk that gets
@@ -159,10 +213,11 @@ void TurnWriter::write_pending() {
     }
     kept.push_back(std::move(w));
   }
-  if (kept.empty()) return;
+  if (kept.empty()) return Written::Stored;
   std::lock_guard lock(mutex_);
   failed_writes_.insert(failed_writes_.begin(), std::make_move_iterator(kept.begin()),
                         std::make_move_iterator(kept.end()));
+  return Written::Failed;
 }
 
 }  // namespace sb::session

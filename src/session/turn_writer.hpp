@@ -3,11 +3,16 @@
 // Staged parts and messages are published on the bus when they are staged and stored (SQLite)
 // whole message by message: a turn's progress (a step's open assistant message, a running tool
 // call) within kWriteDelay, in one transaction with every other turn's, and everything at the
-// turn's end. A write that fails is kept and tried again ahead of the next one. Runs on the
-// turns' executor (one thread); the destructor stores what is left.
+// turn's end. A write that fails is kept and tried again ahead of the next one. Writes that can
+// wait do not block the thread while the store is busy (the store's checkpoint thread starting its
+// log over): the timer's writes and store() try again a millisecond later (store::
+// WriteWithoutWaiting). Runs on the turns' executor (one thread); the destructor stores what is
+// left.
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -34,11 +39,16 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
   // Stores what the turn has staged. `now` false (a step's start, a tool that waits): within
   // kWriteDelay, in one transaction with what every other turn has staged by then; a turn that
   // ends sooner stores everything once, at its end. `now` (a turn's end, before its answer goes
-  // out): at once, with everything other turns have staged.
+  // out): at once, with everything other turns have staged, waiting for the store if another
+  // connection writes (polls of 100 us: store::Database).
   void flush(const std::shared_ptr<Turn>& turn, bool now);
-  // Stores what every turn has staged (and what failed to store before). On the executor's
-  // thread, as everything that touches a turn's staged changes (or after the executor has
-  // stopped, from the destructor).
+  // A turn's end, as flush(turn, true), without blocking the thread: while the store is busy it
+  // tries again every kBusyRetry, for up to kBusyPatience, then writes waiting. Done when the
+  // changes are stored (or their write failed, and they are kept as flush() keeps them).
+  boost::asio::awaitable<void> store(std::shared_ptr<Turn> turn);
+  // Stores what every turn has staged (and what failed to store before), waiting for the store
+  // if it is busy. On the executor's thread, as everything that touches a turn's staged changes
+  // (or after the executor has stopped, from the destructor).
   void write_pending();
   // message.part.updated only (a tool's progress), nothing stored.
   void publish_part(const Part& part);
@@ -54,6 +64,13 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
  private:
   TurnWriter(boost::asio::any_io_executor executor, std::shared_ptr<SessionStore> store,
              std::shared_ptr<bus::EventBus> bus);
+  enum class Written { Stored, Failed, Busy };
+  // One write of everything waiting. `may_wait` false: a busy store leaves it all kept, in
+  // order, and says Busy.
+  Written write(bool may_wait);
+  void add(const std::shared_ptr<Turn>& turn);
+  // The write timer: a write within `delay` (sooner than one already armed, or none).
+  void arm(std::chrono::milliseconds delay);
 
   std::shared_ptr<SessionStore> store_;
   std::shared_ptr<bus::EventBus> bus_;

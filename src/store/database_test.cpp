@@ -1,7 +1,9 @@
 // store::Database::Transaction: what was written either all lands or none of it does, and a
 // transaction that failed leaves the connection ready for the next one. store::Database on a
-// file: checkpoints on a thread of its own with the log kept short, one Database per file, and
-// commits that survive a kill.
+// file: checkpoints on a thread of its own with the log kept short (and started over without
+// holding the writer off), one Database per file, commits that survive a kill, and writes that
+// find the store busy (fail at once within a WriteWithoutWaiting, go on as soon as it is free
+// otherwise).
 #include "store/database.hpp"
 
 #include <gtest/gtest.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -144,12 +147,103 @@ TEST(Checkpoints, RunOffTheWritersThreadAndKeepTheLogBounded) {
   EXPECT_LT(largest, 4 * 512 * kFrameBytes) << "largest log: " << largest << " bytes";
   // Quiet: the log goes down to nothing.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (size_or_zero(wal) > 0 && std::chrono::steady_clock::now() < deadline)
+  // (The count goes up just after the truncation.)
+  while ((size_or_zero(wal) > 0 || (*db)->checkpoint_stats().truncations == 0) &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(size_or_zero(wal), 0u);
   EXPECT_GT((*db)->checkpoint_stats().truncations, 0u);
   std::lock_guard lock((*db)->mutex());
   EXPECT_EQ(count_rows(**db, "t"), kRows);
+}
+
+// A writer that never pauses but lets the store hold it back (WriteWithoutWaiting, trying again
+// a millisecond later, as the turns' writes do): past restart_pages the checkpoint thread starts
+// the log over itself, and never holds the writer off with a RESTART copy. The log stays
+// bounded and every row is there.
+TEST(Checkpoints, ALogPastTheBoundStartsOverWithoutHoldingTheWriterOff) {
+  TempDir dir;
+  DatabaseOptions options;
+  options.checkpoint_pages = 64;
+  options.restart_pages = 512;
+  auto db = Database::open(dir.path() / "a.db", options);
+  ASSERT_TRUE(db) << db.error().message;
+  ASSERT_TRUE((*db)->exec("CREATE TABLE t(id INTEGER PRIMARY KEY, text TEXT NOT NULL)"));
+  auto wal = dir.path() / "a.db-wal";
+  std::uintmax_t largest = 0;
+  constexpr int kRows = 4000;
+  int held_back = 0;
+  for (int i = 0; i < kRows;) {
+    std::lock_guard lock((*db)->mutex());
+    WriteWithoutWaiting without_waiting;
+    Database::Transaction tx(**db);
+    if (tx.begun()) {
+      auto st = (*db)->prepare("INSERT INTO t(id, text) VALUES(?1, ?2)");
+      ASSERT_TRUE(st);
+      st->bind(1, std::int64_t{i}).bind(2, std::string(3000, static_cast<char>('a' + i % 26)));
+      ASSERT_TRUE(st->run());
+      if (tx.commit()) {
+        ++i;
+        largest = std::max(largest, size_or_zero(wal));
+        continue;
+      }
+    }
+    ASSERT_TRUE(without_waiting.found_busy()) << "a write failed, not for a busy store";
+    ++held_back;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  auto stats = (*db)->checkpoint_stats();
+  EXPECT_GT(stats.start_overs, 0u);
+  EXPECT_GT(held_back, 0);
+  EXPECT_EQ(stats.restarts, 0u) << "the writer was held off";
+  EXPECT_LT(largest, 4 * 512 * kFrameBytes) << "largest log: " << largest << " bytes";
+  std::lock_guard lock((*db)->mutex());
+  EXPECT_EQ(count_rows(**db, "t"), kRows);
+}
+
+// Another connection holds the writer lock (as the checkpoint thread's first write of a new log
+// does). A write within a WriteWithoutWaiting fails at once and says the store was busy; one
+// without waits, and goes on within a few ms of the lock's release (SQLite's default busy
+// handler sleeps 1, 2, 5, 10, ... 25 ms between tries: 20 ms late or more here).
+TEST(BusyStore, AWriteThatMayNotWaitFailsAtOnceAndOneThatMayGoesOnWhenTheStoreIsFree) {
+  TempDir dir;
+  auto db = Database::open(dir.path() / "a.db");
+  ASSERT_TRUE(db) << db.error().message;
+  ASSERT_TRUE((*db)->exec("CREATE TABLE t(id INTEGER PRIMARY KEY, text TEXT NOT NULL)"));
+  using Clock = std::chrono::steady_clock;
+  std::atomic<bool> holding{false};
+  std::atomic<Clock::rep> released{0};
+  std::thread other([&] {
+    sqlite3* conn = nullptr;
+    ASSERT_EQ(sqlite3_open((dir.path() / "a.db").c_str(), &conn), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(conn, "BEGIN IMMEDIATE; INSERT INTO t VALUES(1, 'other')", nullptr,
+                           nullptr, nullptr),
+              SQLITE_OK);
+    holding = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(80));
+    EXPECT_EQ(sqlite3_exec(conn, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+    released = Clock::now().time_since_epoch().count();
+    sqlite3_close(conn);
+  });
+  while (!holding)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  {
+    std::lock_guard lock((*db)->mutex());
+    WriteWithoutWaiting without_waiting;
+    auto start = Clock::now();
+    Database::Transaction tx(**db);
+    EXPECT_FALSE(tx.begun());
+    EXPECT_TRUE(without_waiting.found_busy());
+    EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(20));
+  }
+  insert_row(**db, 2, "waited");
+  auto done = Clock::now();
+  other.join();
+  auto late = done - Clock::time_point(Clock::duration(released.load()));
+  EXPECT_LT(late, std::chrono::milliseconds(10))
+      << std::chrono::duration<double, std::milli>(late).count() << " ms after the release";
+  std::lock_guard lock((*db)->mutex());
+  EXPECT_EQ(count_rows(**db, "t"), 2);
 }
 
 // One Database per file: a second one (another server on the same data directory) is refused,
