@@ -19,14 +19,11 @@ std::string QuestionService::ask(Question q, AnswerHandler done) {
   q.id = ids::make("que");
   std::string id = q.id;
   json::object event = to_json(q);
-  {
-    std::lock_guard lock(mutex_);
-    if (shutting_down_) {
-      done(make_error(ErrorCode::Unavailable, "the server is shutting down"));
-      return id;
-    }
-    pending_.emplace(id, Pending{std::move(q), std::move(done)});
+  if (shutting_down_) {
+    done(make_error(ErrorCode::Unavailable, "the server is shutting down"));
+    return id;
   }
+  pending_.emplace(id, Pending{std::move(q), std::move(done)});
   bus_->publish("question.asked", std::move(event));
   return id;
 }
@@ -34,18 +31,15 @@ std::string QuestionService::ask(Question q, AnswerHandler done) {
 Result<void> QuestionService::reply(const std::string& id,
                                     std::vector<std::vector<std::string>> answers) {
   Pending p;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = pending_.find(id);
-    if (it == pending_.end()) return make_error(ErrorCode::NotFound, "Unknown question: " + id);
-    if (answers.size() != it->second.question.questions.size())
-      return make_error(ErrorCode::InvalidRequest,
-                        "answers must have one entry per question (" +
-                            std::to_string(it->second.question.questions.size()) + "), got " +
-                            std::to_string(answers.size()));
-    p = std::move(it->second);
-    pending_.erase(it);
-  }
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return make_error(ErrorCode::NotFound, "Unknown question: " + id);
+  if (answers.size() != it->second.question.questions.size())
+    return make_error(ErrorCode::InvalidRequest,
+                      "answers must have one entry per question (" +
+                          std::to_string(it->second.question.questions.size()) + "), got " +
+                          std::to_string(answers.size()));
+  p = std::move(it->second);
+  pending_.erase(it);
   bus_->publish("question.replied",
                 json::object{{"sessionID", p.question.session_id}, {"requestID", id}});
   p.done(std::move(answers));
@@ -54,13 +48,10 @@ Result<void> QuestionService::reply(const std::string& id,
 
 Result<void> QuestionService::reject(const std::string& id) {
   Pending p;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = pending_.find(id);
-    if (it == pending_.end()) return make_error(ErrorCode::NotFound, "Unknown question: " + id);
-    p = std::move(it->second);
-    pending_.erase(it);
-  }
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return make_error(ErrorCode::NotFound, "Unknown question: " + id);
+  p = std::move(it->second);
+  pending_.erase(it);
   bus_->publish("question.rejected",
                 json::object{{"sessionID", p.question.session_id}, {"requestID", id}});
   p.done(make_error(ErrorCode::Forbidden, "The user dismissed this question"));
@@ -70,15 +61,12 @@ Result<void> QuestionService::reject(const std::string& id) {
 std::size_t QuestionService::cancel_session(const std::string& session_id,
                                             const std::string& reason) {
   std::vector<Pending> ended;
-  {
-    std::lock_guard lock(mutex_);
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->second.question.session_id == session_id) {
-        ended.push_back(std::move(it->second));
-        it = pending_.erase(it);
-      } else {
-        ++it;
-      }
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.question.session_id == session_id) {
+      ended.push_back(std::move(it->second));
+      it = pending_.erase(it);
+    } else {
+      ++it;
     }
   }
   for (auto& p : ended) {
@@ -90,7 +78,6 @@ std::size_t QuestionService::cancel_session(const std::string& session_id,
 }
 
 std::vector<Question> QuestionService::list() const {
-  std::lock_guard lock(mutex_);
   std::vector<Question> out;
   for (const auto& [id, p] : pending_)
     out.push_back(p.question);
@@ -99,11 +86,8 @@ std::vector<Question> QuestionService::list() const {
 
 void QuestionService::shutdown() {
   std::map<std::string, Pending> ended;
-  {
-    std::lock_guard lock(mutex_);
-    shutting_down_ = true;
-    ended.swap(pending_);
-  }
+  shutting_down_ = true;
+  ended.swap(pending_);
   for (auto& [id, p] : ended)
     p.done(make_error(ErrorCode::Unavailable, "the server is shutting down"));
 }

@@ -1,12 +1,12 @@
 #pragma once
 // QuestionService: questions the `question` tool puts to the person using a client, and their
 // answers (OpenCode's question.asked / POST /question/{id}/reply). Every question ends exactly
-// once: answered, rejected, cancelled with its session, or at shutdown. Thread-safe; handlers run
-// outside the lock.
+// once: answered, rejected, cancelled with its session, or at shutdown. Not thread-safe: use from
+// the server's executor only. A question leaves the table before its handler runs, so a handler may
+// call back into the service.
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,7 +52,6 @@ class QuestionService {
     AnswerHandler done;
   };
   std::shared_ptr<bus::EventBus> bus_;
-  mutable std::mutex mutex_;
   std::map<std::string, Pending> pending_;
   bool shutting_down_ = false;
 };
