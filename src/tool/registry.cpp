@@ -10,23 +10,21 @@
 namespace sb::tool {
 
 void ToolRegistry::add_builtin(ToolPtr tool) {
-  std::lock_guard lock(mutex_);
   builtin_.push_back(std::move(tool));
-  merge_locked();
+  merge();
 }
 
 void ToolRegistry::register_tool(ToolPtr tool) {
-  std::lock_guard lock(mutex_);
   auto same = std::find_if(custom_.begin(), custom_.end(),
                            [&](const ToolPtr& t) { return t->id() == tool->id(); });
   if (same != custom_.end())
     *same = std::move(tool);
   else
     custom_.push_back(std::move(tool));
-  merge_locked();
+  merge();
 }
 
-void ToolRegistry::merge_locked() {
+void ToolRegistry::merge() {
   server_.clear();
   std::set<std::string_view> seen;
   for (const auto* list : {&builtin_, &custom_})
@@ -36,21 +34,16 @@ void ToolRegistry::merge_locked() {
     }
 }
 
-std::vector<ToolPtr> ToolRegistry::server_tools() const {
-  std::lock_guard lock(mutex_);
-  return server_;
-}
-
 std::vector<std::string> ToolRegistry::ids() const {
   std::vector<std::string> out;
-  for (const auto& t : server_tools())
+  for (const auto& t : server_)
     out.push_back(t->id());
   return out;
 }
 
 std::vector<ToolPtr> ToolRegistry::tools(const std::string& /*provider_id*/,
                                          const std::string& session_id) const {
-  std::vector<ToolPtr> out = server_tools();
+  std::vector<ToolPtr> out = server_;
   if (client_tools_) {
     // Client tool ids are unique among themselves; a server tool of the same id wins.
     std::set<std::string_view> server_ids;  // views of ids the tools own
@@ -65,11 +58,8 @@ std::vector<ToolPtr> ToolRegistry::tools(const std::string& /*provider_id*/,
 }
 
 ToolPtr ToolRegistry::find(const std::string& id, const std::string& session_id) const {
-  {
-    std::lock_guard lock(mutex_);
-    for (const auto& t : server_)
-      if (t->id() == id) return t;
-  }
+  for (const auto& t : server_)
+    if (t->id() == id) return t;
   if (!client_tools_) return nullptr;
   auto def = client_tools_->get_tool(id);
   if (!def || (!def->session_id.empty() && def->session_id != session_id)) return nullptr;

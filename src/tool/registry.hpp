@@ -1,8 +1,9 @@
 #pragma once
 // ToolRegistry (seed 004): built-in tools in their fixed order, then custom tools, then the
-// client tools of the session. On an id collision the earlier tool wins. Thread-safe.
+// client tools of the session. On an id collision the earlier tool wins. Not thread-safe: use from
+// the server's executor only (the custom-tool loader registers on the main thread before the
+// server's loop starts).
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,12 +41,10 @@ class ToolRegistry {
   }
 
  private:
-  std::vector<ToolPtr> server_tools() const;
-  void merge_locked();
+  void merge();
 
   std::shared_ptr<clienttool::ClientToolRegistry> client_tools_;
   RegistryOptions options_;
-  mutable std::mutex mutex_;
   std::vector<ToolPtr> builtin_;
   std::vector<ToolPtr> custom_;
   // builtin_ then custom_, collisions and the flagged-off batch tool left out: made when either

@@ -1279,22 +1279,21 @@ TEST_F(TodoTest, ExecuteChecksItemsItselfWhenCalledDirectly) {
   EXPECT_TRUE(stored->empty());
 }
 
-TEST(InMemoryTodoStore, IsSafeUnderConcurrentUse) {
+TEST(InMemoryTodoStore, KeepsOneListPerSessionAndDropsAnEmptyOne) {
   InMemoryTodoStore store;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&store, t] {
-      std::string session = "ses_" + std::to_string(t % 2);
-      for (int i = 0; i < 500; ++i) {
-        ASSERT_TRUE(store.set(session, {Todo{"c" + std::to_string(i), "pending", "low", "1"}}));
-        auto got = store.get(session);
-        ASSERT_TRUE(got);
-        ASSERT_EQ(got->size(), 1u);
-      }
-    });
-  for (auto& t : threads)
-    t.join();
-  EXPECT_TRUE(store.get("ses_0")->size() == 1u);
+  for (int i = 0; i < 500; ++i) {
+    std::string session = "ses_" + std::to_string(i % 2);
+    ASSERT_TRUE(store.set(session, {Todo{"c" + std::to_string(i), "pending", "low", "1"}}));
+    auto got = store.get(session);
+    ASSERT_TRUE(got);
+    ASSERT_EQ(got->size(), 1u);
+    EXPECT_EQ((*got)[0].content, "c" + std::to_string(i));  // set replaces the whole list
+  }
+  EXPECT_EQ(store.get("ses_0")->at(0).content, "c498");
+  EXPECT_EQ(store.get("ses_1")->at(0).content, "c499");
+  ASSERT_TRUE(store.set("ses_0", {}));
+  EXPECT_TRUE(store.get("ses_0")->empty());
+  EXPECT_EQ(store.get("ses_1")->size(), 1u);
 }
 
 }  // namespace

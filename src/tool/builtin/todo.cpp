@@ -205,14 +205,12 @@ Result<std::vector<Todo>> todos_from_json(const json::array& items) {
 }
 
 Result<std::vector<Todo>> InMemoryTodoStore::get(const std::string& session_id) {
-  std::lock_guard lock(mutex_);
   auto it = lists_.find(session_id);
   if (it == lists_.end()) return std::vector<Todo>{};
   return it->second;
 }
 
 Result<void> InMemoryTodoStore::set(const std::string& session_id, std::vector<Todo> todos) {
-  std::lock_guard lock(mutex_);
   // An empty list is the same as none; dropping it keeps ended sessions from piling up.
   if (todos.empty())
     lists_.erase(session_id);

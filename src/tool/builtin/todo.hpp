@@ -4,7 +4,6 @@
 // returns it. Both answer with the list as JSON and the title "N todos" (N = not completed).
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -30,7 +29,7 @@ json::array to_json(const std::vector<Todo>& todos);
 // ("todos[2].status must be one of pending, in_progress, completed, cancelled, got \"done\"").
 Result<std::vector<Todo>> todos_from_json(const json::array& items);
 
-// Where the lists live. Implementations must be thread-safe.
+// Where the lists live. Called from the server's executor only.
 class TodoStore {
  public:
   virtual ~TodoStore() = default;
@@ -40,14 +39,13 @@ class TodoStore {
   virtual Result<void> set(const std::string& session_id, std::vector<Todo> todos) = 0;
 };
 
-// Lists in memory, lost on restart. Thread-safe (one mutex).
+// Lists in memory, lost on restart. Not thread-safe: use from the server's executor only.
 class InMemoryTodoStore : public TodoStore {
  public:
   Result<std::vector<Todo>> get(const std::string& session_id) override;
   Result<void> set(const std::string& session_id, std::vector<Todo> todos) override;
 
  private:
-  std::mutex mutex_;
   std::map<std::string, std::vector<Todo>, std::less<>> lists_;
 };
 
