@@ -213,9 +213,9 @@ class EditTool final : public BasicTool {
   Result<ToolResult> finish(const fs::path& path, const std::string& shown, const Plan& plan,
                             fsutil::LineDiff diff) {
     // A permission ask can wait for minutes: do not overwrite what changed meanwhile. The check
-    // and the write hold the lock, so that two edits of one file in the same step (parallel
-    // calls, possibly on different threads) cannot both pass the check.
-    std::lock_guard lock(fsutil::write_mutex());
+    // and the write have no suspension point between them and the tools run on the server's one
+    // executor, so two edits of one file in the same step (parallel calls) cannot both pass the
+    // check: keep this function synchronous.
     std::error_code ec;
     bool exists_now = fs::exists(path, ec);
     if (plan.exists) {

@@ -227,11 +227,6 @@ std::string_view first_code_points(std::string_view text, std::size_t n) {
   return text;
 }
 
-std::mutex& write_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
 // --- line diff ---------------------------------------------------------------------------------
 
 namespace {

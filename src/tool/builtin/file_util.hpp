@@ -1,10 +1,8 @@
 #pragma once
 // Helpers shared by the file tools (read, write, edit): reading and replacing whole files with
-// errors a model can act on, path display, code point counts and a small line diff. Stateless;
-// thread-safe.
+// errors a model can act on, path display, code point counts and a small line diff. Stateless.
 #include <cstddef>
 #include <filesystem>
-#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -35,10 +33,6 @@ std::size_t count_code_points(std::string_view text);
 
 // The first `n` code points of valid UTF-8 `text`.
 std::string_view first_code_points(std::string_view text, std::size_t n);
-
-// Held by the file tools around "check the file, then replace it", so that concurrent tool calls
-// in the process never interleave between the two. Held only for synchronous work.
-std::mutex& write_mutex();
 
 struct LineDiff {
   std::string patch;  // unified diff ("--- path", "+++ path", "@@ -a,b +c,d @@" hunks); "" if equal

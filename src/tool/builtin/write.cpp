@@ -109,10 +109,9 @@ class WriteTool final : public BasicTool {
 
   Result<ToolResult> finish(const fs::path& path, const std::string& shown,
                             const std::string& content, bool existed) {
-    {
-      std::lock_guard lock(fsutil::write_mutex());
-      if (auto written = fsutil::replace_file(path, content); !written) return written.error();
-    }
+    // Synchronous, like edit's check-and-write: on the one executor no other call's write runs
+    // in the middle of this one.
+    if (auto written = fsutil::replace_file(path, content); !written) return written.error();
     if (bus_) bus_->publish("file.edited", {{"file", path.string()}});
     ToolResult result;
     result.title = shown;
