@@ -1,13 +1,11 @@
 #include "provider/types.hpp"
 
 #include <map>
-#include <mutex>
 
 namespace sb::provider {
 
 struct ToolSet::Shared {
   std::vector<ToolSchema> schemas;
-  std::mutex mutex;
   // By wire format; entries are never removed, so references to them stay valid.
   std::map<std::string, std::string, std::less<>> serialized;
 };
@@ -25,7 +23,6 @@ const std::string& ToolSet::serialized(std::string_view format,
                                        json::array (*build)(const std::vector<ToolSchema>&)) const {
   static const std::string none = "[]";
   if (!shared_) return none;
-  std::lock_guard lock(shared_->mutex);
   auto it = shared_->serialized.find(format);
   if (it == shared_->serialized.end())
     it = shared_->serialized.emplace(std::string(format), json::serialize(build(shared_->schemas)))

@@ -87,7 +87,8 @@ struct ToolSchema {
 };
 
 // The tools of a request: an immutable list shared by copies (every step of a turn offers the
-// same), with each wire format's serialized tools array built once for it (`serialized`).
+// same), with each wire format's serialized tools array built once for it (`serialized`). Not
+// thread-safe: copies share the cache, and a request is built on the server's executor only.
 class ToolSet {
  public:
   ToolSet() = default;
