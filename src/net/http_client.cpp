@@ -11,7 +11,6 @@
 #include <charconv>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 
 #include "util/text.hpp"
@@ -135,7 +134,8 @@ class Watchdog {
 // ended cleanly and the server keeps the connection open. A kept socket stays registered with
 // the io_context's reactor (no epoll_ctl or ioctl per exchange), so the pool is an Asio service
 // of that io_context: its shutdown() closes the kept sockets while the reactor still holds their
-// state, and nothing else owns them. Thread-safe.
+// state, and nothing else owns them. Not thread-safe: an io_context's pool is used by the thread
+// that runs it (the server runs its one io_context on one thread).
 class ConnectionPool final : public asio::execution_context::service {
  public:
   using key_type = ConnectionPool;
@@ -148,7 +148,6 @@ class ConnectionPool final : public asio::execution_context::service {
   }
 
   std::unique_ptr<beast::tcp_stream> take(const std::string& origin) {
-    std::lock_guard lock(mutex_);
     auto it = idle_.find(origin);
     if (it == idle_.end()) return nullptr;
     auto connection = std::move(it->second);
@@ -157,23 +156,17 @@ class ConnectionPool final : public asio::execution_context::service {
   }
 
   void give_back(const std::string& origin, std::unique_ptr<beast::tcp_stream> connection) {
-    std::lock_guard lock(mutex_);
     if (shut_down_ || idle_.count(origin) >= kMaxIdlePerOrigin) return;  // closed on return
     idle_.emplace(origin, std::move(connection));
   }
 
  private:
   void shutdown() override {
-    std::multimap<std::string, std::unique_ptr<beast::tcp_stream>> closing;
-    {
-      std::lock_guard lock(mutex_);
-      shut_down_ = true;
-      closing.swap(idle_);
-    }
+    shut_down_ = true;
+    idle_.clear();  // closes the kept sockets
   }
 
   static constexpr std::size_t kMaxIdlePerOrigin = 32;
-  std::mutex mutex_;
   bool shut_down_ = false;
   std::multimap<std::string, std::unique_ptr<beast::tcp_stream>> idle_;
 };
