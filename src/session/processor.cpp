@@ -253,7 +253,9 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
     bool called_tools = !step->tools.empty();
     if (m.error || step->halt || !called_tools) break;
   }
-  deps_.writer->flush(turn, true);
+  // Everything of the turn is stored before its answer; while the checkpoint thread holds the
+  // store, the turn waits on a timer, not the thread.
+  co_await deps_.writer->store(turn);
   // Stored (as text) by now: the message can leave the turn.
   co_return last ? std::move(turn->messages[*last]) : MessageWithParts{};
 }
