@@ -34,19 +34,15 @@ void append_history(const MessageWithParts& m, std::vector<provider::ModelMessag
 }
 
 Result<std::shared_ptr<Conversation>> ConversationCache::get(const std::string& session_id) {
-  {
-    std::lock_guard lock(mutex_);
-    if (auto it = conversations_.find(session_id); it != conversations_.end()) {
-      it->second->used = ++uses_;
-      return it->second;
-    }
+  if (auto it = conversations_.find(session_id); it != conversations_.end()) {
+    it->second->used = ++uses_;
+    return it->second;
   }
   auto stored = store_->list_messages(session_id);
   if (!stored) return stored.error();
   auto loaded = std::make_shared<Conversation>();
   for (const auto& m : *stored)
     append_history(m, loaded->messages);
-  std::lock_guard lock(mutex_);
   loaded->used = ++uses_;
   conversations_[session_id] = loaded;
   while (conversations_.size() > kConversationsKept) {
@@ -63,7 +59,6 @@ Result<std::shared_ptr<Conversation>> ConversationCache::get(const std::string& 
 }
 
 void ConversationCache::forget(const std::string& session_id) {
-  std::lock_guard lock(mutex_);
   conversations_.erase(session_id);
 }
 

@@ -1,10 +1,10 @@
 #pragma once
 // ConversationCache: each session's conversation as the model sees it, kept in memory so that a
 // turn does not read the whole session back from the store; read from the store on a session's
-// first turn after a start (or after it was dropped). Thread-safe.
+// first turn after a start (or after it was dropped). Not thread-safe: use from the server's
+// executor only.
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -30,7 +30,6 @@ class ConversationCache {
  private:
   std::shared_ptr<SessionStore> store_;
   std::shared_ptr<const StatusBoard> status_;
-  std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Conversation>> conversations_;
   std::uint64_t uses_ = 0;
 };

@@ -143,34 +143,24 @@ Result<std::shared_ptr<Turn>> SessionService::begin_turn(const std::string& sess
   if (auto rules = readable_rules(*session); !rules) return rules.error();
   auto turn = std::make_shared<Turn>();
   turn->session = std::move(*session);
-  {
-    std::lock_guard lock(mutex_);
-    if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
-    if (turns_.count(session_id))
-      return make_error(ErrorCode::Conflict,
-                        "Session " + session_id + " is busy with another turn");
-    turns_[session_id] = turn;
-  }
+  if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
+  if (turns_.count(session_id))
+    return make_error(ErrorCode::Conflict, "Session " + session_id + " is busy with another turn");
+  turns_[session_id] = turn;
   status_->set(session_id, json::object{{"type", "busy"}});
   return turn;
 }
 
 void SessionService::end_turn(const std::string& session_id) {
-  {
-    std::lock_guard lock(mutex_);
-    turns_.erase(session_id);
-  }
+  turns_.erase(session_id);
   status_->set(session_id, json::object{{"type", "idle"}});
 }
 
 bool SessionService::abort(const std::string& session_id, const std::string& reason) {
-  std::shared_ptr<Turn> turn;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = turns_.find(session_id);
-    if (it == turns_.end()) return false;
-    turn = it->second;
-  }
+  auto it = turns_.find(session_id);
+  if (it == turns_.end()) return false;
+  // A copy: abort() runs the turn's callbacks, and the turn must outlive them whatever they do.
+  std::shared_ptr<Turn> turn = it->second;
   turn->abort->abort(reason);
   deps_.permissions->cancel_session(session_id, reason);
   if (deps_.questions) deps_.questions->cancel_session(session_id, reason);
@@ -178,13 +168,11 @@ bool SessionService::abort(const std::string& session_id, const std::string& rea
 }
 
 void SessionService::shutdown() {
+  shutting_down_ = true;
+  // Copied first: abort() runs callbacks, and nothing they do may invalidate this loop.
   std::vector<std::string> ids;
-  {
-    std::lock_guard lock(mutex_);
-    shutting_down_ = true;
-    for (const auto& [id, t] : turns_)
-      ids.push_back(id);
-  }
+  for (const auto& [id, t] : turns_)
+    ids.push_back(id);
   // The turns store their ends at once from here on.
   writer_->store_at_once();
   for (const auto& id : ids)

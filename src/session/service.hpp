@@ -5,15 +5,14 @@
 //
 // What turns change is published on the bus at once and stored by the TurnWriter
 // (turn_writer.hpp); the conversation as the model sees it is kept per session by the
-// ConversationCache. Turns run on the executor given at construction, which must be one thread:
-// a turn's messages are changed there without a lock, and every method that writes (messages(),
-// shutdown(), the prompts) must be called there too.
+// ConversationCache. Not thread-safe: turns run on the executor given at construction (the
+// server's one executor) and every method is called there too (docs/development.md, "Threading
+// model"); the table of running turns and a turn's messages are changed without a lock.
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "bus/event_bus.hpp"
@@ -103,7 +102,6 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   std::shared_ptr<TurnWriter> writer_;
   std::shared_ptr<ConversationCache> conversations_;
   std::shared_ptr<Processor> processor_;
-  mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Turn>> turns_;
   bool shutting_down_ = false;
 };

@@ -67,17 +67,13 @@ provider::ToolSet ToolSetCache::get(const std::vector<tool::ToolPtr>& offered) {
     }
     return true;
   };
-  {
-    std::lock_guard lock(mutex_);
-    for (const auto& known : tool_sets_)
-      if (same(known)) return known.set;
-  }
+  for (const auto& known : tool_sets_)
+    if (same(known)) return known.set;
   std::vector<provider::ToolSchema> schemas;
   schemas.reserve(offered.size());
   for (const auto& t : offered)
     schemas.push_back({t->id(), t->description(), t->parameters()});
   provider::ToolSet set(std::move(schemas));
-  std::lock_guard lock(mutex_);
   tool_sets_.push_front({offered, set});
   if (tool_sets_.size() > kToolSetsKept) tool_sets_.pop_back();
   return set;

@@ -3,7 +3,6 @@
 // lists and what each step's request carries), and the offered tools as a provider::ToolSet.
 #include <deque>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,7 +30,8 @@ Result<std::vector<tool::ToolPtr>> offered_tools(const Agent& agent, const Sessi
                                                  const std::map<std::string, bool>& switches);
 
 // The offered tools as ToolSets: the same object (with its serialized forms) as long as the
-// tools are the same. Keeps the most recently made few. Thread-safe.
+// tools are the same. Keeps the most recently made few. Not thread-safe: the Processor's, used
+// on the server's executor only.
 class ToolSetCache {
  public:
   provider::ToolSet get(const std::vector<tool::ToolPtr>& offered);
@@ -41,7 +41,6 @@ class ToolSetCache {
     std::vector<tool::ToolPtr> tools;  // what it was made from
     provider::ToolSet set;
   };
-  std::mutex mutex_;
   std::deque<KnownToolSet> tool_sets_;  // most recently made first
 };
 

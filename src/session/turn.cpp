@@ -24,20 +24,16 @@ MessageWithParts* Turn::change(const std::string& id) {
 
 void StatusBoard::set(const std::string& session_id, json::object status) {
   bool idle = status.at("type").as_string() == "idle";
-  {
-    std::lock_guard lock(mutex_);
-    if (idle)
-      status_.erase(session_id);
-    else
-      status_[session_id] = status;
-  }
+  if (idle)
+    status_.erase(session_id);
+  else
+    status_[session_id] = status;
   bus_->publish("session.status",
                 json::object{{"sessionID", session_id}, {"status", std::move(status)}});
   if (idle) bus_->publish("session.idle", json::object{{"sessionID", session_id}});
 }
 
 json::object StatusBoard::all() const {
-  std::lock_guard lock(mutex_);
   json::object out;
   for (const auto& [id, s] : status_)
     out[id] = s;
@@ -45,7 +41,6 @@ json::object StatusBoard::all() const {
 }
 
 bool StatusBoard::running(const std::string& session_id) const {
-  std::lock_guard lock(mutex_);
   return status_.count(session_id) > 0;
 }
 

@@ -5,7 +5,6 @@
 // Single executor: a Turn and its Steps are changed only on the executor that runs the turn.
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -76,7 +75,7 @@ struct Step {
 
 // What each session that is not idle is doing ({type: "busy" | "retry" | "awaiting-input"}),
 // published as session.status (and session.idle) when it changes. A session is not idle exactly
-// while it runs a turn. Thread-safe.
+// while it runs a turn. Not thread-safe: use from the server's executor only.
 class StatusBoard {
  public:
   explicit StatusBoard(std::shared_ptr<bus::EventBus> bus) : bus_(std::move(bus)) {}
@@ -87,7 +86,6 @@ class StatusBoard {
 
  private:
   std::shared_ptr<bus::EventBus> bus_;
-  mutable std::mutex mutex_;
   std::map<std::string, json::object> status_;
 };
 
