@@ -141,8 +141,8 @@ class Checkpointer {
   void wal_grew(int pages) {
     commits_.fetch_add(1, std::memory_order_relaxed);
     int before = wal_pages_.exchange(pages, std::memory_order_relaxed);
-    if (pages < before) copied_.store(0, std::memory_order_relaxed);  // the log started over
-    if (pages - copied_.load(std::memory_order_relaxed) < options_.checkpoint_pages &&
+    if (pages < before) started_over();
+    if (pages - copied_of(copied_.load(std::memory_order_relaxed)) < options_.checkpoint_pages &&
         pages < options_.restart_pages)
       return;
     if (due_.exchange(true, std::memory_order_acq_rel)) return;  // already asked
@@ -251,7 +251,7 @@ class Checkpointer {
     // kept the old one), and then the next try copies that frame too.
     if (own_pages_ != 1) return false;
     wal_pages_.store(own_pages_, std::memory_order_relaxed);
-    copied_.store(0, std::memory_order_relaxed);
+    started_over();
     return true;
   }
 
@@ -266,9 +266,29 @@ class Checkpointer {
     return stop_;
   }
 
+  // The log's generation and how much of it the last copy took, in one word: a copy that ends
+  // after the log started over (a commit on the other thread) must not claim pages of the new
+  // log, or the next copy would wait until the new log outgrew the old one.
+  static std::uint64_t pack(std::uint32_t generation, int copied) {
+    return (std::uint64_t{generation} << 32) | static_cast<std::uint32_t>(copied);
+  }
+  static int copied_of(std::uint64_t v) { return static_cast<int>(v & 0xffffffffu); }
+  static std::uint32_t generation_of(std::uint64_t v) {
+    return static_cast<std::uint32_t>(v >> 32);
+  }
+
+  // Either thread: the log started over, nothing of it is copied.
+  void started_over() {
+    auto v = copied_.load(std::memory_order_relaxed);
+    while (!copied_.compare_exchange_weak(v, pack(generation_of(v) + 1, 0),
+                                          std::memory_order_relaxed)) {
+    }
+  }
+
   // One checkpoint in `mode`; true when the whole log was copied.
   bool checkpoint(int mode) {
     int log_pages = 0, copied = 0;
+    auto before = copied_.load(std::memory_order_relaxed);
     int rc = sqlite3_wal_checkpoint_v2(db_, "main", mode, &log_pages, &copied);
     // BUSY: a RESTART or TRUNCATE that could not hold the writer off or wait for a reader
     // (what it could copy, it did); the next wake-up tries again.
@@ -276,7 +296,13 @@ class Checkpointer {
       log::warn("sqlite: checkpoint: ", sqlite3_errmsg(db_));
       return false;
     }
-    if (copied >= 0) copied_.store(copied, std::memory_order_relaxed);
+    // Recorded only for the log it copied: if the log started over meanwhile, its generation
+    // moved on and this count is not about it.
+    auto expected = before;
+    while (copied >= 0 && generation_of(expected) == generation_of(before) &&
+           !copied_.compare_exchange_weak(expected, pack(generation_of(before), copied),
+                                          std::memory_order_relaxed)) {
+    }
     std::lock_guard lock(mutex_);
     ++stats_.passes;
     if (rc == SQLITE_OK && mode == SQLITE_CHECKPOINT_RESTART) ++stats_.restarts;
@@ -286,8 +312,8 @@ class Checkpointer {
 
   sqlite3* const db_;
   const DatabaseOptions options_;
-  std::atomic<int> wal_pages_{0};  // as the last commit left it
-  std::atomic<int> copied_{0};     // of them, copied by the last checkpoint
+  std::atomic<int> wal_pages_{0};         // as the last commit left it
+  std::atomic<std::uint64_t> copied_{0};  // pack(generation, pages the last copy took)
   std::atomic<std::uint64_t> commits_{0};
   std::atomic<bool> due_{false};   // a copy was asked for
   std::atomic<bool> held_{false};  // writes held back: start_over() runs
