@@ -74,8 +74,11 @@ class InProcessServer {
 };
 
 InProcessServer& server() {
-  static InProcessServer instance;
-  return instance;
+  // Never destroyed: its thread runs the server until the process ends, and a static's
+  // destructor at exit would tear the server down under that thread (it crashed in
+  // ConnectionSet::remove when a WebSocket ended during exit).
+  static InProcessServer* instance = new InProcessServer;
+  return *instance;
 }
 
 // A blocking loopback connection whose reads give up after a few seconds.
