@@ -44,12 +44,10 @@ TurnWriter::~TurnWriter() {
 }
 
 void TurnWriter::forget_session(const std::string& session_id) {
-  std::lock_guard lock(mutex_);
   deleted_.insert(session_id);
 }
 
 bool TurnWriter::is_deleted(const std::string& session_id) const {
-  std::lock_guard lock(mutex_);
   return deleted_.count(session_id) > 0;
 }
 
@@ -88,17 +86,13 @@ void TurnWriter::stage_message(Turn& turn, const MessageInfo& info) {
 }
 
 void TurnWriter::add(const std::shared_ptr<Turn>& turn) {
-  std::lock_guard lock(mutex_);
   if (std::find(unsaved_turns_.begin(), unsaved_turns_.end(), turn) == unsaved_turns_.end())
     unsaved_turns_.push_back(turn);
 }
 
 void TurnWriter::flush(const std::shared_ptr<Turn>& turn, bool now) {
   add(turn);
-  {
-    std::lock_guard lock(mutex_);
-    now = now || at_once_;
-  }
+  now = now || at_once_;
   if (now) {
     write(true);
     return;
@@ -127,33 +121,23 @@ asio::awaitable<void> TurnWriter::store(std::shared_ptr<Turn> turn) {
 
 void TurnWriter::arm(std::chrono::milliseconds delay) {
   auto due = std::chrono::steady_clock::now() + delay;
-  {
-    std::lock_guard lock(mutex_);
-    if (write_armed_ && write_timer_.expiry() <= due) return;
-    write_armed_ = true;
-  }
+  if (write_armed_ && write_timer_.expiry() <= due) return;
+  write_armed_ = true;
   write_timer_.expires_at(due);  // a later wait ends with operation_aborted
   write_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
     auto self = weak.lock();
     if (!self || ec == asio::error::operation_aborted) return;
-    {
-      std::lock_guard lock(self->mutex_);
-      self->write_armed_ = false;
-    }
+    self->write_armed_ = false;
     if (self->write(false) == Written::Busy) self->arm(kBusyRetry);
   });
 }
 
 void TurnWriter::store_at_once() {
-  std::lock_guard lock(mutex_);
   at_once_ = true;
 }
 
 void TurnWriter::store_waiting() {
-  {
-    std::lock_guard lock(mutex_);
-    write_armed_ = false;
-  }
+  write_armed_ = false;
   write_timer_.cancel();
   write_pending();
 }
@@ -163,14 +147,10 @@ void TurnWriter::write_pending() {
 }
 
 TurnWriter::Written TurnWriter::write(bool may_wait) {
-  std::vector<PendingWrite> batch;
-  {
-    std::lock_guard lock(mutex_);
-    batch = std::exchange(failed_writes_, {});
-    for (auto& turn : unsaved_turns_)
-      if (turn->has_unsaved()) batch.push_back(PendingWrite{turn, turn->take_unsaved()});
-    unsaved_turns_.clear();
-  }
+  std::vector<PendingWrite> batch = std::exchange(failed_writes_, {});
+  for (auto& turn : unsaved_turns_)
+    if (turn->has_unsaved()) batch.push_back(PendingWrite{turn, turn->take_unsaved()});
+  unsaved_turns_.clear();
   std::erase_if(batch, [&](const PendingWrite& w) { return is_deleted(w.turn->session.id); });
   if (batch.empty()) return Written::Stored;
   std::vector<const StoreChanges*> changes;
@@ -179,12 +159,12 @@ TurnWriter::Written TurnWriter::write(bool may_wait) {
     changes.push_back(&w.changes);
   Result<void> r;
   {
+    // Only this write: the one-by-one retries below wait in the store as any write does.
     std::optional<store::WriteWithoutWaiting> without_waiting;
     if (!may_wait) without_waiting.emplace();
     r = store_->write(changes);
     if (!r && without_waiting && without_waiting->found_busy()) {
       // Nothing failed: all of it is kept, in order, for the next try.
-      std::lock_guard lock(mutex_);
       failed_writes_.insert(failed_writes_.begin(), std::make_move_iterator(batch.begin()),
                             std::make_move_iterator(batch.end()));
       return Written::Busy;
@@ -214,7 +194,6 @@ TurnWriter::Written TurnWriter::write(bool may_wait) {
     kept.push_back(std::move(w));
   }
   if (kept.empty()) return Written::Stored;
-  std::lock_guard lock(mutex_);
   failed_writes_.insert(failed_writes_.begin(), std::make_move_iterator(kept.begin()),
                         std::make_move_iterator(kept.end()));
   return Written::Failed;

@@ -6,15 +6,14 @@
 // turn's end. A write that fails is kept and tried again ahead of the next one. Writes that can
 // wait do not block the thread while the store is busy (the store's checkpoint thread starting its
 // log over): the timer's writes and store() try again a millisecond later (store::
-// WriteWithoutWaiting). Runs on the turns' executor (one thread); the destructor stores what is
-// left.
+// WriteWithoutWaiting). Not thread-safe: use from the server's executor only (the turns' one
+// thread); the destructor stores what is left.
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -74,7 +73,6 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
 
   std::shared_ptr<SessionStore> store_;
   std::shared_ptr<bus::EventBus> bus_;
-  mutable std::mutex mutex_;
   std::set<std::string> deleted_;
   bool at_once_ = false;
   // Turns with staged changes that a flush() asked to store; write_timer_ runs while any waits.
