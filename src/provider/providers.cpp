@@ -31,6 +31,7 @@ Result<ProviderSet> load_providers(const json::object& config,
                                    const std::function<std::string(const std::string&)>& env) {
   ProviderSet set;
   std::string first_http_model;
+  std::string first_scripted_model;  // a configured scripted provider's, when no other is set
 
   auto section = get_object(config, "provider");
   if (!section) return section.error();
@@ -67,6 +68,7 @@ Result<ProviderSet> load_providers(const json::object& config,
         }
         set.providers[name] = make_scripted_provider(name, std::move(script));
         set.notes.push_back("provider " + name + ": scripted model");
+        if (first_scripted_model.empty()) first_scripted_model = name + "/default";
         continue;
       }
       if (t != "openai-compatible" && t != "anthropic")
@@ -161,6 +163,9 @@ Result<ProviderSet> load_providers(const json::object& config,
                              ".models; it is requested as written");
   } else if (!first_http_model.empty()) {
     set.default_model = first_http_model;
+  } else if (!first_scripted_model.empty()) {
+    // Only scripted providers configured: the first of them, not the built-in echo.
+    set.default_model = first_scripted_model;
   } else {
     set.default_model = "scripted/default";
     set.notes.push_back(

@@ -2233,6 +2233,21 @@ TEST_F(SessionTest, ASubAgentStoppedByARejectedAskTellsTheParentWhy) {
       << str(*part);
 }
 
+// A config whose only provider is scripted answers with it (not the built-in echo), and the log
+// does not claim that no provider is configured.
+TEST_F(SessionTest, AConfiguredScriptedProviderAloneIsTheDefault) {
+  json::object cfg = test_config();
+  cfg["provider"] = json::object{
+      {"demo", json::object{{"type", "scripted"},
+                            {"script", json::array{json::object{{"text", "from the script"}}}}}}};
+  start_server(cfg);
+  EXPECT_FALSE(contains(server().log(), "no model provider is configured")) << server().log();
+  EXPECT_TRUE(contains(server().log(), "default model: demo/default")) << server().log();
+  auto res = prompt(create_session(), "hi");
+  ASSERT_EQ(res.status, 200) << res.describe();
+  EXPECT_EQ(text_of(res.json()), "from the script") << res.describe();
+}
+
 TEST_F(SessionScripted, QuestionWaitsForTheAnswerWithStatusAwaitingInput) {
   BusEvents bus(port());
   std::string sid = create_session();

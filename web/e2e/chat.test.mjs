@@ -181,6 +181,8 @@ describe('the page', () => {
     await ask.getByRole('button', { name: 'Allow once' }).click();
     await p.locator('.tool-card[data-tool="bash"][data-status="completed"]').waitFor();
     assert.match(await output(p, 'bash'), /allowed-by-a-person/);
+    // One line of output ("allowed-by-a-person\n"): no line count, not "(2 lines)".
+    assert.equal(await card(p, 'bash').locator('.tool-output summary').innerText(), 'Output');
     await statusIs(p, 'Ready');
 
     await send(p, '/call bash {"command": "rm -rf build", "description": "Clean"}');

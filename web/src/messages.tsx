@@ -176,7 +176,8 @@ function ToolCard({
   const title = 'title' in s && s.title ? s.title : undefined;
   const hasInput = s.status !== 'pending' && Object.keys(s.input ?? {}).length > 0;
   const output = s.status === 'completed' ? s.output : undefined;
-  const lines = output?.split('\n').length ?? 0;
+  // A final newline ends the last line; it does not start another.
+  const lines = output ? output.replace(/\n$/, '').split('\n').length : 0;
   return (
     <article class={`tool-card status-${status}`} data-status={status} data-tool={name} data-call-id={part.callID}
       aria-label={`Tool ${name}: ${statusText[status]}`}>
