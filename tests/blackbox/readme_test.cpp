@@ -66,8 +66,9 @@ TEST(Readme, TheTryItBlockWorksAsWrittenWithTheDefaultSettings) {
     replace_all(line, "localhost:4096", "127.0.0.1:" + std::to_string(server.port()));
     if (line.find("client-tools/result") != std::string::npos) {
       // What a person does at this point: read the requestID off the stream's output.
-      script += "REQUEST_ID=$(for i in $(seq 200); do grep -o -m1 'req_[A-Za-z0-9]*' \"$OUT\" "
-                "&& break; sleep 0.05; done)\n";
+      script +=
+          "REQUEST_ID=$(for i in $(seq 200); do grep -o -m1 'req_[A-Za-z0-9]*' \"$OUT\" "
+          "&& break; sleep 0.05; done)\n";
       answered = true;
     }
     replace_all(line, "req_…", "'\"$REQUEST_ID\"'");
@@ -102,7 +103,7 @@ TEST(Readme, TheTryItBlockWorksAsWrittenWithTheDefaultSettings) {
   std::string text = read_all(out);
   EXPECT_TRUE(contains(text, R"({"success":true})")) << text;
   EXPECT_TRUE(contains(text, R"("tool":"client_c1_echo")")) << "the stream showed no request:\n"
-                                                             << text;
+                                                            << text;
   EXPECT_FALSE(contains(text, "UNAUTHORIZED")) << text;
 }
 
