@@ -119,8 +119,18 @@ void insert_row(Database& db, std::int64_t id, const std::string& text) {
 
 constexpr std::uintmax_t kFrameBytes = 24 + 4096;  // a WAL frame: its header and a page
 
+// A database at `path` with the table t(id, text) that insert_row writes.
+Result<std::unique_ptr<Database>> open_with_table(const std::filesystem::path& path,
+                                                  DatabaseOptions options = {}) {
+  auto db = Database::open(path, options);
+  if (!db) return db.error();
+  if (auto r = (*db)->exec("CREATE TABLE t(id INTEGER PRIMARY KEY, text TEXT NOT NULL)"); !r)
+    return r.error();
+  return db;
+}
+
 // A writer that never pauses: the log is copied on another thread than the writer's, and
-// stays bounded (the RESTART copies past restart_pages let it start over); once writes stop,
+// stays bounded (past restart_pages it is started over); once writes stop,
 // it is truncated. Every row is there.
 TEST(Checkpoints, RunOffTheWritersThreadAndKeepTheLogBounded) {
   TempDir dir;
@@ -128,9 +138,8 @@ TEST(Checkpoints, RunOffTheWritersThreadAndKeepTheLogBounded) {
   options.checkpoint_pages = 64;
   options.restart_pages = 512;
   options.idle_truncate = std::chrono::milliseconds(100);
-  auto db = Database::open(dir.path() / "a.db", options);
+  auto db = open_with_table(dir.path() / "a.db", options);
   ASSERT_TRUE(db) << db.error().message;
-  ASSERT_TRUE((*db)->exec("CREATE TABLE t(id INTEGER PRIMARY KEY, text TEXT NOT NULL)"));
   auto wal = dir.path() / "a.db-wal";
   std::uintmax_t largest = 0;
   constexpr int kRows = 4000;
@@ -166,9 +175,8 @@ TEST(Checkpoints, ALogPastTheBoundStartsOverWithoutHoldingTheWriterOff) {
   DatabaseOptions options;
   options.checkpoint_pages = 64;
   options.restart_pages = 512;
-  auto db = Database::open(dir.path() / "a.db", options);
+  auto db = open_with_table(dir.path() / "a.db", options);
   ASSERT_TRUE(db) << db.error().message;
-  ASSERT_TRUE((*db)->exec("CREATE TABLE t(id INTEGER PRIMARY KEY, text TEXT NOT NULL)"));
   auto wal = dir.path() / "a.db-wal";
   std::uintmax_t largest = 0;
   constexpr int kRows = 4000;
@@ -207,9 +215,8 @@ TEST(Checkpoints, ALogPastTheBoundStartsOverWithoutHoldingTheWriterOff) {
 // handler sleeps 1, 2, 5, 10, ... 25 ms between tries: 20 ms late or more here).
 TEST(BusyStore, AWriteThatMayNotWaitFailsAtOnceAndOneThatMayGoesOnWhenTheStoreIsFree) {
   TempDir dir;
-  auto db = Database::open(dir.path() / "a.db");
+  auto db = open_with_table(dir.path() / "a.db");
   ASSERT_TRUE(db) << db.error().message;
-  ASSERT_TRUE((*db)->exec("CREATE TABLE t(id INTEGER PRIMARY KEY, text TEXT NOT NULL)"));
   using Clock = std::chrono::steady_clock;
   std::atomic<bool> holding{false};
   std::atomic<Clock::rep> released{0};
@@ -291,9 +298,8 @@ TEST(Checkpoints, CommitsSurviveAKillDuringCheckpoints) {
       DatabaseOptions options;
       options.checkpoint_pages = 32;
       options.restart_pages = 256;
-      auto db = Database::open(dir.path() / "a.db", options);
-      if (!db || !(*db)->exec("CREATE TABLE t(id INTEGER PRIMARY KEY, text TEXT NOT NULL)"))
-        ::_exit(2);
+      auto db = open_with_table(dir.path() / "a.db", options);
+      if (!db) ::_exit(2);
       for (int i = 0;; ++i) {  // until killed
         insert_row(**db, i, std::string(3000, 'k'));
         std::uint32_t done = static_cast<std::uint32_t>(i + 1);
