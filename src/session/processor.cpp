@@ -52,7 +52,6 @@ NamedError named_error(const provider::StreamError& e) {
   return {"APIError", e.message, std::move(data)};
 }
 
-// One stored message as the model sees it, appended to `out`.
 // A new message of a turn, of the prompt's agent and model.
 MessageInfo new_message(const std::string& session_id, MessageInfo::Role role,
                         const ResolvedPrompt& prompt) {
