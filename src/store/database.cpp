@@ -138,10 +138,20 @@ class Checkpointer {
 
   // After each commit, on the committing thread (under the Database's mutex): the log now has
   // `pages` pages. Costs two atomic operations unless a copy is due.
-  void wal_grew(int pages) {
+  void wal_grew(sqlite3* writer, int pages) {
     commits_.fetch_add(1, std::memory_order_relaxed);
     int before = wal_pages_.exchange(pages, std::memory_order_relaxed);
     if (pages < before) started_over();
+    // The thread has fallen far behind (starved of CPU by a busy machine): the writer copies
+    // the log itself, as SQLite's own automatic checkpoint would, so that the log stays bounded
+    // whatever the scheduler does; its next write then starts the log over.
+    if (pages >= 2 * options_.restart_pages) {
+      if (checkpoint(writer, SQLITE_CHECKPOINT_PASSIVE)) {
+        std::lock_guard lock(mutex_);
+        ++stats_.writer_copies;
+      }
+      return;
+    }
     if (pages - copied_of(copied_.load(std::memory_order_relaxed)) < options_.checkpoint_pages &&
         pages < options_.restart_pages)
       return;
@@ -185,9 +195,9 @@ class Checkpointer {
         if (wal_pages_.load(std::memory_order_relaxed) >= options_.restart_pages)
           start_over();
         else
-          checkpoint(SQLITE_CHECKPOINT_PASSIVE);
+          checkpoint(db_, SQLITE_CHECKPOINT_PASSIVE);
         copied_since_truncate = true;
-      } else if (quiet && checkpoint(SQLITE_CHECKPOINT_TRUNCATE)) {
+      } else if (quiet && checkpoint(db_, SQLITE_CHECKPOINT_TRUNCATE)) {
         copied_since_truncate = false;
       }
       lock.lock();
@@ -195,7 +205,7 @@ class Checkpointer {
     lock.unlock();
     // The last copy: the loop has stopped writing; wait a little for a writer all the same.
     sqlite3_busy_timeout(db_, 2000);
-    checkpoint(SQLITE_CHECKPOINT_TRUNCATE);
+    checkpoint(db_, SQLITE_CHECKPOINT_TRUNCATE);
   }
 
   // The log past restart_pages: started over without holding the writer off. Writers that can
@@ -209,7 +219,7 @@ class Checkpointer {
     bool started = false;
     for (int i = 0; i < options_.start_over_tries && !started && !stopping(); ++i) {
       auto commits = commits_.load(std::memory_order_relaxed);
-      started = checkpoint(SQLITE_CHECKPOINT_PASSIVE) && write_first_frame();
+      started = checkpoint(db_, SQLITE_CHECKPOINT_PASSIVE) && write_first_frame();
       // One commit begun before the hold may land in the first copy; more are writers that do
       // not hold back (they wait in the store), and the log would only grow while we tried.
       if (!started && commits_.load(std::memory_order_relaxed) - commits > (i == 0 ? 1u : 0u))
@@ -221,7 +231,7 @@ class Checkpointer {
       ++stats_.start_overs;
       return;
     }
-    checkpoint(SQLITE_CHECKPOINT_RESTART);
+    checkpoint(db_, SQLITE_CHECKPOINT_RESTART);
   }
 
   // A write that changes nothing (the header's application_id, written back as it is), the
@@ -285,15 +295,16 @@ class Checkpointer {
     }
   }
 
-  // One checkpoint in `mode`; true when the whole log was copied.
-  bool checkpoint(int mode) {
+  // One checkpoint in `mode` on `connection` (this thread's, or the writer's when the thread
+  // fell behind); true when the whole log was copied.
+  bool checkpoint(sqlite3* connection, int mode) {
     int log_pages = 0, copied = 0;
     auto before = copied_.load(std::memory_order_relaxed);
-    int rc = sqlite3_wal_checkpoint_v2(db_, "main", mode, &log_pages, &copied);
-    // BUSY: a RESTART or TRUNCATE that could not hold the writer off or wait for a reader
-    // (what it could copy, it did); the next wake-up tries again.
+    int rc = sqlite3_wal_checkpoint_v2(connection, "main", mode, &log_pages, &copied);
+    // BUSY: a RESTART or TRUNCATE that could not hold the writer off or wait for a reader, or a
+    // copy while the other connection copies (what it could copy, it did); tried again later.
     if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
-      log::warn("sqlite: checkpoint: ", sqlite3_errmsg(db_));
+      log::warn("sqlite: checkpoint: ", sqlite3_errmsg(connection));
       return false;
     }
     // Recorded only for the log it copied: if the log started over meanwhile, its generation
@@ -328,8 +339,8 @@ class Checkpointer {
 namespace {
 // The WAL hook of the committing connection (sqlite3_wal_hook; it replaces SQLite's automatic
 // checkpoint, which would run in the commit).
-int on_wal_commit(void* checkpointer, sqlite3*, const char*, int pages) {
-  static_cast<Checkpointer*>(checkpointer)->wal_grew(pages);
+int on_wal_commit(void* checkpointer, sqlite3* writer, const char*, int pages) {
+  static_cast<Checkpointer*>(checkpointer)->wal_grew(writer, pages);
   return SQLITE_OK;
 }
 

@@ -16,7 +16,9 @@
 // (held(): writers that can wait without blocking, within a WriteWithoutWaiting, find the store
 // busy and try again later; others still write), copies the rest, and makes the first write of
 // the new log, paying its header sync. Only when writes go on regardless does a RESTART copy
-// hold the writer off. Once writes stop for `idle_truncate` the log is truncated.
+// hold the writer off. Once writes stop for `idle_truncate` the log is truncated. Should the
+// thread fall behind anyway (a machine so busy it is not scheduled), the writer copies the log
+// itself at twice `restart_pages`, so the log stays bounded.
 // docs/benchmarks.md shows what this does to the event loop's lag.
 //
 // A write of the committing connection that finds another one writing (the checkpoint thread's
@@ -119,11 +121,12 @@ struct DatabaseOptions {
 
 // What the checkpoint thread has done, for tests.
 struct CheckpointStats {
-  std::uint64_t passes = 0;       // copies of the log into the database
-  std::uint64_t start_overs = 0;  // logs started over by the thread, the writer not held off
-  std::uint64_t restarts = 0;     // RESTART copies that held the writer off
-  std::uint64_t truncations = 0;  // the log truncated while quiet
-  std::thread::id thread;         // the thread that ran them
+  std::uint64_t passes = 0;         // copies of the log into the database
+  std::uint64_t start_overs = 0;    // logs started over by the thread, the writer not held off
+  std::uint64_t restarts = 0;       // RESTART copies that held the writer off
+  std::uint64_t truncations = 0;    // the log truncated while quiet
+  std::uint64_t writer_copies = 0;  // copies by the writer: the thread was 2 x restart_pages behind
+  std::thread::id thread;           // the thread that ran them
 };
 
 class Checkpointer;
