@@ -209,12 +209,6 @@ constexpr std::string_view kDescription =
     "- Use it to find files by name. To search file contents, use grep; to see a directory's "
     "layout, use list.";
 
-std::string without_trailing_slash(std::string s) {
-  while (s.size() > 1 && s.back() == '/')
-    s.pop_back();
-  return s;
-}
-
 class GlobTool final : public BasicTool {
  public:
   explicit GlobTool(SearchOptions options)
@@ -253,7 +247,7 @@ class GlobTool final : public BasicTool {
     std::string root_str = without_trailing_slash(root->string());
     if (absolute_prefix && *absolute_prefix != root_str) {
       // Both a path and an absolute pattern: the pattern's directory must lie inside the path.
-      std::string inside = root_str == "/" ? "/" : root_str + "/";
+      std::string inside = directory_prefix(root_str);
       if (absolute_prefix->rfind(inside, 0) != 0)
         co_return make_error(ErrorCode::InvalidRequest,
                              "the pattern's directory " + *absolute_prefix + " is not inside " +
@@ -266,19 +260,11 @@ class GlobTool final : public BasicTool {
     if (auto allowed = co_await ctx.request_permission(std::move(request)); !allowed)
       co_return allowed.error();
 
-    auto rg = locate_ripgrep(o_, "glob");
-    if (!rg) co_return rg.error();
-    // Named, not a braced list in the co_await expression: GCC 12 cannot keep an
-    // initializer_list's array alive across a suspension ("array used as initializer").
-    std::vector<std::string> rg_args = {"--files",       "--hidden", "--color=never",
-                                        "--glob=!.git/", "--",       root_str};
-    auto run = co_await run_ripgrep(ctx, o_, *rg, std::move(rg_args), *root);
+    auto run = co_await list_files(ctx, o_, "glob", root_str);
     if (!run) co_return run.error();
     bool incomplete = run->truncated || run->timed_out;
-    if (run->exit_code == 2 && run->output.empty())
-      co_return make_error(ErrorCode::InvalidRequest, "glob failed: " + ripgrep_error(*run));
 
-    std::string prefix = root_str == "/" ? "/" : root_str + "/";
+    std::string prefix = directory_prefix(root_str);
     CompiledGlob glob(pattern, absolute_prefix.has_value());
 
     struct Found {
@@ -286,12 +272,12 @@ class GlobTool final : public BasicTool {
       fs::file_time_type mtime;
     };
     std::vector<Found> found;
-    for (std::string_view line : output_lines(run->output, incomplete)) {
-      if (line.rfind(prefix, 0) != 0) continue;
-      if (!glob.matches(line.substr(prefix.size()))) continue;
+    for (std::string_view relative : listed_paths(*run, prefix)) {
+      if (!glob.matches(relative)) continue;
+      std::string path = prefix + std::string(relative);
       std::error_code mec;
-      auto mtime = fs::last_write_time(fs::path(line), mec);
-      found.push_back({std::string(line), mec ? fs::file_time_type::min() : mtime});
+      auto mtime = fs::last_write_time(path, mec);
+      found.push_back({std::move(path), mec ? fs::file_time_type::min() : mtime});
     }
 
     std::string title = display_path(ctx, *root);

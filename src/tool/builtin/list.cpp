@@ -98,35 +98,23 @@ class ListTool final : public BasicTool {
     if (!fs::is_directory(*root, ec))
       co_return make_error(ErrorCode::InvalidRequest,
                            "not a directory: " + root->string() + " (use read for files)");
-    std::string root_str = root->string();
-    while (root_str.size() > 1 && root_str.back() == '/')
-      root_str.pop_back();
+    std::string root_str = without_trailing_slash(root->string());
 
     PermissionRequest request{"list", {root_str}, {"*"}, json::object{{"path", root_str}}};
     if (auto allowed = co_await ctx.request_permission(std::move(request)); !allowed)
       co_return allowed.error();
 
-    auto rg = locate_ripgrep(o_, "list");
-    if (!rg) co_return rg.error();
-    std::vector<std::string> rg_args = {"--files", "--hidden", "--color=never", "--glob=!.git/"};
+    std::vector<std::string> excludes;
     // A trailing slash: these are directory names; a file called `build` or `env` stays.
     for (auto name : kListDefaultIgnores)
-      rg_args.push_back("--glob=!" + std::string(name) + "/");
-    for (const auto& g : ignores)
-      rg_args.push_back("--glob=!" + g);
-    rg_args.push_back("--");
-    rg_args.push_back(root_str);
-    auto run = co_await run_ripgrep(ctx, o_, *rg, std::move(rg_args), *root);
+      excludes.push_back(std::string(name) + "/");
+    excludes.insert(excludes.end(), ignores.begin(), ignores.end());
+    auto run = co_await list_files(ctx, o_, "list", root_str, std::move(excludes));
     if (!run) co_return run.error();
     bool incomplete = run->truncated || run->timed_out;
-    if (run->exit_code == 2 && run->output.empty())
-      co_return make_error(ErrorCode::InvalidRequest, "list failed: " + ripgrep_error(*run));
 
-    std::string prefix = root_str == "/" ? "/" : root_str + "/";
-    std::vector<std::string_view> files;
-    for (std::string_view line : output_lines(run->output, incomplete))
-      if (line.rfind(prefix, 0) == 0 && line.size() > prefix.size())
-        files.push_back(line.substr(prefix.size()));
+    std::string prefix = directory_prefix(root_str);
+    std::vector<std::string_view> files = listed_paths(*run, prefix);
     // Shallow files first: an overview shows the top of the tree rather than the first deep
     // directory in alphabetical order.
     std::sort(files.begin(), files.end(), [](std::string_view a, std::string_view b) {

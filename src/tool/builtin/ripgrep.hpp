@@ -106,6 +106,18 @@ inline std::vector<std::string_view> output_lines(std::string_view text, bool cu
   return lines;
 }
 
+// A directory path without its trailing slashes ("/" stays "/").
+inline std::string without_trailing_slash(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  return dir;
+}
+
+// What the paths under `dir` (given without a trailing slash) begin with.
+inline std::string directory_prefix(const std::string& dir) {
+  return dir == "/" ? "/" : dir + "/";
+}
+
 // rg's own words on stderr, trimmed, for an error message.
 inline std::string ripgrep_error(const ProcessResult& run) {
   std::string err = repair_utf8(run.error_output);
@@ -115,6 +127,40 @@ inline std::string ripgrep_error(const ProcessResult& run) {
     err = "ripgrep failed" +
           (run.exit_code ? " with exit code " + std::to_string(*run.exit_code) : std::string());
   return err;
+}
+
+// Lists the files under `dir` (without a trailing slash) with `rg --files`, as glob and list
+// do: hidden files included, .gitignore honoured, .git left out, and each of `excludes` left
+// out as a `--glob=!` pattern. An rg error (exit code 2) that listed nothing fails the call as
+// "<tool> failed: ...".
+inline boost::asio::awaitable<Result<ProcessResult>> list_files(
+    ToolContext& ctx, const SearchOptions& o, std::string_view tool, const std::string& dir,
+    std::vector<std::string> excludes = {}) {
+  auto rg = locate_ripgrep(o, tool);
+  if (!rg) co_return rg.error();
+  std::vector<std::string> args = {"--files", "--hidden", "--color=never", "--glob=!.git/"};
+  for (const auto& g : excludes)
+    args.push_back("--glob=!" + g);
+  args.push_back("--");
+  args.push_back(dir);
+  std::filesystem::path cwd = dir;
+  auto run = co_await run_ripgrep(ctx, o, *rg, std::move(args), cwd);
+  if (!run) co_return run.error();
+  if (run->exit_code == 2 && run->output.empty())
+    co_return make_error(ErrorCode::InvalidRequest,
+                         std::string(tool) + " failed: " + ripgrep_error(*run));
+  co_return run;
+}
+
+// The paths of list_files' output, relative to the directory whose directory_prefix is
+// `prefix`; they point into `run.output`.
+inline std::vector<std::string_view> listed_paths(const ProcessResult& run,
+                                                  const std::string& prefix) {
+  std::vector<std::string_view> paths;
+  for (std::string_view line : output_lines(run.output, run.truncated || run.timed_out))
+    if (line.rfind(prefix, 0) == 0 && line.size() > prefix.size())
+      paths.push_back(line.substr(prefix.size()));
+  return paths;
 }
 
 }  // namespace search_detail
