@@ -144,40 +144,18 @@ void apply_usage(Usage& usage, const json::object& counts) {
 
 }  // namespace
 
-void AnthropicStreamParser::feed(std::string_view bytes, std::vector<StreamEvent>& out) {
-  if (done_) return;
-  sse_events_.clear();
-  auto fed = sse_.feed(bytes, sse_events_);
-  handle_events(out);  // the events before a decoding failure still count
-  if (!fed && !done_) fail(fed.error().message, false, out);
-}
-
-void AnthropicStreamParser::finish(std::vector<StreamEvent>& out) {
-  if (done_) return;
-  sse_events_.clear();
-  sse_.finish(sse_events_);
-  handle_events(out);
-  if (done_) return;
-  bool in_tool_call = false;
+// message_delta came, only the empty message_stop is missing (and no tool call is cut short).
+bool AnthropicStreamParser::step_complete() const {
+  if (!finish_reason_) return false;
   for (const auto& [index, block] : open_blocks_)
-    if (block.kind == Block::Kind::ToolUse) in_tool_call = true;
-  if (finish_reason_ && !in_tool_call) {
-    finish_step(out);  // message_delta came, only the empty message_stop is missing
-  } else {
-    fail(std::string(kStreamEndedEarly), true, out);
-  }
+    if (block.kind == Block::Kind::ToolUse) return false;
+  return true;
 }
 
-void AnthropicStreamParser::handle_events(std::vector<StreamEvent>& out) {
-  for (const auto& event : sse_events_) {
-    if (done_) return;
-    handle_event(event.type, event.data, out);
-  }
-}
-
-void AnthropicStreamParser::handle_event(std::string_view event_name, std::string_view data,
+void AnthropicStreamParser::handle_event(const sse::SseEvent& sse_event,
                                          std::vector<StreamEvent>& out) {
-  data = trim_ascii_space(data);
+  std::string_view event_name = sse_event.type;
+  std::string_view data = trim_ascii_space(sse_event.data);
   if (data.empty()) return;
   alignas(16) unsigned char buffer[kStreamEventBuffer];
   json::monotonic_resource scratch(buffer, sizeof buffer);
@@ -303,17 +281,9 @@ void AnthropicStreamParser::finish_step(std::vector<StreamEvent>& out) {
   for (auto& [index, block] : open_blocks_)
     if (block.kind == Block::Kind::ToolUse) emit_tool_call(block, out);
   open_blocks_.clear();
-  FinishReason reason =
-      finish_reason_.value_or(tool_calls_ > 0 ? FinishReason::ToolCalls : FinishReason::Stop);
-  if (reason == FinishReason::Stop && tool_calls_ > 0) reason = FinishReason::ToolCalls;
-  out.push_back(StepFinish{reason, usage_, provider_reason_});
-  done_ = true;
-}
-
-void AnthropicStreamParser::fail(std::string message, bool retryable,
-                                 std::vector<StreamEvent>& out) {
-  out.push_back(StreamError{std::move(message), retryable});
-  done_ = true;
+  out.push_back(
+      StepFinish{step_finish_reason(finish_reason_, tool_calls_ > 0), usage_, provider_reason_});
+  end_stream();
 }
 
 }  // namespace sb::provider

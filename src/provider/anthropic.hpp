@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "provider/schema_transform.hpp"
-#include "provider/sse_decoder.hpp"
 #include "provider/types.hpp"
+#include "provider/wire_util.hpp"
 
 namespace sb::provider {
 
@@ -52,14 +52,11 @@ json::array anthropic_tools(const std::vector<ToolSchema>& schemas);
 // counts when present. An error event → StreamError, retryable for overloaded_error,
 // rate_limit_error, api_error and timeout_error. A body that ends before message_stop →
 // StreamError(kStreamEndedEarly), retryable; a data line that is not a JSON object → StreamError.
-class AnthropicStreamParser final : public StreamParser {
+class AnthropicStreamParser final : public SseStreamParser {
  public:
   AnthropicStreamParser() = default;
-  explicit AnthropicStreamParser(sse::SseDecoder::Options sse_options) : sse_(sse_options) {}
-
-  void feed(std::string_view bytes, std::vector<StreamEvent>& out) override;
-  void finish(std::vector<StreamEvent>& out) override;
-  bool done() const override { return done_; }
+  explicit AnthropicStreamParser(sse::SseDecoder::Options sse_options)
+      : SseStreamParser(sse_options) {}
 
  private:
   struct Block {
@@ -71,24 +68,19 @@ class AnthropicStreamParser final : public StreamParser {
     json::value initial_input;  // content_block_start's "input" (normally {})
   };
 
-  void handle_events(std::vector<StreamEvent>& out);
-  void handle_event(std::string_view event_name, std::string_view data,
-                    std::vector<StreamEvent>& out);
+  void handle_event(const sse::SseEvent& event, std::vector<StreamEvent>& out) override;
+  bool step_complete() const override;
+  void finish_step(std::vector<StreamEvent>& out) override;
   void handle_block_start(const json::object& event, std::vector<StreamEvent>& out);
   void handle_block_delta(const json::object& event, std::vector<StreamEvent>& out);
   void handle_block_stop(const json::object& event, std::vector<StreamEvent>& out);
   void emit_tool_call(Block& block, std::vector<StreamEvent>& out);
-  void finish_step(std::vector<StreamEvent>& out);
-  void fail(std::string message, bool retryable, std::vector<StreamEvent>& out);
 
-  sse::SseDecoder sse_;
-  std::vector<sse::SseEvent> sse_events_;      // scratch, reused between feeds
   std::map<std::int64_t, Block> open_blocks_;  // by content block index
   std::size_t tool_calls_ = 0;                 // tool_use blocks started so far
   std::optional<FinishReason> finish_reason_;
   std::string provider_reason_;
   Usage usage_;
-  bool done_ = false;
 };
 
 }  // namespace sb::provider

@@ -202,35 +202,16 @@ StreamError stream_error(const json::value& error) {
 
 }  // namespace
 
-void OpenAIStreamParser::feed(std::string_view bytes, std::vector<StreamEvent>& out) {
-  if (done_) return;
-  sse_events_.clear();
-  auto fed = sse_.feed(bytes, sse_events_);
-  handle_events(out);  // the events before a decoding failure still count
-  if (!fed && !done_) fail(fed.error().message, false, out);
+// The server closed without "[DONE]" after finishing: nothing is missing.
+bool OpenAIStreamParser::step_complete() const {
+  return finish_reason_.has_value();
 }
 
-void OpenAIStreamParser::finish(std::vector<StreamEvent>& out) {
-  if (done_) return;
-  sse_events_.clear();
-  sse_.finish(sse_events_);
-  handle_events(out);
-  if (done_) return;
-  if (finish_reason_) {
-    finish_step(out);  // the server closed without "[DONE]" after finishing: nothing is missing
+void OpenAIStreamParser::handle_event(const sse::SseEvent& event, std::vector<StreamEvent>& out) {
+  if (event.type == "error") {
+    handle_error_event(event.data, out);
   } else {
-    fail(std::string(kStreamEndedEarly), true, out);
-  }
-}
-
-void OpenAIStreamParser::handle_events(std::vector<StreamEvent>& out) {
-  for (const auto& event : sse_events_) {
-    if (done_) return;
-    if (event.type == "error") {
-      handle_error_event(event.data, out);
-    } else {
-      handle_data(event.data, out);
-    }
+    handle_data(event.data, out);
   }
 }
 
@@ -396,16 +377,9 @@ void OpenAIStreamParser::emit_tool_calls(std::vector<StreamEvent>& out) {
 
 void OpenAIStreamParser::finish_step(std::vector<StreamEvent>& out) {
   emit_tool_calls(out);
-  FinishReason reason =
-      finish_reason_.value_or(calls_.empty() ? FinishReason::Stop : FinishReason::ToolCalls);
-  if (reason == FinishReason::Stop && !calls_.empty()) reason = FinishReason::ToolCalls;
-  out.push_back(StepFinish{reason, usage_, provider_reason_});
-  done_ = true;
-}
-
-void OpenAIStreamParser::fail(std::string message, bool retryable, std::vector<StreamEvent>& out) {
-  out.push_back(StreamError{std::move(message), retryable});
-  done_ = true;
+  out.push_back(
+      StepFinish{step_finish_reason(finish_reason_, !calls_.empty()), usage_, provider_reason_});
+  end_stream();
 }
 
 }  // namespace sb::provider

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "provider/schema_transform.hpp"
-#include "provider/sse_decoder.hpp"
 #include "provider/types.hpp"
+#include "provider/wire_util.hpp"
 
 namespace sb::provider {
 
@@ -60,15 +60,11 @@ json::array openai_tools(const std::vector<ToolSchema>& schemas);
 // "event: error" or llama.cpp's "error: {...}" line → StreamError, retryable for rate limits,
 // overload and server errors; a data line that is not a JSON object → StreamError (not
 // retryable).
-class OpenAIStreamParser final : public StreamParser {
+class OpenAIStreamParser final : public SseStreamParser {
  public:
   OpenAIStreamParser() : OpenAIStreamParser(sse::SseDecoder::Options{}) {}
   explicit OpenAIStreamParser(sse::SseDecoder::Options sse_options)
-      : sse_(with_error_lines(sse_options)) {}
-
-  void feed(std::string_view bytes, std::vector<StreamEvent>& out) override;
-  void finish(std::vector<StreamEvent>& out) override;
-  bool done() const override { return done_; }
+      : SseStreamParser(with_error_lines(sse_options)) {}
 
  private:
   struct PendingCall {
@@ -84,7 +80,9 @@ class OpenAIStreamParser final : public StreamParser {
     options.error_field_as_event = true;
     return options;
   }
-  void handle_events(std::vector<StreamEvent>& out);
+  void handle_event(const sse::SseEvent& event, std::vector<StreamEvent>& out) override;
+  bool step_complete() const override;
+  void finish_step(std::vector<StreamEvent>& out) override;
   void handle_data(std::string_view data, std::vector<StreamEvent>& out);
   void handle_error_event(std::string_view data, std::vector<StreamEvent>& out);
   void handle_chunk(const json::object& chunk, std::vector<StreamEvent>& out);
@@ -92,16 +90,11 @@ class OpenAIStreamParser final : public StreamParser {
   void handle_tool_delta(const json::object& delta, std::size_t position,
                          std::vector<StreamEvent>& out);
   void emit_tool_calls(std::vector<StreamEvent>& out);
-  void finish_step(std::vector<StreamEvent>& out);
-  void fail(std::string message, bool retryable, std::vector<StreamEvent>& out);
 
-  sse::SseDecoder sse_;
-  std::vector<sse::SseEvent> sse_events_;  // scratch, reused between feeds
-  std::vector<PendingCall> calls_;         // this step's calls, in the order they started
+  std::vector<PendingCall> calls_;  // this step's calls, in the order they started
   std::optional<FinishReason> finish_reason_;
   std::string provider_reason_;
   Usage usage_;
-  bool done_ = false;
 };
 
 }  // namespace sb::provider

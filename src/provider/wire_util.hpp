@@ -4,9 +4,12 @@
 // meaning is still clear, which is why these do not use util/json.hpp's strict getters.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "provider/sse_decoder.hpp"
 #include "provider/types.hpp"
 #include "util/json.hpp"
 
@@ -85,5 +88,75 @@ inline std::string serialize_with_tools(const json::object& body, const ToolSet&
   out += '}';
   return out;
 }
+
+// The reason a step finished: the stream's own, or without one stop, or tool-calls when the step
+// made tool calls. A step that made calls but says "stop" (older Ollama, some vLLM chat templates)
+// is reported as tool-calls so that the caller runs them.
+inline FinishReason step_finish_reason(std::optional<FinishReason> given, bool made_tool_calls) {
+  FinishReason reason =
+      given.value_or(made_tool_calls ? FinishReason::ToolCalls : FinishReason::Stop);
+  if (reason == FinishReason::Stop && made_tool_calls) reason = FinishReason::ToolCalls;
+  return reason;
+}
+
+// The part of a StreamParser that both wire formats share, as both stream server-sent events:
+// the body's bytes go through the SSE decoder and each complete event to handle_event, until the
+// stream is done. The events decoded before a decoding failure still count; the failure then ends
+// the stream (not retryable). A body that ends before the stream is done finishes the step if
+// step_complete() says nothing the step needs is missing, else it ends with
+// StreamError(kStreamEndedEarly), retryable. Not thread-safe: one parser per response.
+class SseStreamParser : public StreamParser {
+ public:
+  void feed(std::string_view bytes, std::vector<StreamEvent>& out) final {
+    if (done_) return;
+    sse_events_.clear();
+    auto fed = sse_.feed(bytes, sse_events_);
+    handle_events(out);  // the events before a decoding failure still count
+    if (!fed && !done_) fail(fed.error().message, false, out);
+  }
+
+  void finish(std::vector<StreamEvent>& out) final {
+    if (done_) return;
+    sse_events_.clear();
+    sse_.finish(sse_events_);
+    handle_events(out);
+    if (done_) return;
+    if (step_complete()) {
+      finish_step(out);
+    } else {
+      fail(std::string(kStreamEndedEarly), true, out);
+    }
+  }
+
+  bool done() const final { return done_; }
+
+ protected:
+  explicit SseStreamParser(sse::SseDecoder::Options sse_options = {}) : sse_(sse_options) {}
+
+  virtual void handle_event(const sse::SseEvent& event, std::vector<StreamEvent>& out) = 0;
+  // Whether the body may end here, before the format's last event, with the step complete.
+  virtual bool step_complete() const = 0;
+  // Emits what the step still owes and its StepFinish, then end_stream().
+  virtual void finish_step(std::vector<StreamEvent>& out) = 0;
+
+  // The terminal event has been emitted: nothing more is parsed.
+  void end_stream() { done_ = true; }
+  void fail(std::string message, bool retryable, std::vector<StreamEvent>& out) {
+    out.push_back(StreamError{std::move(message), retryable});
+    end_stream();
+  }
+
+ private:
+  void handle_events(std::vector<StreamEvent>& out) {
+    for (const auto& event : sse_events_) {
+      if (done_) return;
+      handle_event(event, out);
+    }
+  }
+
+  sse::SseDecoder sse_;
+  std::vector<sse::SseEvent> sse_events_;  // scratch, reused between feeds
+  bool done_ = false;
+};
 
 }  // namespace sb::provider
