@@ -24,28 +24,16 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using namespace sb::tool::testing;
 
-class TempDir {
+// A directory of tool providers: what is written is executable unless said otherwise.
+class TempDir : public testing::TempDir {
  public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "sb_custom_tools_XXXXXX").string();
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
+  TempDir() : testing::TempDir("sb_custom_tools") {}
 
   fs::path write(const std::string& rel, const std::string& content, bool executable = true) const {
-    fs::path p = path_ / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << content;
+    fs::path p = testing::TempDir::write(rel, content);
     ::chmod(p.c_str(), executable ? 0755 : 0644);
     return p;
   }
-
- private:
-  fs::path path_;
 };
 
 // A provider script: `describe` is what --describe prints, `body` runs for a call.
@@ -68,16 +56,6 @@ ToolPtr find(const CustomToolLoad& load, const std::string& id) {
   for (const auto& t : load.tools)
     if (t->id() == id) return t;
   return nullptr;
-}
-
-bool running(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return false;
-  std::string line;
-  std::getline(stat, line);
-  auto close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return false;
-  return line[close + 2] != 'Z' && line[close + 2] != 'X';
 }
 
 class CustomToolsTest : public ::testing::Test {
@@ -205,9 +183,7 @@ TEST_F(CustomToolsTest, TimeoutKillsTheProcessGroup) {
   pid_t child = 0;
   std::ifstream(pid_file) >> child;
   ASSERT_GT(child, 0);
-  for (int i = 0; i < 100 && running(child); ++i)
-    std::this_thread::sleep_for(10ms);
-  EXPECT_FALSE(running(child)) << "the background sleep survived";
+  EXPECT_TRUE(stops_running(child)) << "the background sleep survived";
 }
 
 TEST_F(CustomToolsTest, AbortEndsTheCall) {

@@ -22,11 +22,7 @@
 #include <sstream>
 #include <thread>
 
-namespace sb {
-inline void PrintTo(ErrorCode code, std::ostream* os) {
-  *os << error_code_name(code);
-}
-}  // namespace sb
+#include "tool/tool_test_helpers.hpp"
 
 namespace sb::tool {
 namespace {
@@ -34,21 +30,7 @@ namespace {
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-// Drives one coroutine to its end on a fresh io_context and returns its value.
-template <class T>
-T run_io(asio::awaitable<T> task) {
-  asio::io_context io;
-  std::optional<T> value;
-  std::exception_ptr error;
-  asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, T v) {
-    error = e;
-    if (!e) value.emplace(std::move(v));
-  });
-  io.run();
-  if (error) std::rethrow_exception(error);
-  return std::move(*value);
-}
+using namespace sb::tool::testing;
 
 ProcessResult run_ok(ProcessOptions options) {
   auto r = run_io(run_process(std::move(options)));
@@ -62,31 +44,6 @@ ProcessOptions sh(std::string script) {
   return o;
 }
 
-// True when this process has no child at all, running or zombie: nothing was left behind.
-bool no_children() {
-  siginfo_t info{};
-  return ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
-}
-
-// Whether `pid` is still running (a zombie, waiting for its new parent to reap it, is not).
-bool running(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return false;
-  std::string line;
-  std::getline(stat, line);
-  auto close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return false;
-  char state = line[close + 2];
-  return state != 'Z' && state != 'X';
-}
-
-// Waits up to 2 s for `pid` to stop running (it may be a grandchild that init reaps later).
-bool stops_running(pid_t pid) {
-  for (int i = 0; i < 200 && running(pid); ++i)
-    std::this_thread::sleep_for(10ms);
-  return !running(pid);
-}
-
 std::vector<pid_t> pids_in(const std::string& text) {
   std::vector<pid_t> out;
   std::istringstream in(text);
@@ -95,22 +52,6 @@ std::vector<pid_t> pids_in(const std::string& text) {
     out.push_back(static_cast<pid_t>(v));
   return out;
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "sb_process_XXXXXX").string();
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // A server that is killed with SIGKILL: a forked copy of this test runs one command, passes
 // what it prints to the test through a pipe, and is killed by kill().
@@ -273,7 +214,7 @@ TEST(Process, PathFromTheExtraEnvironmentIsUsedForLookup) {
 }
 
 TEST(Process, WorkingDirectory) {
-  TempDir dir;
+  TempDir dir("sb_process");
   auto o = sh("pwd");
   o.cwd = dir.path();
   auto r = run_ok(std::move(o));
@@ -306,7 +247,7 @@ TEST(Process, MissingPathAndNotExecutable) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message, "no such file: /nonexistent/prog");
 
-  TempDir dir;
+  TempDir dir("sb_process");
   std::ofstream(dir.path() / "script.sh") << "#!/bin/sh\necho hi\n";
   o.argv = {(dir.path() / "script.sh").string()};
   r = run_io(run_process(o));
@@ -324,7 +265,7 @@ TEST(Process, MissingPathAndNotExecutable) {
 TEST(Process, AFileThatIsNotAProgramIsAnError) {
   // Executable, but neither a binary nor a script with "#!": execve() itself fails (ENOEXEC),
   // in the child, which must report it.
-  TempDir dir;
+  TempDir dir("sb_process");
   fs::path text = dir.path() / "notes.txt";
   std::ofstream(text) << "just text\n";
   fs::permissions(text, fs::perms::owner_exec, fs::perm_options::add);
@@ -446,7 +387,7 @@ TEST(Process, AbortCallbackOutlivingTheRunIsHarmless) {
 }
 
 TEST(Process, AlreadyAbortedDoesNotStartAnything) {
-  TempDir dir;
+  TempDir dir("sb_process");
   auto o = sh("touch ran");
   o.cwd = dir.path();
   o.abort = AbortSignal::create();
@@ -615,7 +556,7 @@ TEST(Process, TheChildDiesWithAServerKilledBySigkill) {
 }
 
 TEST(ProcessGroups, WrittenDownWhileTheChildRuns) {
-  TempDir data;
+  TempDir data("sb_process");
   fs::path dir = process_group_dir(data.path());
   // The record is written right after the exec (the pid is known only then), so the command
   // gives it a moment before it looks; without the wait this raced on a loaded machine.
@@ -631,7 +572,7 @@ TEST(ProcessGroups, WrittenDownWhileTheChildRuns) {
 }
 
 TEST(ProcessGroups, WhatAKilledServerLeftRunningIsStoppedAtTheNextStart) {
-  TempDir data;
+  TempDir data("sb_process");
   fs::path dir = process_group_dir(data.path());
   auto o = sh("sleep 100 & echo $!; sleep 100");
   o.group_record_dir = dir;
@@ -658,7 +599,7 @@ TEST(ProcessGroups, WhatAKilledServerLeftRunningIsStoppedAtTheNextStart) {
 }
 
 TEST(ProcessGroups, AGroupIdTakenByAnotherProcessIsLeftAlone) {
-  TempDir data;
+  TempDir data("sb_process");
   fs::path dir = process_group_dir(data.path());
   pid_t other = ::fork();  // not a tool's: in a group of its own
   if (other == 0) {

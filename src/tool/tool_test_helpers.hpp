@@ -1,17 +1,28 @@
 #pragma once
-// Helpers shared by the tests of webfetch, batch and custom tools: run a coroutine to its end on
-// a private io_context, build arguments from JSON text, record permission asks and progress.
+// Helpers shared by the tests of tool/ (one test binary): run a coroutine to its end on a
+// private io_context, build arguments from JSON text, record permission asks and progress, a
+// temporary directory, files read whole, and whether processes still run.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
 #include <gtest/gtest.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "tool/tool.hpp"
@@ -24,6 +35,7 @@ inline void PrintTo(ErrorCode code, std::ostream* os) {
 
 namespace sb::tool::testing {
 
+// Runs `task` to its end on an io_context of its own and returns its value.
 template <class T>
 T run_io(boost::asio::awaitable<T> task) {
   boost::asio::io_context io;
@@ -35,6 +47,7 @@ T run_io(boost::asio::awaitable<T> task) {
   });
   io.run();
   if (error) std::rethrow_exception(error);
+  if (!value) throw std::runtime_error("the coroutine never finished");
   return std::move(*value);
 }
 
@@ -54,6 +67,13 @@ inline json::object args(std::string_view text) {
 struct Asks {
   std::vector<PermissionRequest> requests;
   std::vector<std::string> deny;
+
+  std::vector<std::string> permissions() const {
+    std::vector<std::string> out;
+    for (const auto& r : requests)
+      out.push_back(r.permission);
+    return out;
+  }
 };
 
 inline boost::asio::awaitable<Result<void>> record_ask(Asks* asks, PermissionRequest request) {
@@ -86,6 +106,67 @@ inline ToolContext context(Asks& asks, Reports* reports = nullptr,
       reports->metadata.push_back(std::move(meta));
     };
   return ctx;
+}
+
+// A fresh directory under the system's temporary directory, removed with its contents at the end.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "sb_tool_test") {
+    std::string templ = (std::filesystem::temp_directory_path() / (prefix + "_XXXXXX")).string();
+    path_ = ::mkdtemp(templ.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
+
+  // Writes the file `rel` (creating its directories) and returns its path.
+  std::filesystem::path write(const std::string& rel, const std::string& content) const {
+    std::filesystem::path p = path_ / rel;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::string read_all(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// True when this process has no child at all, running or zombie: nothing was left behind.
+inline bool no_children() {
+  siginfo_t info{};
+  return ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
+}
+
+// Whether `pid` is still running (a zombie, waiting for its parent to reap it, is not).
+inline bool running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  std::string line;
+  std::getline(stat, line);
+  auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  char state = line[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+// Waits up to 2 s for `pid` to stop running (it may be a grandchild that init reaps later).
+inline bool stops_running(pid_t pid) {
+  for (int i = 0; i < 200 && running(pid); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return !running(pid);
 }
 
 }  // namespace sb::tool::testing

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tool/tool_test_helpers.hpp"
 #include "util/text.hpp"
 
 namespace sb::tool {
@@ -20,18 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "\"" << text.substr(0, 2000) << "\" does not contain \"" << part << "\"";
-}
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+using testing::Contains;
+using testing::read_all;
 
 // "line 1\nline 2\n...line n\n"
 std::string numbered_lines(std::size_t n) {

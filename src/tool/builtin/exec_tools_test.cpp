@@ -1,18 +1,10 @@
 // Tests of the built-in tools that run processes: bash, grep, glob, list. Each runs the real
 // program (bash, ripgrep) in a temporary project directory and checks what the model would
 // read (output, errors) and what the user would see (title, metadata, permission asks).
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
-
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -21,133 +13,32 @@
 #include "tool/builtin/grep.hpp"
 #include "tool/builtin/list.hpp"
 #include "tool/process.hpp"
-
-namespace sb {
-inline void PrintTo(ErrorCode code, std::ostream* os) {
-  *os << error_code_name(code);
-}
-}  // namespace sb
+#include "tool/tool_test_helpers.hpp"
 
 namespace sb::tool {
 namespace {
 
-namespace asio = boost::asio;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using namespace sb::tool::testing;
 
-template <class T>
-T run_io(asio::awaitable<T> task) {
-  asio::io_context io;
-  std::optional<T> value;
-  std::exception_ptr error;
-  asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, T v) {
-    error = e;
-    if (!e) value.emplace(std::move(v));
-  });
-  io.run();
-  if (error) std::rethrow_exception(error);
-  return std::move(*value);
-}
-
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
-}
-
-bool no_children() {
-  siginfo_t info{};
-  return ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
-}
-
-bool running(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return false;
-  std::string line;
-  std::getline(stat, line);
-  auto close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size()) return false;
-  return line[close + 2] != 'Z' && line[close + 2] != 'X';
-}
-
-bool stops_running(pid_t pid) {
-  for (int i = 0; i < 200 && running(pid); ++i)
-    std::this_thread::sleep_for(10ms);
-  return !running(pid);
-}
-
-class TempDir {
+// A project directory whose files are dated, `age` in the past (glob and grep list the newest
+// first).
+class TempDir : public testing::TempDir {
  public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "sb_exec_tools_XXXXXX").string();
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  std::string str() const { return path_.string(); }
+  TempDir() : testing::TempDir("sb_exec_tools") {}
 
-  // Writes a file (creating directories) and dates it `age` in the past.
   fs::path write(const std::string& rel, const std::string& content,
                  std::chrono::seconds age = 1000s) const {
-    fs::path p = path_ / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << content;
+    fs::path p = testing::TempDir::write(rel, content);
     fs::last_write_time(p, fs::file_time_type::clock::now() - age);
     return p;
   }
-
- private:
-  fs::path path_;
-};
-
-// A permission system stand-in: records every ask; denies the permissions listed in `deny`.
-struct Asks {
-  std::vector<PermissionRequest> requests;
-  std::vector<std::string> deny;
-
-  std::vector<std::string> permissions() const {
-    std::vector<std::string> out;
-    for (const auto& r : requests)
-      out.push_back(r.permission);
-    return out;
-  }
-};
-
-asio::awaitable<Result<void>> record_ask(Asks* asks, PermissionRequest request) {
-  std::string permission = request.permission;
-  asks->requests.push_back(std::move(request));
-  if (std::find(asks->deny.begin(), asks->deny.end(), permission) != asks->deny.end())
-    co_return make_error(ErrorCode::Forbidden,
-                         "The user has specifically denied the " + permission + " permission");
-  co_return Result<void>{};
-}
-
-struct Reports {
-  std::vector<json::object> metadata;
 };
 
 // A tool context for the project in `dir`, recording asks and progress reports.
 ToolContext context(const TempDir& dir, Asks& asks, Reports* reports = nullptr) {
-  ToolContext ctx;
-  ctx.session_id = "ses_test";
-  ctx.message_id = "msg_test";
-  ctx.call_id = "call_1";
-  ctx.agent = "build";
-  ctx.directory = dir.path();
-  ctx.ask = [a = &asks](PermissionRequest r) { return record_ask(a, std::move(r)); };
-  if (reports)
-    ctx.metadata = [reports](std::optional<std::string>, json::object meta) {
-      reports->metadata.push_back(std::move(meta));
-    };
-  return ctx;
-}
-
-json::object args(std::string_view text) {
-  auto v = parse_json(text);
-  if (!v || !v->is_object()) throw std::runtime_error("bad test args: " + std::string(text));
-  return v->get_object();
+  return testing::context(asks, reports, dir.path());
 }
 
 Result<ToolResult> call(const ToolPtr& tool, std::string_view json_args, ToolContext& ctx) {

@@ -31,6 +31,7 @@
 #include "tool/builtin/read.hpp"
 #include "tool/builtin/todo.hpp"
 #include "tool/builtin/write.hpp"
+#include "tool/tool_test_helpers.hpp"
 #include "util/text.hpp"
 
 namespace sb::tool {
@@ -41,18 +42,9 @@ namespace asio = boost::asio;
 
 // --- helpers -----------------------------------------------------------------------------------
 
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "\"" << text.substr(0, 3000) << "\"\ndoes not contain\n\"" << part << "\"";
-}
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+using testing::Contains;
+using testing::read_all;
+using testing::run_io;
 
 void write_all(const fs::path& path, std::string_view content) {
   fs::create_directories(path.parent_path());
@@ -69,19 +61,6 @@ json::value parse(std::string_view text) {
 asio::awaitable<void> store_result(asio::awaitable<Result<ToolResult>> task,
                                    std::optional<Result<ToolResult>>& out) {
   out.emplace(co_await std::move(task));
-}
-
-// Runs a tool call to the end on an io_context of its own.
-Result<ToolResult> run(asio::awaitable<Result<ToolResult>> task) {
-  asio::io_context io;
-  std::optional<Result<ToolResult>> out;
-  std::exception_ptr failure;
-  asio::co_spawn(io, store_result(std::move(task), out),
-                 [&](std::exception_ptr e) { failure = e; });
-  io.run();
-  if (failure) std::rethrow_exception(failure);
-  if (!out) throw std::runtime_error("the tool call never finished");
-  return std::move(*out);
 }
 
 asio::awaitable<Result<void>> answer(Result<void> r) {
@@ -131,12 +110,12 @@ class ToolTest : public ::testing::Test {
   Result<ToolResult> call(Tool& tool, std::string_view args_json) {
     auto args = prepare_arguments(tool, parse(args_json));
     if (!args) return args.error();
-    return run(tool.execute(std::move(*args), ctx_));
+    return run_io(tool.execute(std::move(*args), ctx_));
   }
   Result<ToolResult> call(Tool& tool, json::object args) {
     auto prepared = prepare_arguments(tool, json::value(std::move(args)));
     if (!prepared) return prepared.error();
-    return run(tool.execute(std::move(*prepared), ctx_));
+    return run_io(tool.execute(std::move(*prepared), ctx_));
   }
 
   std::vector<std::string> asked_permissions() const {
@@ -1269,7 +1248,7 @@ TEST_F(TodoTest, WriteReplacesTheWholeList) {
 TEST_F(TodoTest, ExecuteChecksItemsItselfWhenCalledDirectly) {
   json::object args{
       {"todos", parse(R"([{"content": "x", "status": "doing", "priority": "high", "id": "1"}])")}};
-  auto r = run(write_->execute(std::move(args), ctx_));
+  auto r = run_io(write_->execute(std::move(args), ctx_));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message,
             "todos[0].status must be one of pending, in_progress, completed, cancelled, got "

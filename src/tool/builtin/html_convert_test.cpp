@@ -6,14 +6,12 @@
 
 #include <string>
 
+#include "tool/tool_test_helpers.hpp"
+
 namespace sb::tool {
 namespace {
 
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "\"" << text << "\"\ndoes not contain\n\"" << part << "\"";
-}
+using testing::Contains;
 
 std::string md(const std::string& html, const std::string& base = {}) {
   return html_to_markdown(html, HtmlConvertOptions{base, {}});
