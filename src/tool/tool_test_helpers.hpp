@@ -125,11 +125,14 @@ class TempDir {
   const std::filesystem::path& path() const { return path_; }
   std::string str() const { return path_.string(); }
 
-  // Writes the file `rel` (creating its directories) and returns its path.
-  std::filesystem::path write(const std::string& rel, const std::string& content) const {
+  // Writes the file `rel` (creating its directories), dated `age` in the past, and returns its
+  // path. The date orders what glob and grep list, newest first.
+  std::filesystem::path write(const std::string& rel, const std::string& content,
+                              std::chrono::seconds age = std::chrono::seconds(1000)) const {
     std::filesystem::path p = path_ / rel;
     std::filesystem::create_directories(p.parent_path());
     std::ofstream(p, std::ios::binary) << content;
+    std::filesystem::last_write_time(p, std::filesystem::file_time_type::clock::now() - age);
     return p;
   }
 

@@ -22,20 +22,6 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using namespace sb::tool::testing;
 
-// A project directory whose files are dated, `age` in the past (glob and grep list the newest
-// first).
-class TempDir : public testing::TempDir {
- public:
-  TempDir() : testing::TempDir("sb_exec_tools") {}
-
-  fs::path write(const std::string& rel, const std::string& content,
-                 std::chrono::seconds age = 1000s) const {
-    fs::path p = testing::TempDir::write(rel, content);
-    fs::last_write_time(p, fs::file_time_type::clock::now() - age);
-    return p;
-  }
-};
-
 // A tool context for the project in `dir`, recording asks and progress reports.
 ToolContext context(const TempDir& dir, Asks& asks, Reports* reports = nullptr) {
   return testing::context(asks, reports, dir.path());
