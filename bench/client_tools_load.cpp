@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "loop_lag.hpp"
+#include "provider/sse_decoder.hpp"
 
 extern char** environ;
 
@@ -836,8 +837,8 @@ class SseClient : public Client {
  public:
   SseClient(Ctx& ctx, int index, bool answers)
       : Client(ctx, index), answers_(answers), stream_(ctx.io.get_executor()) {
-    on_chunk_ = [this](std::uint64_t, beast::string_view body, boost::system::error_code&) {
-      events_.append(body.data(), body.size());
+    on_chunk_ = [this](std::uint64_t, beast::string_view body, boost::system::error_code& ec) {
+      if (!decoder_.feed(body, events_)) ec = asio::error::message_size;
       return body.size();
     };
   }
@@ -885,11 +886,10 @@ class SseClient : public Client {
 
   asio::awaitable<void> serve() override {
     for (;;) {
-      for (auto end = events_.find("\n\n"); end != std::string::npos; end = events_.find("\n\n")) {
-        std::string event = events_.substr(0, end);
-        events_.erase(0, end + 2);
+      std::vector<sb::sse::SseEvent> ready;
+      ready.swap(events_);
+      for (const auto& event : ready)
         if (!co_await handle_event(event)) co_return;
-      }
       if (parser_.is_done()) {
         problem("the server ended the event stream");
         co_return;
@@ -909,30 +909,13 @@ class SseClient : public Client {
 
  private:
   // False when the client cannot go on.
-  asio::awaitable<bool> handle_event(const std::string& event) {
-    std::string_view kind, data_first;
-    std::string data;
-    std::size_t data_lines = 0;
-    std::string_view rest(event);
-    while (!rest.empty()) {
-      auto nl = rest.find('\n');
-      auto line = rest.substr(0, nl);
-      rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
-      auto colon = line.find(':');
-      auto field = line.substr(0, colon);
-      auto value = colon == std::string_view::npos ? std::string_view{} : line.substr(colon + 1);
-      if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-      if (field == "event") kind = value;
-      if (field == "data") {
-        if (data_lines++) data += '\n';
-        data.append(value.data(), value.size());
-      }
-    }
-    if (kind == "ping" || (kind.empty() && data_lines == 0)) co_return true;
-    if (kind != "tool-request") {
-      problem("unexpected event " + clip(event));
+  asio::awaitable<bool> handle_event(const sb::sse::SseEvent& event) {
+    if (event.type == "ping") co_return true;
+    if (event.type != "tool-request") {
+      problem("unexpected event " + event.type + ": " + clip(event.data));
       co_return true;
     }
+    const std::string& data = event.data;
     auto msg = parse_json(data);
     auto* request_id = msg ? string_field(*msg, "requestID") : nullptr;
     const json::value* input =
@@ -972,7 +955,8 @@ class SseClient : public Client {
   http::response_parser<http::string_body> parser_;
   std::function<std::size_t(std::uint64_t, beast::string_view, boost::system::error_code&)>
       on_chunk_;
-  std::string events_;  // received event-stream text not yet handled
+  sb::sse::SseDecoder decoder_;
+  std::vector<sb::sse::SseEvent> events_;  // decoded, not yet handled
   std::optional<beast::tcp_stream> result_stream_;
   beast::flat_buffer result_buffer_;
 };

@@ -4,7 +4,8 @@
 // LF of a CRLF, inside a UTF-8 sequence or the BOM) and complete events come out.
 //
 // Standalone on purpose (depends only on util/error.hpp): the model providers use it for LLM
-// streams and the C++ client SDK for the server's /event and client-tool streams.
+// streams, the black-box tests and the benchmarks for the server's own event streams (/event,
+// the client-tool streams). The C++ client SDK ships on its own and keeps its own parser.
 // Not thread-safe: one decoder per stream.
 #include <cstddef>
 #include <cstdint>

@@ -487,50 +487,15 @@ void SseClient::on_body(std::string_view bytes) {
 }
 
 void SseClient::on_text(std::string_view text) {
-  text_.append(text);
-  std::size_t pos = 0;
-  std::vector<SseEvent> done;
-  for (;;) {
-    std::size_t eol = text_.find('\n', pos);
-    if (eol == std::string::npos) break;
-    std::string_view line(text_.data() + pos, eol - pos);
-    pos = eol + 1;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) {
-      if (current_has_fields_) {
-        if (!current_.data.empty() && current_.data.back() == '\n') current_.data.pop_back();
-        done.push_back(std::move(current_));
-      }
-      current_ = SseEvent{};
-      current_has_fields_ = false;
-      continue;
-    }
-    if (line.front() == ':') continue;  // a comment
-    std::string_view field = line, value;
-    if (auto colon = line.find(':'); colon != std::string_view::npos) {
-      field = line.substr(0, colon);
-      value = line.substr(colon + 1);
-      if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-    }
-    if (field == "data") {
-      current_.data.append(value);
-      current_.data.push_back('\n');
-    } else if (field == "event") {
-      current_.event = std::string(value);
-    } else if (field == "id") {
-      current_.id = std::string(value);
-    } else {
-      continue;  // "retry" and unknown fields
-    }
-    current_has_fields_ = true;
-  }
-  text_.erase(0, pos);
-  if (!done.empty()) {
-    std::lock_guard lock(mutex_);
-    for (auto& e : done)
-      events_.push_back(std::move(e));
-    changed_.notify_all();
-  }
+  std::vector<sse::SseEvent> decoded;
+  bool failed = !decoder_.feed(text, decoded);
+  if (decoded.empty() && !failed) return;
+  std::lock_guard lock(mutex_);
+  for (auto& e : decoded)
+    events_.push_back(SseEvent{e.id.empty() ? std::nullopt : std::optional<std::string>(e.id),
+                               std::move(e.type), std::move(e.data)});
+  if (failed) closed_ = true;
+  changed_.notify_all();
 }
 
 std::optional<SseEvent> SseClient::next_event(std::chrono::milliseconds timeout) {

@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "provider/sse_decoder.hpp"
+
 namespace sb::test {
 
 using namespace std::chrono_literals;
@@ -87,7 +89,9 @@ class RawConnection {
   bool eof_ = false;
 };
 
-// One Server-Sent Event. `event` is "message" when the frame has no `event:` field.
+// One Server-Sent Event. `event` is "message" when the frame has no `event:` field; `id` is the
+// stream's last event id when the event came (a browser's `lastEventId`), nullopt while the
+// stream has sent none.
 struct SseEvent {
   std::optional<std::string> id;
   std::string event = "message";
@@ -135,7 +139,7 @@ class SseClient {
 
  private:
   void start_read();
-  void on_body(std::string_view bytes);  // decodes chunked framing, then parses SSE lines
+  void on_body(std::string_view bytes);  // decodes chunked framing, then the event stream
   void on_text(std::string_view text);
   void parse_head(const std::string& head);
 
@@ -155,10 +159,9 @@ class SseClient {
   enum class ChunkState { Size, Data, DataEnd, Done } chunk_state_ = ChunkState::Size;
   std::uint64_t chunk_left_ = 0;
 
-  // SSE parsing state (reader thread only).
-  std::string text_;
-  SseEvent current_;
-  bool current_has_fields_ = false;
+  // The server's own decoder of model streams (reader thread only). A stream it cannot decode
+  // (an event over its size limit) counts as closed.
+  sse::SseDecoder decoder_;
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;
