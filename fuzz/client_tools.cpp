@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (ids) {
     if (ids->size() > count) sb::fuzz::fail("more tools registered than sent");
     for (const auto& def : registered)
-      if (!sb::clienttool::valid_name(def.name)) sb::fuzz::fail("an invalid tool name accepted");
+      if (!sb::clienttool::valid_name(def->name)) sb::fuzz::fail("an invalid tool name accepted");
   } else if (!registered.empty()) {
     sb::fuzz::fail("a refused registration left tools behind");
   }

@@ -1,5 +1,8 @@
 #include "clienttool/registry.hpp"
 
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 
 #include "clienttool/wire.hpp"
@@ -32,6 +35,7 @@ ClientToolRegistry::ClientToolRegistry(boost::asio::any_io_executor executor,
                                        std::shared_ptr<bus::EventBus> bus, RegistryOptions options)
     : options_(options),
       bus_(std::move(bus)),
+      executor_(executor),
       strand_(boost::asio::make_strand(std::move(executor))),
       timer_(strand_) {
   // Event ids outlive the process: a client that reconnects to a restarted server sends the old
@@ -44,7 +48,7 @@ ClientToolRegistry::ClientToolRegistry(boost::asio::any_io_executor executor,
 
 ClientToolRegistry::~ClientToolRegistry() {
   // Whoever still waits on a call hears that it ended, even when shutdown() was never called.
-  std::vector<CompletionHandler> orphans;
+  std::vector<ExecuteHandler> orphans;
   {
     std::lock_guard lock(mutex_);
     for (auto& [request_id, call] : pending_)
@@ -52,7 +56,24 @@ ClientToolRegistry::~ClientToolRegistry() {
     pending_.clear();
   }
   for (auto& done : orphans)
-    if (done) done(make_error(ErrorCode::Unavailable, "Server shutting down"));
+    complete(std::move(done), make_error(ErrorCode::Unavailable, "Server shutting down"));
+}
+
+void ClientToolRegistry::complete(ExecuteHandler done, ExecuteOutcome outcome) const {
+  if (!done) return;
+  // The slot points into the caller's cancellation signal, which may be gone once it has its
+  // outcome.
+  if (auto slot = boost::asio::get_associated_cancellation_slot(done); slot.is_connected())
+    slot.clear();
+  // Posted, so that it never runs inside the registry; then dispatched to the handler's own
+  // executor (at once when that is this one).
+  boost::asio::post(executor_, [done = std::move(done), outcome = std::move(outcome)]() mutable {
+    auto executor = boost::asio::get_associated_executor(done);
+    boost::asio::dispatch(executor,
+                          [done = std::move(done), outcome = std::move(outcome)]() mutable {
+                            std::move(done)(std::move(outcome));
+                          });
+  });
 }
 
 // ---- tools ----------------------------------------------------------------------------------
@@ -64,7 +85,7 @@ Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::s
     return make_error(
         ErrorCode::InvalidRequest,
         "clientID must be 1-128 letters, digits, '_' or '-', got \"" + client_id + "\"");
-  std::vector<ToolDefinition> defs;
+  std::vector<std::shared_ptr<ToolDefinition>> defs;
   defs.reserve(specs.size());
   for (std::size_t i = 0; i < specs.size(); ++i) {
     auto& spec = specs[i];
@@ -76,15 +97,15 @@ Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::s
     auto schema = CompiledSchema::compile(spec.parameters);
     if (!schema)
       return make_error(ErrorCode::InvalidRequest, at + ".parameters " + schema.error().message);
-    ToolDefinition def;
-    def.id = tool_id_for(client_id, spec.name);
-    def.name = std::move(spec.name);
-    def.client_id = client_id;
-    def.description = std::move(spec.description);
-    def.parameters = std::move(spec.parameters);
-    def.schema = std::move(*schema);
-    def.interactive = spec.interactive;
-    def.session_id = session_id;
+    auto def = std::make_shared<ToolDefinition>();
+    def->id = tool_id_for(client_id, spec.name);
+    def->name = std::move(spec.name);
+    def->client_id = client_id;
+    def->description = std::move(spec.description);
+    def->parameters = std::move(spec.parameters);
+    def->schema = std::move(*schema);
+    def->interactive = spec.interactive;
+    def->session_id = session_id;
     defs.push_back(std::move(def));
   }
 
@@ -94,16 +115,17 @@ Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::s
     // Ids are client_{clientID}_{name}, and both parts may contain '_': client "a" with tool
     // "b_c" and client "a_b" with tool "c" would share an id. The first owner keeps it.
     for (const auto& def : defs) {
-      auto owner = tool_owner_.find(def.id);
+      auto owner = tool_owner_.find(def->id);
       if (owner != tool_owner_.end() && owner->second != client_id)
-        return make_error(ErrorCode::Conflict, "tool id " + def.id + " already belongs to client " +
-                                                   owner->second + "; choose another tool name");
+        return make_error(ErrorCode::Conflict, "tool id " + def->id +
+                                                   " already belongs to client " + owner->second +
+                                                   "; choose another tool name");
     }
     auto& client = clients_[client_id];
     for (auto& def : defs) {
-      ids.push_back(def.id);
-      tool_owner_[def.id] = client_id;
-      client.tools.insert_or_assign(def.id, std::move(def));
+      ids.push_back(def->id);
+      tool_owner_[def->id] = client_id;
+      client.tools.insert_or_assign(def->id, std::move(def));
     }
   }
   bus_->publish("client-tool.registered",
@@ -159,9 +181,10 @@ std::vector<std::string> ClientToolRegistry::unregister(
   return removed;
 }
 
-std::vector<ToolDefinition> ClientToolRegistry::get_tools(const std::string& client_id) const {
+std::vector<ClientToolRegistry::Definition> ClientToolRegistry::get_tools(
+    const std::string& client_id) const {
   std::lock_guard lock(mutex_);
-  std::vector<ToolDefinition> out;
+  std::vector<Definition> out;
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return out;
   for (const auto& [id, def] : it->second.tools)
@@ -169,23 +192,23 @@ std::vector<ToolDefinition> ClientToolRegistry::get_tools(const std::string& cli
   return out;
 }
 
-std::map<std::string, ToolDefinition> ClientToolRegistry::get_all_tools() const {
+std::map<std::string, ClientToolRegistry::Definition> ClientToolRegistry::get_all_tools() const {
   std::lock_guard lock(mutex_);
-  std::map<std::string, ToolDefinition> out;
+  std::map<std::string, Definition> out;
   for (const auto& [client_id, client] : clients_)
     for (const auto& [id, def] : client.tools)
       out.emplace(id, def);
   return out;
 }
 
-std::optional<ToolDefinition> ClientToolRegistry::get_tool(const std::string& tool_id) const {
+ClientToolRegistry::Definition ClientToolRegistry::get_tool(const std::string& tool_id) const {
   std::lock_guard lock(mutex_);
   auto owner = tool_owner_.find(tool_id);
-  if (owner == tool_owner_.end()) return std::nullopt;
+  if (owner == tool_owner_.end()) return nullptr;
   auto client = clients_.find(owner->second);
-  if (client == clients_.end()) return std::nullopt;
+  if (client == clients_.end()) return nullptr;
   auto def = client->second.tools.find(tool_id);
-  if (def == client->second.tools.end()) return std::nullopt;
+  if (def == client->second.tools.end()) return nullptr;
   return def->second;
 }
 
@@ -216,13 +239,22 @@ std::optional<std::string> ClientToolRegistry::resolve_locked(const std::string&
 
 // ---- calls ----------------------------------------------------------------------------------
 
-Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, CompletionHandler done,
+void ClientToolRegistry::initiate_execute(ExecuteParams params, ProgressHandler progress,
+                                          ExecuteHandler done) {
+  auto started = start_call(params, progress, done);
+  if (!started) complete(std::move(done), started.error());
+}
+
+Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, ExecuteHandler done,
                                                 ProgressHandler progress) {
-  if (params.tool.empty()) return make_error(ErrorCode::InvalidRequest, "tool is required");
-  std::shared_ptr<const CompiledSchema> schema;
-  std::string tool_id, client_id;
-  bool interactive = false;
-  {
+  return start_call(params, progress, done);
+}
+
+Result<StartedCall> ClientToolRegistry::start_call(ExecuteParams& params, ProgressHandler& progress,
+                                                   ExecuteHandler& done) {
+  Definition def = std::move(params.definition);
+  if (!def) {
+    if (params.tool.empty()) return make_error(ErrorCode::InvalidRequest, "tool is required");
     std::lock_guard lock(mutex_);
     if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
     auto resolved = resolve_locked(params.tool, params.client_id);
@@ -231,21 +263,20 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
       if (!params.client_id.empty()) msg += " (client " + params.client_id + ")";
       return make_error(ErrorCode::NotFound, msg);
     }
-    tool_id = *resolved;
-    client_id = tool_owner_.at(tool_id);
-    const auto& def = clients_.at(client_id).tools.at(tool_id);
-    schema = def.schema;
-    interactive = def.interactive;
+    def = clients_.at(tool_owner_.at(*resolved)).tools.at(*resolved);
   }
+  const std::string& tool_id = def->id;
+  const std::string& client_id = def->client_id;
   // The input keeps the caller's storage (the execute route parses into a buffer on its stack):
   // moved into a value without a copy, validated, and serialized once into the request.
   json::value input(std::move(params.input));
   // Validation is the expensive part; the schema is immutable, so no lock is needed.
-  if (auto valid = schema->validate(input); !valid) return valid.error();
+  if (!params.input_checked)
+    if (auto valid = def->schema->validate(input); !valid) return valid.error();
 
   // A person answers an interactive tool (a dialog, a form): they get the longest wait, not the
   // few seconds a program needs.
-  milliseconds fallback = interactive ? options_.max_timeout : options_.default_timeout;
+  milliseconds fallback = def->interactive ? options_.max_timeout : options_.default_timeout;
   milliseconds timeout = std::min(params.timeout.value_or(fallback), options_.max_timeout);
   if (timeout.count() <= 0)
     return make_error(ErrorCode::InvalidRequest, "timeout must be a positive number of ms");
@@ -273,9 +304,9 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
     std::lock_guard lock(mutex_);
     if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
     auto cit = clients_.find(client_id);
-    // The tool may have gone while the input was validated.
+    // The tool may have gone while the input was validated (or since the caller found it).
     if (cit == clients_.end() || !cit->second.tools.count(tool_id))
-      return make_error(ErrorCode::NotFound, "Unknown client tool: " + params.tool);
+      return make_error(ErrorCode::NotFound, "Unknown client tool: " + tool_id);
     ClientState& client = cit->second;
     // The pending-call limits count calls, not time: checked before the rate limit, so that a
     // refused call does not use up the client's executions of the minute.
@@ -322,7 +353,9 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
     PendingCall call;
     call.call = started;
     call.message = message;
-    call.done = std::move(done);
+    // Swapped in: Boost 1.81's move assignment of any_completion_handler wraps the handler in
+    // itself, without end.
+    call.done.swap(done);
     call.progress = std::move(progress);
     call.timeout = timeout;
     call.hard_deadline = now + options_.max_timeout;
@@ -330,6 +363,17 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, Completion
     call.request = std::move(req);
     client.pending.emplace(message->seq, started.request_id);
     auto [pit, inserted] = pending_.emplace(started.request_id, std::move(call));
+    // The caller gives up through the handler's slot. The cancel is posted: it completes the
+    // handler, which must not happen inside the slot's own callback.
+    if (auto slot = boost::asio::get_associated_cancellation_slot(pit->second.done);
+        slot.is_connected())
+      slot.assign([weak = weak_from_this(), request_id = started.request_id,
+                   reason = std::move(params.cancel_reason),
+                   executor = executor_](boost::asio::cancellation_type) {
+        boost::asio::post(executor, [weak, request_id, why = reason ? reason() : "cancelled"] {
+          if (auto self = weak.lock()) self->cancel(request_id, why);
+        });
+      });
     if (client.sink) deliver_locked(client, pit->second, effects);
     start = need_ticker_locked();
   }
@@ -401,9 +445,8 @@ void ClientToolRegistry::finish_locked(const std::string& request_id, ExecuteOut
       bus->publish(type, std::move(props));
     });
   }
-  effects.push_back([done = std::move(call.done), outcome = std::move(outcome)]() mutable {
-    if (done) done(std::move(outcome));
-  });
+  // Only posted here, so it may be done under the lock.
+  complete(std::move(call.done), std::move(outcome));
 }
 
 Result<void> ClientToolRegistry::submit_result(const std::string& request_id,

@@ -4,12 +4,15 @@
 // guarantees of design.md: every call ends exactly once, cancels reach the client, results are
 // bound to the call, reconnection within a grace period loses nothing).
 //
-// Thread-safe: every public function may be called from any thread. Completion handlers and
-// sinks are called outside the registry's lock. Deadlines (call timeouts, reconnect grace) are
+// Thread-safe: every public function may be called from any thread. Sinks are called outside
+// the registry's lock; a call's completion handler runs on its associated executor (posted,
+// never inside the registry). Deadlines (call timeouts, reconnect grace) are
 // checked by one periodic ticker (kTick) on a strand of the executor given at construction, which
 // runs only while a call is pending or a grace is running: a call times out, and a grace ends,
 // up to kTick after its deadline. That costs a call nothing to arm and nothing to disarm.
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
@@ -56,17 +59,25 @@ class ClientSink {
 struct ExecuteParams {
   std::string client_id;  // optional; when given, `tool` may be the client's own tool name
   std::string tool;       // full id client_{clientID}_{name}, or the name with client_id
-  json::object input;     // any storage: execute() serializes it and keeps no reference
+  // The tool as the caller found it (a session's offer): `tool` is not looked up again, and
+  // when `input_checked` the input was already validated against this definition's schema.
+  std::shared_ptr<const ToolDefinition> definition;
+  bool input_checked = false;
+  json::object input;  // any storage: execute() serializes it and keeps no reference
   std::string session_id;
   std::string message_id;  // generated when empty
   std::string call_id;     // generated when empty
   std::optional<milliseconds> timeout;
+  // Why the caller gave up, asked when the cancellation slot of the call's handler fires (the
+  // client gets it with the cancel). Unset: "cancelled".
+  std::function<std::string()> cancel_reason;
 };
 
 // How a call ended: the client's response (success or its own error), or why the server gave up
 // (Timeout, Unavailable: client disconnected / tool unregistered / cancelled / shutting down).
 using ExecuteOutcome = Result<ToolResponse>;
-using CompletionHandler = std::function<void(ExecuteOutcome)>;
+using ExecuteSignature = void(ExecuteOutcome);
+using ExecuteHandler = boost::asio::any_completion_handler<ExecuteSignature>;
 struct Progress {
   json::object metadata;
   std::optional<std::string> title;
@@ -97,18 +108,34 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   std::vector<std::string> unregister(const std::string& client_id,
                                       const std::optional<std::vector<std::string>>& ids);
 
-  std::vector<ToolDefinition> get_tools(const std::string& client_id) const;
-  std::map<std::string, ToolDefinition> get_all_tools() const;
-  // One registered tool by its full id.
-  std::optional<ToolDefinition> get_tool(const std::string& tool_id) const;
+  // Definitions are shared, never copied: a registration replaces them, it does not change them.
+  using Definition = std::shared_ptr<const ToolDefinition>;
+  std::vector<Definition> get_tools(const std::string& client_id) const;
+  std::map<std::string, Definition> get_all_tools() const;
+  // One registered tool by its full id; null when there is none.
+  Definition get_tool(const std::string& tool_id) const;
   std::optional<std::string> find_client_for_tool(const std::string& tool_id) const;
   bool is_client_tool(const std::string& tool_id) const;
 
+  // A call to a client tool, as an Asio operation completing with the call's outcome: the
+  // client's response, or why it could not be made or the server gave up (below). Emitting on
+  // the handler's cancellation slot ends the call with Unavailable "Cancelled: <reason>" and
+  // sends the client a cancel. `progress` is called for each progress report before the end.
+  template <typename CompletionToken>
+  auto async_execute(ExecuteParams params, ProgressHandler progress, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, ExecuteSignature>(
+        [self = shared_from_this()](auto handler, ExecuteParams params, ProgressHandler progress) {
+          self->initiate_execute(std::move(params), std::move(progress),
+                                 ExecuteHandler(std::move(handler)));
+        },
+        token, std::move(params), std::move(progress));
+  }
+
   // Starts a call: resolves the tool (NotFound), validates the input against its schema
   // (InvalidRequest naming the path), applies the pending-call limits and the rate limit
-  // (RateLimited), then queues the request for the client. `done` is called exactly once, from any
-  // thread; `progress` for each progress report before that.
-  Result<StartedCall> execute(ExecuteParams params, CompletionHandler done,
+  // (RateLimited), then queues the request for the client. On success `done` is completed
+  // exactly once, as async_execute's handler is; on an error it is dropped uncalled.
+  Result<StartedCall> execute(ExecuteParams params, ExecuteHandler done,
                               ProgressHandler progress = {});
 
   // A client's answer. NotFound for an id never issued, Conflict for one that already ended,
@@ -146,7 +173,7 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
     StartedCall call;
     std::shared_ptr<const ClientMessage> message;
     ExecutionRequest request;
-    CompletionHandler done;
+    ExecuteHandler done;
     ProgressHandler progress;
     milliseconds timeout;
     Clock::time_point hard_deadline;
@@ -155,7 +182,7 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   };
 
   struct ClientState {
-    std::map<std::string, ToolDefinition> tools;
+    std::map<std::string, Definition> tools;
     std::shared_ptr<ClientSink> sink;
     std::uint64_t connection = 0;
     std::optional<Clock::time_point> grace;                   // when a dropped client's grace ends
@@ -169,6 +196,14 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
 
   ClientToolRegistry(boost::asio::any_io_executor executor, std::shared_ptr<bus::EventBus> bus,
                      RegistryOptions options);
+
+  void initiate_execute(ExecuteParams params, ProgressHandler progress, ExecuteHandler done);
+  // execute(), taking `done` (and `progress`) only when the call starts.
+  Result<StartedCall> start_call(ExecuteParams& params, ProgressHandler& progress,
+                                 ExecuteHandler& done);
+  // Runs `done` with `outcome` on its executor (the registry's when it has none), after
+  // disconnecting its cancellation slot.
+  void complete(ExecuteHandler done, ExecuteOutcome outcome) const;
 
   std::optional<std::string> resolve_locked(const std::string& tool,
                                             const std::string& client_id) const;
@@ -187,6 +222,7 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
 
   const RegistryOptions options_;
   std::shared_ptr<bus::EventBus> bus_;
+  boost::asio::any_io_executor executor_;  // where handlers without an executor of their own run
   boost::asio::strand<boost::asio::any_io_executor> strand_;
   boost::asio::steady_timer timer_;  // the ticker; used only on strand_
 

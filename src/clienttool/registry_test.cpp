@@ -2,13 +2,20 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -100,7 +107,7 @@ class FakeSink : public ClientSink {
 // check that there was exactly one.
 class Completion {
  public:
-  CompletionHandler handler() const {
+  std::function<void(ExecuteOutcome)> handler() const {
     return [state = state_](ExecuteOutcome outcome) {
       {
         std::lock_guard lock(state->mutex);
@@ -247,7 +254,7 @@ class RegistryTest : public ::testing::Test {
   std::vector<std::string> tool_ids(const std::string& client) const {
     std::vector<std::string> ids;
     for (auto& def : registry_->get_tools(client))
-      ids.push_back(def.id);
+      ids.push_back(def->id);
     return ids;
   }
 
@@ -275,7 +282,7 @@ TEST_F(RegistryTest, RegisterReturnsIdsInClientIdNameFormat) {
   ASSERT_EQ(tools.size(), 2u);
   const ToolDefinition* get_time = nullptr;
   for (auto& t : tools)
-    if (t.id == "client_c1_get_time") get_time = &t;
+    if (t->id == "client_c1_get_time") get_time = t.get();
   ASSERT_NE(get_time, nullptr);
   EXPECT_EQ(get_time->name, "get_time");
   EXPECT_EQ(get_time->client_id, "c1");
@@ -291,10 +298,10 @@ TEST_F(RegistryTest, GetAllToolsSpansClients) {
   register_ok("c2", {spec("a")});
   auto all = registry_->get_all_tools();
   ASSERT_EQ(all.size(), 3u);
-  EXPECT_EQ(all.at("client_c1_a").client_id, "c1");
-  EXPECT_EQ(all.at("client_c1_b").client_id, "c1");
-  EXPECT_EQ(all.at("client_c2_a").client_id, "c2");
-  EXPECT_EQ(all.at("client_c2_a").id, "client_c2_a");
+  EXPECT_EQ(all.at("client_c1_a")->client_id, "c1");
+  EXPECT_EQ(all.at("client_c1_b")->client_id, "c1");
+  EXPECT_EQ(all.at("client_c2_a")->client_id, "c2");
+  EXPECT_EQ(all.at("client_c2_a")->id, "client_c2_a");
 }
 
 TEST_F(RegistryTest, FindClientForToolAndIsClientTool) {
@@ -319,7 +326,7 @@ TEST_F(RegistryTest, AToolIdOwnedByAnotherClientIsAConflict) {
   EXPECT_EQ(registry_->find_client_for_tool("client_a_b_c"), "a");
   EXPECT_TRUE(registry_->get_tools("a_b").empty());
   ASSERT_EQ(registry_->get_tools("a").size(), 1u);
-  EXPECT_EQ(registry_->get_tools("a")[0].description, "first");
+  EXPECT_EQ(registry_->get_tools("a")[0]->description, "first");
 }
 
 TEST_F(RegistryTest, RegisterPublishesRegisteredEvent) {
@@ -335,8 +342,8 @@ TEST_F(RegistryTest, RegisteringAnExistingIdReplacesIt) {
   register_ok("c1", {spec("t", schema(R"({"type": "object", "required": ["new"]})"), "new")});
   auto tools = registry_->get_tools("c1");
   ASSERT_EQ(tools.size(), 1u);
-  EXPECT_EQ(tools[0].id, "client_c1_t");
-  EXPECT_EQ(tools[0].description, "new");
+  EXPECT_EQ(tools[0]->id, "client_c1_t");
+  EXPECT_EQ(tools[0]->description, "new");
 
   // The new schema is the one that applies.
   Completion done;
@@ -410,7 +417,7 @@ TEST_F(RegistryTest, RegistrationIsAllOrNothing) {
 
   auto tools = registry_->get_tools("c1");
   ASSERT_EQ(tools.size(), 1u);
-  EXPECT_EQ(tools[0].description, "v1");
+  EXPECT_EQ(tools[0]->description, "v1");
   EXPECT_FALSE(registry_->is_client_tool("client_c1_fresh"));
   EXPECT_EQ(events_.of_type("client-tool.registered").size(), 1u);
 }
@@ -695,6 +702,83 @@ TEST_F(RegistryTest, ResultForUnknownRequestIsNotFound) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::NotFound);
   EXPECT_TRUE(Contains(r.error().message, "req_never_issued"));
+}
+
+// ---- the awaitable ----------------------------------------------------------------------------
+
+// async_execute awaited by a coroutine on the registry's executor, as the session's client tool
+// and the execute route await it; `give_up`, when given, is bound to its cancellation slot.
+std::future<ExecuteOutcome> awaited(
+    std::shared_ptr<ClientToolRegistry> registry, ExecuteParams p, boost::asio::io_context& io,
+    std::shared_ptr<boost::asio::cancellation_signal> give_up = {}) {
+  auto call = [registry, p = std::move(p),
+               give_up]() mutable -> boost::asio::awaitable<ExecuteOutcome> {
+    ProgressHandler none;
+    if (!give_up)
+      co_return co_await registry->async_execute(std::move(p), std::move(none),
+                                                 boost::asio::use_awaitable);
+    auto token = boost::asio::bind_cancellation_slot(give_up->slot(), boost::asio::use_awaitable);
+    co_return co_await registry->async_execute(std::move(p), std::move(none), token);
+  };
+  return boost::asio::co_spawn(io, std::move(call), boost::asio::use_future);
+}
+
+// The requests `sink` was sent, once there is one (waiting up to kWait).
+std::vector<MessagePtr> first_requests(const FakeSink& sink) {
+  for (auto deadline = Clock::now() + kWait; sink.requests().empty() && Clock::now() < deadline;)
+    std::this_thread::sleep_for(1ms);
+  return sink.requests();
+}
+
+TEST_F(RegistryTest, AnAwaitedCallEndsWithTheClientsAnswer) {
+  register_ok("c1", {spec("t")});
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "sse");
+  auto outcome = awaited(registry_, params("client_c1_t", json::object{{"x", 1}}), io_);
+  auto requests = first_requests(*sink);
+  ASSERT_EQ(requests.size(), 1u);
+  ASSERT_TRUE(registry_->submit_result(requests[0]->request_id, "c1", success("42")));
+  ASSERT_EQ(outcome.wait_for(kWait), std::future_status::ready);
+  auto ended = outcome.get();
+  ASSERT_TRUE(ended.has_value()) << ended.error().message;
+  EXPECT_EQ(ended->output, "42");
+  EXPECT_EQ(registry_->pending_count(), 0u);
+}
+
+TEST_F(RegistryTest, AnAwaitedCallThatCannotStartEndsWithWhy) {
+  auto outcome = awaited(registry_, params("client_c1_nothing"), io_);
+  ASSERT_EQ(outcome.wait_for(kWait), std::future_status::ready);
+  auto ended = outcome.get();
+  ASSERT_FALSE(ended.has_value());
+  EXPECT_EQ(ended.error().code, ErrorCode::NotFound);
+  EXPECT_TRUE(Contains(ended.error().message, "client_c1_nothing"));
+}
+
+TEST_F(RegistryTest, TheCallersSlotCancelsTheCallAndTheClientHearsWhy) {
+  register_ok("c1", {spec("t")});
+  auto sink = std::make_shared<FakeSink>();
+  registry_->attach("c1", sink, 0, "sse");
+  auto give_up = std::make_shared<boost::asio::cancellation_signal>();
+  auto p = params("client_c1_t");
+  p.cancel_reason = [] { return std::string("the user pressed stop"); };
+  auto outcome = awaited(registry_, std::move(p), io_, give_up);
+  auto requests = first_requests(*sink);
+  ASSERT_EQ(requests.size(), 1u);
+  std::string request_id = requests[0]->request_id;
+  // Emitted on the registry's thread, as the execute route and the session do.
+  boost::asio::post(io_, [give_up] { give_up->emit(boost::asio::cancellation_type::terminal); });
+  ASSERT_EQ(outcome.wait_for(kWait), std::future_status::ready);
+  auto ended = outcome.get();
+  ASSERT_FALSE(ended.has_value());
+  EXPECT_EQ(ended.error().code, ErrorCode::Unavailable);
+  EXPECT_EQ(ended.error().message, "Cancelled: the user pressed stop");
+  auto cancel = sink->wait_cancel(request_id);
+  ASSERT_NE(cancel, nullptr);
+  EXPECT_EQ(cancel->reason, "the user pressed stop");
+  EXPECT_EQ(registry_->pending_count(), 0u);
+  // The call is over: a late answer is refused.
+  EXPECT_EQ(registry_->submit_result(request_id, "c1", success("late")).error().code,
+            ErrorCode::Conflict);
 }
 
 // ---- timeouts ---------------------------------------------------------------------------------
@@ -1316,6 +1400,7 @@ TEST_F(RegistryTest, CancelledCallIsNotDeliveredWhenTheClientConnectsLater) {
   auto sink = std::make_shared<FakeSink>();
   registry_->attach("c1", sink, 0, "sse");
   EXPECT_TRUE(sink->messages().empty());
+  EXPECT_TRUE(done.wait().has_value()) << "the caller heard the call end";
   EXPECT_EQ(done.count(), 1u);
 }
 

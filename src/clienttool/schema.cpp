@@ -10,9 +10,6 @@
 #include <valijson/validation_results.hpp>
 #include <valijson/validator.hpp>
 
-#include <mutex>
-#include <unordered_map>
-
 namespace sb::clienttool {
 
 CompiledSchema::CompiledSchema() : schema_(std::make_unique<valijson::Schema>()) {}
@@ -23,26 +20,6 @@ Result<std::shared_ptr<const CompiledSchema>> CompiledSchema::compile(const json
     return make_error(ErrorCode::InvalidRequest,
                       "must be a JSON Schema object, got " + std::string(kind_name(schema)));
   return compile(schema.get_object());
-}
-
-Result<std::shared_ptr<const CompiledSchema>> CompiledSchema::compile(const json::object& obj) {
-  // Compiling costs far more than serializing (and a compiled schema about 1.3 KB), so each
-  // distinct schema is compiled once. Keyed by the text: a schema is immutable once compiled.
-  // Bounded, because tools come and go; dropping the cache never invalidates a schema in use.
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::shared_ptr<const CompiledSchema>> cache;
-  constexpr std::size_t kMaxEntries = 512;
-  std::string key = json::serialize(obj);
-  {
-    std::lock_guard lock(mutex);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-  }
-  auto compiled = compile_uncached(obj);
-  if (!compiled) return compiled.error();
-  std::lock_guard lock(mutex);
-  if (cache.size() >= kMaxEntries) cache.clear();
-  cache.emplace(std::move(key), *compiled);
-  return compiled;
 }
 
 namespace {
@@ -229,8 +206,7 @@ void populate(const json::value& document, valijson::Schema& out,
 
 }  // namespace
 
-Result<std::shared_ptr<const CompiledSchema>> CompiledSchema::compile_uncached(
-    const json::object& obj) {
+Result<std::shared_ptr<const CompiledSchema>> CompiledSchema::compile(const json::object& obj) {
   if (auto r = check_multiple_of(obj); !r) return r.error();
   if (auto it = obj.find("type"); it != obj.end()) {
     if (!it->value().is_string() || it->value().get_string() != "object")

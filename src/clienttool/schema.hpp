@@ -18,8 +18,8 @@ class CompiledSchema {
  public:
   // Fails with InvalidRequest when the document is not an object schema valijson can compile.
   // The top-level "type", when given, must be "object": tool input is always an object.
-  // Compiled schemas are cached by their text: every client of an application registers the same
-  // tools, and the agent prepares arguments against the same schemas for every call.
+  // Compiled once per tool, when it is made (registered, loaded, built in): every call of the
+  // tool is checked with that one.
   static Result<std::shared_ptr<const CompiledSchema>> compile(const json::value& schema);
   static Result<std::shared_ptr<const CompiledSchema>> compile(const json::object& schema);
 
@@ -36,7 +36,6 @@ class CompiledSchema {
 
  private:
   CompiledSchema();
-  static Result<std::shared_ptr<const CompiledSchema>> compile_uncached(const json::object& schema);
   std::unique_ptr<valijson::Schema> schema_;
   // Owned here because the compiled schema's constraints point at them.
   std::vector<std::unique_ptr<PatternProperties>> pattern_properties_;

@@ -143,7 +143,7 @@ Result<void> check_registration_limits(const ServerState& state, const std::stri
   limits.max_schema_bytes = static_cast<std::size_t>(ct.max_schema_bytes);
   std::vector<std::string> registered;
   for (const auto& def : state.registry->get_tools(client_id))
-    registered.push_back(def.name);
+    registered.push_back(def->name);
   return clienttool::check_spec_limits(specs, registered, limits, "tools");
 }
 

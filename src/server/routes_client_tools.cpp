@@ -2,7 +2,8 @@
 // client's SSE stream and WebSocket (their list: client_tool_routes(), in route.hpp).
 #include "server/route.hpp"
 
-#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/beast/websocket.hpp>
 
 #include <sys/socket.h>
@@ -61,70 +62,41 @@ asio::awaitable<Reply> unregister_tools(Call& c) {
   co_return ok(c, json::object{{"success", true}, {"unregistered", clienttool::to_json(removed)}});
 }
 
-// A call's outcome on its way from the registry to the route waiting for it: one small object
-// and a timer wait per execution, instead of a channel and two raced coroutines.
-struct CallWaiter {
-  explicit CallWaiter(asio::any_io_executor ex)
-      : signal(std::move(ex), asio::steady_timer::time_point::max()) {}
-  asio::steady_timer signal;  // never expires; cancelled when the outcome is in
-  std::optional<clienttool::ExecuteOutcome> outcome;
-  bool finished = false;     // the route has its outcome; the peer watch is moot
-  bool peer_closed = false;  // the caller left before the outcome
-};
-
-// Parses the body of POST /client-tools/execute and starts the call. Plain function, so that
-// the body's document lives in a buffer on this stack: only `input` is copied out (once, by
-// the registry, when it serializes the request).
-Result<clienttool::StartedCall> start_execution(ServerState& state, const Request& req,
-                                                clienttool::CompletionHandler done) {
-  unsigned char buffer[4096];
-  json::monotonic_resource resource(buffer, sizeof buffer);
-  json::storage_ptr sp(&resource);
-  auto body = body_object(state, req, sp);
-  if (!body) return body.error();
-  auto params = decode_execute(*body, sp);
-  if (!params) return params.error();
-  return state.registry->execute(std::move(*params), std::move(done));
-}
-
-// Cancels the call when the HTTP caller closes its connection while it waits for the result.
-void watch_caller(tcp::socket& socket, std::shared_ptr<CallWaiter> waiter,
-                  std::shared_ptr<clienttool::ClientToolRegistry> registry,
-                  std::string request_id) {
+// Gives the call up (through its cancellation slot) when the HTTP caller closes its connection
+// while it waits for the result.
+void watch_caller(tcp::socket& socket, std::shared_ptr<asio::cancellation_signal> caller_left) {
   socket.async_wait(tcp::socket::wait_read,
-                    [&socket, waiter = std::move(waiter), registry = std::move(registry),
-                     request_id = std::move(request_id)](boost::system::error_code ec) {
-                      if (ec || waiter->finished) return;  // the outcome came first
+                    [&socket, caller_left = std::move(caller_left)](boost::system::error_code ec) {
+                      if (ec) return;  // the outcome came first: the route cancelled the wait
                       char byte;
                       ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-                      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-                        waiter->peer_closed = true;
-                        registry->cancel(request_id, "caller disconnected");
-                      }
+                      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+                        caller_left->emit(asio::cancellation_type::terminal);
                       // Otherwise the caller pipelined another request: it is still there; wait for
                       // the result alone.
                     });
 }
 
 asio::awaitable<Reply> execute(Call& c) {
-  auto waiter = std::make_shared<CallWaiter>(co_await asio::this_coro::executor);
-  auto started = start_execution(c.state, c.req, [waiter](clienttool::ExecuteOutcome outcome) {
-    // Any thread; the route continues on its own executor.
-    asio::post(waiter->signal.get_executor(), [waiter, outcome = std::move(outcome)]() mutable {
-      waiter->outcome = std::move(outcome);
-      waiter->signal.cancel();
-    });
-  });
-  if (!started) co_return fail(c, started.error());
-  watch_caller(c.stream.socket(), waiter, c.state.registry, started->request_id);
-  while (!waiter->outcome)
-    co_await waiter->signal.async_wait(asio::as_tuple(asio::use_awaitable));
-  waiter->finished = true;
+  // The body's document lives in a buffer in this frame: only `input` is copied out (once, by
+  // the registry, when it serializes the request).
+  unsigned char buffer[4096];
+  json::monotonic_resource resource(buffer, sizeof buffer);
+  json::storage_ptr sp(&resource);
+  auto body = body_object(c.state, c.req, sp);
+  if (!body) co_return fail(c, body.error());
+  auto params = decode_execute(*body, sp);
+  if (!params) co_return fail(c, params.error());
+  params->cancel_reason = [] { return std::string("caller disconnected"); };
+  auto caller_left = std::make_shared<asio::cancellation_signal>();
+  watch_caller(c.stream.socket(), caller_left);
+  // Named, not temporaries in the co_await: GCC 12 destroys those twice.
+  clienttool::ProgressHandler no_progress;
+  auto token = asio::bind_cancellation_slot(caller_left->slot(), asio::use_awaitable);
+  auto outcome =
+      co_await c.state.registry->async_execute(std::move(*params), std::move(no_progress), token);
   boost::system::error_code ignored;
   c.stream.socket().cancel(ignored);  // ends the watch
-  if (waiter->peer_closed)
-    co_return fail(c, make_error(ErrorCode::Unavailable, "caller disconnected"));
-  const auto& outcome = *waiter->outcome;
   if (!outcome) co_return fail(c, outcome.error());
   co_return ok_text(c, clienttool::serialize(*outcome));
 }
@@ -166,14 +138,14 @@ asio::awaitable<Reply> client_tools_of(Call& c) {
   if (!client_id) co_return fail(c, client_id.error());
   json::array out;
   for (const auto& def : c.state.registry->get_tools(*client_id))
-    out.push_back(clienttool::to_json(def));
+    out.push_back(clienttool::to_json(*def));
   co_return ok(c, out);
 }
 
 asio::awaitable<Reply> all_client_tools(Call& c) {
   json::object out;
   for (const auto& [id, def] : c.state.registry->get_all_tools())
-    out[id] = clienttool::to_json(def);
+    out[id] = clienttool::to_json(*def);
   co_return ok(c, out);
 }
 

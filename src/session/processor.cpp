@@ -445,7 +445,6 @@ asio::awaitable<void> Processor::run_tool(std::shared_ptr<Step> step, provider::
   json::value input = call.input;
   tool::ToolPtr tool;
   std::optional<std::string> invalid_reason;
-  bool client_tool = false;
   std::vector<std::string> available;
   for (const auto& t : step->request.tools)
     available.push_back(t.name);
@@ -468,8 +467,6 @@ asio::awaitable<void> Processor::run_tool(std::shared_ptr<Step> step, provider::
     tool_name = "invalid";
     args = json::object{{"tool", call.name}, {"error", *invalid_reason}};
   }
-  auto client_def = deps_.tools->client_tools()->get_tool(tool_name);
-  client_tool = client_def.has_value();
 
   Part& part = parts[call.id];
   part.tool = tool_name;
@@ -536,18 +533,6 @@ asio::awaitable<void> Processor::run_tool(std::shared_ptr<Step> step, provider::
       co_return;
     }
   }
-  if (client_tool) {
-    tool::PermissionRequest request;
-    request.permission = "client_tools";
-    request.patterns = {tool_name};
-    request.always = {tool_name};
-    request.metadata = json::object{{"tool", tool_name}};
-    auto ok = co_await ask(step, call.id, std::move(request));
-    if (!ok) {
-      finish(ok.error());
-      co_return;
-    }
-  }
 
   tool::ToolContext ctx;
   ctx.session_id = session_id;
@@ -571,10 +556,7 @@ asio::awaitable<void> Processor::run_tool(std::shared_ptr<Step> step, provider::
     self->deps_.writer->publish_part(p);
   };
   ctx.awaiting_person = [self, step](bool waiting) { self->awaiting_person(*step->turn, waiting); };
-  bool interactive = client_tool && client_def->interactive;
-  if (interactive) ctx.set_awaiting_person(true);
   auto result = co_await tool->execute(std::move(args), ctx);
-  if (interactive) ctx.set_awaiting_person(false);
   finish(std::move(result));
 }
 

@@ -33,16 +33,14 @@ Result<std::vector<tool::ToolPtr>> offered_tools(const Agent& agent, const Sessi
     session_rules.insert(session_rules.end(), approved.begin(), approved.end());
   }
   std::vector<tool::ToolPtr> out;
-  auto client_defs = registry.client_tools()->get_all_tools();
   for (auto& t : registry.tools("", session_id)) {
     const std::string& id = t->id();
+    const auto* def = tool::client_definition(*t);
     // A session that a client created offers the model that client's tools only.
-    if (auto def = client_defs.find(id);
-        def != client_defs.end() && !owner.empty() && def->second.client_id != owner)
-      continue;
+    if (def && !owner.empty() && def->client_id != owner) continue;
     if (auto s = switches.find(id); s != switches.end() && !s->second) continue;
     if (auto s = agent.tools.find(id); s != agent.tools.end() && !s->second) continue;
-    bool client = client_defs.count(id) > 0;
+    bool client = def != nullptr;
     if (permission::disabled(
             id, {std::cref(agent.permission), std::cref(config_rules), std::cref(session_rules)},
             client))

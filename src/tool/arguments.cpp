@@ -500,18 +500,13 @@ Result<json::object> prepare_arguments(const Tool& tool, json::value args) {
   if (!args.is_object())
     return invalid(tool, "the arguments must be a JSON object, got " + describe(args));
 
-  auto compiled = CompiledSchema::compile(tool.parameters());
-  if (!compiled)
-    return make_error(ErrorCode::Internal, "the " + tool.id() +
-                                               " tool has a parameters schema that cannot be "
-                                               "used: " +
-                                               compiled.error().message);
-  auto checked = (*compiled)->validate(args);
+  const auto& compiled = tool.schema();
+  auto checked = compiled.validate(args);
   if (checked) return std::move(args.get_object());
 
   const json::value root(tool.parameters());
   if (coerce(root, {&root}, args)) {
-    checked = (*compiled)->validate(args);
+    checked = compiled.validate(args);
     if (checked) return std::move(args.get_object());
   }
 

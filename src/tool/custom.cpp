@@ -54,7 +54,11 @@ std::optional<std::string> failure(const ProcessResult& run, std::chrono::millis
 }
 
 // Object schemas without "type" or "properties" are completed: model APIs want both.
-Result<json::object> normalize_parameters(const json::value* given) {
+struct Parameters {
+  json::object schema;
+  std::shared_ptr<const clienttool::CompiledSchema> compiled;
+};
+Result<Parameters> normalize_parameters(const json::value* given) {
   json::object schema;
   if (given && !given->is_null()) {
     if (!given->is_object())
@@ -64,10 +68,10 @@ Result<json::object> normalize_parameters(const json::value* given) {
   }
   if (!schema.contains("type")) schema["type"] = "object";
   if (!schema.contains("properties")) schema["properties"] = json::object{};
-  auto compiled = clienttool::CompiledSchema::compile(json::value(schema));
+  auto compiled = clienttool::CompiledSchema::compile(schema);
   if (!compiled)
     return make_error(ErrorCode::InvalidRequest, "parameters " + compiled.error().message);
-  return schema;
+  return Parameters{std::move(schema), std::move(*compiled)};
 }
 
 Result<CustomToolDefinition> parse_definition(std::string_view basename, const std::string& name,
@@ -96,7 +100,8 @@ Result<CustomToolDefinition> parse_definition(std::string_view basename, const s
   if (!parameters)
     return make_error(ErrorCode::InvalidRequest,
                       "the " + out.id + " tool's " + parameters.error().message);
-  out.parameters = std::move(*parameters);
+  out.parameters = std::move(parameters->schema);
+  out.schema = std::move(parameters->compiled);
   return out;
 }
 
@@ -108,6 +113,7 @@ class CustomTool final : public Tool {
   const std::string& id() const override { return def_.id; }
   const std::string& description() const override { return def_.description; }
   const json::object& parameters() const override { return def_.parameters; }
+  const clienttool::CompiledSchema& schema() const override { return *def_.schema; }
 
   asio::awaitable<Result<ToolResult>> execute(json::object args, ToolContext& ctx) override {
     json::object request{{"args", std::move(args)},     {"sessionID", ctx.session_id},

@@ -45,6 +45,7 @@ struct CustomToolDefinition {
   std::string name;         // argv[1] of a call: "default" or the definition's key
   std::string description;  // for the model
   json::object parameters;  // JSON Schema of the input, an object schema that compiles
+  std::shared_ptr<const clienttool::CompiledSchema> schema;  // `parameters`, compiled
 };
 
 struct CustomToolLoad {

@@ -1,7 +1,7 @@
 #include "tool/registry.hpp"
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
@@ -50,7 +50,7 @@ std::vector<ToolPtr> ToolRegistry::tools(const std::string& /*provider_id*/,
     for (const auto& t : out)
       server_ids.insert(t->id());
     for (auto& [id, def] : client_tools_->get_all_tools()) {
-      if (!def.session_id.empty() && def.session_id != session_id) continue;
+      if (!def->session_id.empty() && def->session_id != session_id) continue;
       if (!server_ids.count(id)) out.push_back(make_client_tool(client_tools_, std::move(def)));
     }
   }
@@ -63,7 +63,7 @@ ToolPtr ToolRegistry::find(const std::string& id, const std::string& session_id)
   if (!client_tools_) return nullptr;
   auto def = client_tools_->get_tool(id);
   if (!def || (!def->session_id.empty() && def->session_id != session_id)) return nullptr;
-  return make_client_tool(client_tools_, std::move(*def));
+  return make_client_tool(client_tools_, std::move(def));
 }
 
 namespace {
@@ -71,39 +71,47 @@ namespace {
 class ClientTool final : public Tool {
  public:
   ClientTool(std::shared_ptr<clienttool::ClientToolRegistry> registry,
-             clienttool::ToolDefinition def)
-      : registry_(std::move(registry)), def_(std::move(def)) {
-    if (def_.parameters.is_object()) parameters_ = def_.parameters.get_object();
-  }
-  const std::string& id() const override { return def_.id; }
-  const std::string& description() const override { return def_.description; }
-  const json::object& parameters() const override { return parameters_; }
+             clienttool::ClientToolRegistry::Definition def)
+      : registry_(std::move(registry)), def_(std::move(def)) {}
+  const std::string& id() const override { return def_->id; }
+  const std::string& description() const override { return def_->description; }
+  // Registration accepts object schemas only.
+  const json::object& parameters() const override { return def_->parameters.get_object(); }
+  const clienttool::CompiledSchema& schema() const override { return *def_->schema; }
+  const clienttool::ToolDefinition& definition() const { return *def_; }
 
   boost::asio::awaitable<Result<ToolResult>> execute(json::object args, ToolContext& ctx) override {
-    using Channel = boost::asio::experimental::concurrent_channel<void(boost::system::error_code,
-                                                                       clienttool::ExecuteOutcome)>;
-    auto channel = std::make_shared<Channel>(co_await boost::asio::this_coro::executor, 1);
+    PermissionRequest request;
+    request.permission = "client_tools";
+    request.patterns = {def_->id};
+    request.always = {def_->id};
+    request.metadata = json::object{{"tool", def_->id}};
+    if (auto allowed = co_await ctx.request_permission(std::move(request)); !allowed)
+      co_return allowed.error();
+    if (ctx.abort->aborted()) co_return make_error(ErrorCode::Unavailable, "aborted");
+
     clienttool::ExecuteParams params;
-    params.tool = def_.id;
+    params.definition = def_;
+    params.input_checked = true;  // the session checked it against this definition's schema
     params.input = std::move(args);
     params.session_id = ctx.session_id;
     params.message_id = ctx.message_id;
     params.call_id = ctx.call_id;
-    auto started = registry_->execute(
-        std::move(params),
-        [channel](clienttool::ExecuteOutcome outcome) {
-          channel->try_send(boost::system::error_code{}, std::move(outcome));
-        },
-        [&ctx](const clienttool::Progress& p) { ctx.report(p.title, p.metadata); });
-    if (!started) co_return started.error();
+    params.cancel_reason = [abort = ctx.abort] {
+      return abort->reason().empty() ? std::string("aborted") : abort->reason();
+    };
     // An abort of the turn becomes a cancel for the client; the call then ends at once.
+    auto give_up = std::make_shared<boost::asio::cancellation_signal>();
     AbortSignal::Registration on_abort(
-        ctx.abort, [registry = registry_, id = started->request_id, signal = ctx.abort] {
-          registry->cancel(id, signal->reason().empty() ? "aborted" : signal->reason());
-        });
-    auto [ec, outcome] =
-        co_await channel->async_receive(boost::asio::as_tuple(boost::asio::use_awaitable));
-    if (ec) co_return make_error(ErrorCode::Internal, "client tool channel: " + ec.message());
+        ctx.abort, [give_up] { give_up->emit(boost::asio::cancellation_type::terminal); });
+    // Named, not temporaries in the co_await: GCC 12 destroys those twice.
+    clienttool::ProgressHandler progress = [report = ctx.metadata](const clienttool::Progress& p) {
+      if (report) report(p.title, p.metadata);
+    };
+    auto token = boost::asio::bind_cancellation_slot(give_up->slot(), boost::asio::use_awaitable);
+    if (def_->interactive) ctx.set_awaiting_person(true);
+    auto outcome = co_await registry_->async_execute(std::move(params), std::move(progress), token);
+    if (def_->interactive) ctx.set_awaiting_person(false);
     if (!outcome) co_return outcome.error();
     if (!outcome->success) co_return make_error(ErrorCode::InvalidRequest, outcome->error);
     co_return ToolResult{outcome->title, outcome->output, outcome->metadata, outcome->attachments};
@@ -111,15 +119,19 @@ class ClientTool final : public Tool {
 
  private:
   std::shared_ptr<clienttool::ClientToolRegistry> registry_;
-  clienttool::ToolDefinition def_;
-  json::object parameters_;
+  clienttool::ClientToolRegistry::Definition def_;
 };
 
 }  // namespace
 
 ToolPtr make_client_tool(std::shared_ptr<clienttool::ClientToolRegistry> registry,
-                         clienttool::ToolDefinition definition) {
+                         clienttool::ClientToolRegistry::Definition definition) {
   return std::make_shared<ClientTool>(std::move(registry), std::move(definition));
+}
+
+const clienttool::ToolDefinition* client_definition(const Tool& tool) {
+  auto* client = dynamic_cast<const ClientTool*>(&tool);
+  return client ? &client->definition() : nullptr;
 }
 
 }  // namespace sb::tool

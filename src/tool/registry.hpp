@@ -52,9 +52,13 @@ class ToolRegistry {
   std::vector<ToolPtr> server_;
 };
 
-// A client tool as the session processor runs it: a call goes through the ClientToolRegistry
-// to the client and waits for its result; an abort cancels it there (the client gets a cancel).
+// A client tool as the session processor runs it. It asks the `client_tools` permission, shows
+// the session awaiting input while a person answers an interactive tool, and makes the call
+// through the ClientToolRegistry with the definition it was made from (no lookup, no second
+// validation); an abort of the turn cancels it there (the client gets a cancel).
 ToolPtr make_client_tool(std::shared_ptr<clienttool::ClientToolRegistry> registry,
-                         clienttool::ToolDefinition definition);
+                         clienttool::ClientToolRegistry::Definition definition);
+// The definition a client tool was made from; null for every other tool.
+const clienttool::ToolDefinition* client_definition(const Tool& tool);
 
 }  // namespace sb::tool

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "clienttool/schema.hpp"
 #include "util/abort.hpp"
 #include "util/error.hpp"
 #include "util/json.hpp"
@@ -77,6 +78,8 @@ class Tool {
   virtual const std::string& id() const = 0;
   virtual const std::string& description() const = 0;
   virtual const json::object& parameters() const = 0;  // JSON Schema of the input object
+  // parameters(), compiled once when the tool is made: every call's input is checked with it.
+  virtual const clienttool::CompiledSchema& schema() const = 0;
   // Errors are values: Result::error().message is what the model sees.
   virtual boost::asio::awaitable<Result<ToolResult>> execute(json::object args,
                                                              ToolContext& ctx) = 0;
@@ -87,22 +90,28 @@ using ToolPtr = std::shared_ptr<Tool>;
 // Base for tools whose id, description and schema are fixed at construction.
 class BasicTool : public Tool {
  public:
-  // `schema_json` is the parameters schema as JSON text; it must parse (a programming error
-  // otherwise, so it throws).
+  // `schema_json` is the parameters schema as JSON text; it must parse and compile (a
+  // programming error otherwise, so it throws).
   BasicTool(std::string id, std::string description, std::string_view schema_json)
       : id_(std::move(id)), description_(std::move(description)) {
     auto doc = parse_json(schema_json);
     if (!doc || !doc->is_object()) throw std::logic_error("bad schema for tool " + id_);
     parameters_ = std::move(doc->get_object());
+    auto compiled = clienttool::CompiledSchema::compile(parameters_);
+    if (!compiled)
+      throw std::logic_error("bad schema for tool " + id_ + ": " + compiled.error().message);
+    schema_ = std::move(*compiled);
   }
   const std::string& id() const override { return id_; }
   const std::string& description() const override { return description_; }
   const json::object& parameters() const override { return parameters_; }
+  const clienttool::CompiledSchema& schema() const override { return *schema_; }
 
  private:
   std::string id_;
   std::string description_;
   json::object parameters_;
+  std::shared_ptr<const clienttool::CompiledSchema> schema_;
 };
 
 }  // namespace sb::tool

@@ -1156,11 +1156,10 @@ TEST_F(ArgumentsTest, WhatOnlyValijsonUnderstandsStillNamesThePath) {
       Contains(a.error().message, "the custom tool was called with invalid arguments: /tag"));
 }
 
-TEST_F(ArgumentsTest, AToolWithAnUnusableSchemaIsAnInternalError) {
-  SchemaTool tool(R"({"type": "string"})");
-  auto a = prepare(tool, "{}");
-  ASSERT_FALSE(a);
-  EXPECT_EQ(a.error().code, ErrorCode::Internal);
+// A tool's schema is compiled when the tool is made: one that is not an object schema is a
+// programming error there, never a failure of a call.
+TEST_F(ArgumentsTest, AToolWithAnUnusableSchemaCannotBeMade) {
+  EXPECT_THROW(SchemaTool(R"({"type": "string"})"), std::logic_error);
 }
 
 TEST_F(ArgumentsTest, ConcurrentPreparationIsSafe) {
