@@ -106,7 +106,7 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   state->registry = clienttool::ClientToolRegistry::create(io.get_executor(), state->bus, options);
   state->permissions =
       permission::PermissionService::create(io.get_executor(), state->bus, permission_options);
-  state->questions = std::make_shared<question::QuestionService>(state->bus);
+  state->questions = std::make_shared<question::QuestionService>(io.get_executor(), state->bus);
 
   // Built-in tools in seed 004's order.
   auto tools = std::make_shared<tool::ToolRegistry>(state->registry, tool::RegistryOptions{batch});

@@ -1,11 +1,10 @@
 #include "clienttool/registry.hpp"
 
 #include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 
 #include "clienttool/wire.hpp"
+#include "util/complete.hpp"
 #include "util/ids.hpp"
 #include "util/log.hpp"
 
@@ -56,24 +55,8 @@ ClientToolRegistry::~ClientToolRegistry() {
     pending_.clear();
   }
   for (auto& done : orphans)
-    complete(std::move(done), make_error(ErrorCode::Unavailable, "Server shutting down"));
-}
-
-void ClientToolRegistry::complete(ExecuteHandler done, ExecuteOutcome outcome) const {
-  if (!done) return;
-  // The slot points into the caller's cancellation signal, which may be gone once it has its
-  // outcome.
-  if (auto slot = boost::asio::get_associated_cancellation_slot(done); slot.is_connected())
-    slot.clear();
-  // Posted, so that it never runs inside the registry; then dispatched to the handler's own
-  // executor (at once when that is this one).
-  boost::asio::post(executor_, [done = std::move(done), outcome = std::move(outcome)]() mutable {
-    auto executor = boost::asio::get_associated_executor(done);
-    boost::asio::dispatch(executor,
-                          [done = std::move(done), outcome = std::move(outcome)]() mutable {
-                            std::move(done)(std::move(outcome));
-                          });
-  });
+    complete_later(executor_, std::move(done),
+                   make_error(ErrorCode::Unavailable, "Server shutting down"));
 }
 
 // ---- tools ----------------------------------------------------------------------------------
@@ -242,7 +225,7 @@ std::optional<std::string> ClientToolRegistry::resolve_locked(const std::string&
 void ClientToolRegistry::initiate_execute(ExecuteParams params, ProgressHandler progress,
                                           ExecuteHandler done) {
   auto started = start_call(params, progress, done);
-  if (!started) complete(std::move(done), started.error());
+  if (!started) complete_later(executor_, std::move(done), started.error());
 }
 
 Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, ExecuteHandler done,
@@ -446,7 +429,7 @@ void ClientToolRegistry::finish_locked(const std::string& request_id, ExecuteOut
     });
   }
   // Only posted here, so it may be done under the lock.
-  complete(std::move(call.done), std::move(outcome));
+  complete_later(executor_, std::move(call.done), std::move(outcome));
 }
 
 Result<void> ClientToolRegistry::submit_result(const std::string& request_id,

@@ -201,9 +201,6 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   // execute(), taking `done` (and `progress`) only when the call starts.
   Result<StartedCall> start_call(ExecuteParams& params, ProgressHandler& progress,
                                  ExecuteHandler& done);
-  // Runs `done` with `outcome` on its executor (the registry's when it has none), after
-  // disconnecting its cancellation slot.
-  void complete(ExecuteHandler done, ExecuteOutcome outcome) const;
 
   std::optional<std::string> resolve_locked(const std::string& tool,
                                             const std::string& client_id) const;

@@ -1,5 +1,9 @@
 #include "question/service.hpp"
 
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/post.hpp>
+
+#include "util/complete.hpp"
 #include "util/ids.hpp"
 
 namespace sb::question {
@@ -15,22 +19,45 @@ QuestionService::~QuestionService() {
   shutdown();
 }
 
-std::string QuestionService::ask(Question q, AnswerHandler done) {
+void QuestionService::ask(Question q, AnswerHandler done) {
   q.id = ids::make("que");
   std::string id = q.id;
-  json::object event = to_json(q);
   if (shutting_down_) {
-    done(make_error(ErrorCode::Unavailable, "the server is shutting down"));
-    return id;
+    complete_later(executor_, std::move(done),
+                   Answer(make_error(ErrorCode::Unavailable, "the server is shutting down")));
+    return;
   }
+  json::object event = to_json(q);
+  auto slot = boost::asio::get_associated_cancellation_slot(done);
   pending_.emplace(id, Pending{std::move(q), std::move(done)});
+  // The waiter gave up (its turn was aborted): posted, since ending the question completes the
+  // handler, which must not happen inside the slot's own callback.
+  if (slot.is_connected())
+    slot.assign(
+        [weak = weak_from_this(), id, executor = executor_](boost::asio::cancellation_type) {
+          boost::asio::post(executor, [weak, id] {
+            auto self = weak.lock();
+            if (!self) return;
+            if (auto it = self->pending_.find(id); it != self->pending_.end())
+              self->end(it, "question.rejected", make_error(ErrorCode::Unavailable, "cancelled"));
+          });
+        });
   bus_->publish("question.asked", std::move(event));
-  return id;
+}
+
+void QuestionService::end(std::map<std::string, Pending>::iterator it, const char* event,
+                          Answer answer) {
+  // Out of the table before anything runs: a subscriber may call back into the service.
+  AnswerHandler done(std::move(it->second.done));
+  std::string session_id = std::move(it->second.question.session_id);
+  std::string id = it->first;
+  pending_.erase(it);
+  bus_->publish(event, json::object{{"sessionID", std::move(session_id)}, {"requestID", id}});
+  complete_later(executor_, std::move(done), std::move(answer));
 }
 
 Result<void> QuestionService::reply(const std::string& id,
                                     std::vector<std::vector<std::string>> answers) {
-  Pending p;
   auto it = pending_.find(id);
   if (it == pending_.end()) return make_error(ErrorCode::NotFound, "Unknown question: " + id);
   if (answers.size() != it->second.question.questions.size())
@@ -38,43 +65,27 @@ Result<void> QuestionService::reply(const std::string& id,
                       "answers must have one entry per question (" +
                           std::to_string(it->second.question.questions.size()) + "), got " +
                           std::to_string(answers.size()));
-  p = std::move(it->second);
-  pending_.erase(it);
-  bus_->publish("question.replied",
-                json::object{{"sessionID", p.question.session_id}, {"requestID", id}});
-  p.done(std::move(answers));
+  end(it, "question.replied", std::move(answers));
   return {};
 }
 
 Result<void> QuestionService::reject(const std::string& id) {
-  Pending p;
   auto it = pending_.find(id);
   if (it == pending_.end()) return make_error(ErrorCode::NotFound, "Unknown question: " + id);
-  p = std::move(it->second);
-  pending_.erase(it);
-  bus_->publish("question.rejected",
-                json::object{{"sessionID", p.question.session_id}, {"requestID", id}});
-  p.done(make_error(ErrorCode::Forbidden, "The user dismissed this question"));
+  end(it, "question.rejected",
+      make_error(ErrorCode::Forbidden, "The user dismissed this question"));
   return {};
 }
 
 std::size_t QuestionService::cancel_session(const std::string& session_id,
                                             const std::string& reason) {
-  std::vector<Pending> ended;
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->second.question.session_id == session_id) {
-      ended.push_back(std::move(it->second));
-      it = pending_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto& p : ended) {
-    bus_->publish("question.rejected",
-                  json::object{{"sessionID", session_id}, {"requestID", p.question.id}});
-    p.done(make_error(ErrorCode::Unavailable, "Cancelled: " + reason));
-  }
-  return ended.size();
+  std::vector<std::string> ids;
+  for (const auto& [id, p] : pending_)
+    if (p.question.session_id == session_id) ids.push_back(id);
+  for (const auto& id : ids)
+    if (auto it = pending_.find(id); it != pending_.end())
+      end(it, "question.rejected", make_error(ErrorCode::Unavailable, "Cancelled: " + reason));
+  return ids.size();
 }
 
 std::vector<Question> QuestionService::list() const {
@@ -85,11 +96,14 @@ std::vector<Question> QuestionService::list() const {
 }
 
 void QuestionService::shutdown() {
-  std::map<std::string, Pending> ended;
   shutting_down_ = true;
-  ended.swap(pending_);
-  for (auto& [id, p] : ended)
-    p.done(make_error(ErrorCode::Unavailable, "the server is shutting down"));
+  while (!pending_.empty()) {
+    auto it = pending_.begin();
+    AnswerHandler done(std::move(it->second.done));
+    pending_.erase(it);
+    complete_later(executor_, std::move(done),
+                   Answer(make_error(ErrorCode::Unavailable, "the server is shutting down")));
+  }
 }
 
 }  // namespace sb::question

@@ -124,7 +124,7 @@ class ProcessorTest : public ::testing::Test {
     deps.providers.default_model = "scripted/default";
     deps.tools = tools;
     deps.permissions = permissions_;
-    deps.questions = std::make_shared<question::QuestionService>(bus_);
+    deps.questions = std::make_shared<question::QuestionService>(io_.get_executor(), bus_);
     deps.config_rules = std::move(config_rules);
     deps.agents["build"] = build;
     ServiceOptions options;

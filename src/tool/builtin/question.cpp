@@ -1,7 +1,7 @@
 #include "tool/builtin/question.hpp"
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 namespace sb::tool {
@@ -53,25 +53,22 @@ class QuestionTool final : public BasicTool {
         questions_(std::move(questions)) {}
 
   boost::asio::awaitable<Result<ToolResult>> execute(json::object args, ToolContext& ctx) override {
-    using Channel = boost::asio::experimental::concurrent_channel<void(boost::system::error_code,
-                                                                       question::Answer)>;
-    auto channel = std::make_shared<Channel>(co_await boost::asio::this_coro::executor, 1);
     question::Question q;
     q.session_id = ctx.session_id;
     q.message_id = ctx.message_id;
     q.call_id = ctx.call_id;
     q.questions = args.at("questions").as_array();
     json::array asked = q.questions;
-    ctx.set_awaiting_person(true);
-    std::string id = questions_->ask(std::move(q), [channel](question::Answer a) {
-      channel->try_send(boost::system::error_code{}, std::move(a));
-    });
+    // An abort of the turn withdraws the question (the page stops showing it).
+    auto give_up = std::make_shared<boost::asio::cancellation_signal>();
     AbortSignal::Registration on_abort(
-        ctx.abort, [questions = questions_, id] { (void)questions->reject(id); });
-    auto [ec, answer] =
-        co_await channel->async_receive(boost::asio::as_tuple(boost::asio::use_awaitable));
+        ctx.abort, [give_up] { give_up->emit(boost::asio::cancellation_type::terminal); });
+    if (ctx.abort->aborted()) co_return make_error(ErrorCode::Unavailable, "aborted");
+    // Named, not a temporary in the co_await: GCC 12 destroys those twice.
+    auto token = boost::asio::bind_cancellation_slot(give_up->slot(), boost::asio::use_awaitable);
+    ctx.set_awaiting_person(true);
+    auto answer = co_await questions_->async_ask(std::move(q), token);
     ctx.set_awaiting_person(false);
-    if (ec) co_return make_error(ErrorCode::Internal, "question channel: " + ec.message());
     if (ctx.abort->aborted()) co_return make_error(ErrorCode::Unavailable, "aborted");
     if (!answer) co_return answer.error();
     std::string output = "The user answered your questions:";
