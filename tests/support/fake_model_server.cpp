@@ -6,13 +6,19 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+
+#include <pthread.h>
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <exception>
 #include <iostream>
 #include <memory>
+
+#include "describe.hpp"
 
 namespace sb::test {
 
@@ -26,6 +32,9 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+// A long session's history is sent whole at every step.
+constexpr std::uint64_t kMaxRequestBytes = 256 * 1024 * 1024;
 
 // Up to `n` pieces of about equal size, never splitting a UTF-8 sequence.
 std::vector<std::string> split(std::string_view text, std::size_t n = 3) {
@@ -83,7 +92,7 @@ Frames openai_frames(const FakeResponse& r, const std::string& model) {
                            {"type", "function"},
                            {"function", json::object{{"name", call.name}, {"arguments", ""}}}}}}}));
     bool first = true;
-    for (const auto& piece : split(call.arguments)) {
+    for (const auto& piece : split(call.arguments, call.pieces)) {
       f.events.push_back(chunk(json::object{
           {"tool_calls", json::array{json::object{
                              {"index", i}, {"function", json::object{{"arguments", piece}}}}}}}));
@@ -123,13 +132,13 @@ Frames anthropic_frames(const FakeResponse& r, const std::string& model) {
                                                                    {"output_tokens", 1}}}}}}));
   std::int64_t index = 0;
   auto block = [&](json::object content, std::string_view delta_type, std::string_view field,
-                   const std::string& text, bool mark_mid_tool) {
+                   const std::string& text, bool mark_mid_tool, std::size_t pieces = 3) {
     f.events.push_back(
         named_frame("content_block_start", json::object{{"type", "content_block_start"},
                                                         {"index", index},
                                                         {"content_block", std::move(content)}}));
     bool first = true;
-    for (const auto& piece : split(text)) {
+    for (const auto& piece : split(text, pieces)) {
       f.events.push_back(
           named_frame("content_block_delta",
                       json::object{{"type", "content_block_delta"},
@@ -153,7 +162,7 @@ Frames anthropic_frames(const FakeResponse& r, const std::string& model) {
     block(
         json::object{
             {"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", json::object{}}},
-        "input_json_delta", "partial_json", call.arguments, i == 0);
+        "input_json_delta", "partial_json", call.arguments, i == 0, call.pieces);
   }
   f.finish_at = f.events.size();
   std::string finish = r.finish.value_or(r.tool_calls.empty() ? "end_turn" : "tool_use");
@@ -164,6 +173,18 @@ Frames anthropic_frames(const FakeResponse& r, const std::string& model) {
                    {"usage", json::object{{"output_tokens", 7}}}}));
   f.events.push_back(named_frame("message_stop", json::object{{"type", "message_stop"}}));
   return f;
+}
+
+// The body of an error answer in the API's format.
+std::string error_body(const FakeResponse& r, bool anthropic) {
+  json::object body =
+      anthropic ? json::object{{"type", "error"},
+                               {"error",
+                                json::object{{"type", "api_error"}, {"message", r.error_message}}}}
+                : json::object{{"error", json::object{{"message", r.error_message},
+                                                      {"type", "server_error"},
+                                                      {"code", nullptr}}}};
+  return json::serialize(body);
 }
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -205,6 +226,32 @@ FakeResponse FakeResponse::http_error(unsigned status, std::string message) {
   return r;
 }
 
+std::string whole_response(const FakeResponse& r, std::string_view model, bool anthropic,
+                           bool keep_alive) {
+  std::string connection = keep_alive ? "keep-alive" : "close";
+  if (r.status != 200) {
+    std::string body = error_body(r, anthropic);
+    return "HTTP/1.1 " + std::to_string(r.status) +
+           " Error\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\nConnection: " + connection + "\r\n\r\n" + body;
+  }
+  std::string out =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+      "Transfer-Encoding: chunked\r\nConnection: " +
+      connection + "\r\n\r\n";
+  Frames frames =
+      anthropic ? anthropic_frames(r, std::string(model)) : openai_frames(r, std::string(model));
+  // Each event one chunk of the chunked body.
+  for (const auto& event : frames.events) {
+    char size[16];
+    auto [end, ec] = std::to_chars(size, size + sizeof size, event.size(), 16);
+    (void)ec;
+    out.append(size, end).append("\r\n").append(event).append("\r\n");
+  }
+  out += "0\r\n\r\n";
+  return out;
+}
+
 std::optional<std::string> RecordedRequest::header(std::string_view name) const {
   for (const auto& [k, v] : headers)
     if (iequals(k, name)) return v;
@@ -214,17 +261,25 @@ std::optional<std::string> RecordedRequest::header(std::string_view name) const 
 // ---- the server -------------------------------------------------------------------------------
 
 struct FakeModelServer::Impl {
+  static void report(FakeModelServer& self, const std::string& what) {
+    if (self.handler_)
+      self.handler_->connection_error(what);
+    else
+      std::cerr << "fake model server: " << what << "\n";
+  }
+
   static asio::awaitable<void> accept_loop(FakeModelServer& self) {
     for (;;) {
       auto [ec, socket] = co_await self.acceptor_.async_accept(tuple_awaitable);
-      if (ec) co_return;  // closed: the server is stopping
-      asio::co_spawn(self.ioc_, serve(self, std::move(socket)), [](std::exception_ptr e) {
-        if (!e) return;
-        try {
-          std::rethrow_exception(e);
-        } catch (const std::exception& ex) {
-          std::cerr << "fake model server: " << ex.what() << "\n";
-        }
+      if (ec) {
+        // Closed: the server is stopping. Anything else leaves the model deaf: say so.
+        if (ec != asio::error::operation_aborted) report(self, "accept: " + ec.message());
+        co_return;
+      }
+      // A model streams small events: Nagle's algorithm would hold them back.
+      socket.set_option(tcp::no_delay(true), ec);
+      asio::co_spawn(self.ioc_, serve(self, std::move(socket)), [&self](std::exception_ptr e) {
+        if (e) report(self, "connection: " + describe(e));
       });
     }
   }
@@ -236,6 +291,10 @@ struct FakeModelServer::Impl {
       std::lock_guard lock(self.mutex_);
       ++self.connections_;
     }
+    if (self.handler_) {
+      co_await serve_handled(self, beast::tcp_stream(std::move(socket)));
+      co_return;
+    }
     beast::flat_buffer buffer;
     for (;;) {
       bool again = co_await serve_one(self, socket, buffer);
@@ -243,11 +302,42 @@ struct FakeModelServer::Impl {
     }
   }
 
+  // Requests answered by the handler, each in one write, while they ask for keep-alive. A
+  // connection idle for a minute is closed (the server under test connects again).
+  static asio::awaitable<void> serve_handled(FakeModelServer& self, beast::tcp_stream stream) {
+    beast::flat_buffer buffer;
+    for (;;) {
+      http::request_parser<http::string_body> parser;
+      parser.body_limit(kMaxRequestBytes);
+      stream.expires_after(60s);
+      auto [ec, n] = co_await http::async_read(stream, buffer, parser, tuple_awaitable);
+      if (ec) {
+        if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
+            ec != asio::error::connection_reset && ec != asio::error::operation_aborted)
+          report(self, "reading a request: " + ec.message());
+        co_return;
+      }
+      bool keep_alive = parser.get().keep_alive();
+      // Owned by this coroutine while it is written.
+      std::string out = self.handler_->respond(parser.get(), keep_alive);
+      stream.expires_after(60s);
+      auto [wec, wn] = co_await asio::async_write(stream, asio::buffer(out), tuple_awaitable);
+      if (wec) {
+        report(self, "writing a response: " + wec.message());
+        co_return;
+      }
+      if (!keep_alive) {
+        stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+        co_return;
+      }
+    }
+  }
+
   // One request; true when the connection stays open for another.
   static asio::awaitable<bool> serve_one(FakeModelServer& self, tcp::socket& socket,
                                          beast::flat_buffer& buffer) {
     http::request_parser<http::string_body> parser;
-    parser.body_limit(64 * 1024 * 1024);
+    parser.body_limit(kMaxRequestBytes);
     auto [rec, read_bytes] = co_await http::async_read(socket, buffer, parser, tuple_awaitable);
     (void)read_bytes;
     if (rec) co_return false;
@@ -285,17 +375,10 @@ struct FakeModelServer::Impl {
                                        std::string(req.method_string()) + " " + path);
     }
     if (r.status != 200) {
-      json::object body = anthropic
-                              ? json::object{{"type", "error"},
-                                             {"error", json::object{{"type", "api_error"},
-                                                                    {"message", r.error_message}}}}
-                              : json::object{{"error", json::object{{"message", r.error_message},
-                                                                    {"type", "server_error"},
-                                                                    {"code", nullptr}}}};
       http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
       res.set(http::field::content_type, "application/json");
       res.set(http::field::connection, "close");
-      res.body() = json::serialize(body);
+      res.body() = error_body(r, anthropic);
       res.prepare_payload();
       co_await http::async_write(socket, res, tuple_awaitable);
       socket.shutdown(tcp::socket::shutdown_both, ec);
@@ -350,21 +433,31 @@ struct FakeModelServer::Impl {
 };
 
 FakeModelServer::FakeModelServer() {
+  start();
+}
+
+FakeModelServer::FakeModelServer(FakeModelHandler& handler) : handler_(&handler) {
+  start();
+}
+
+void FakeModelServer::start() {
   tcp::endpoint endpoint{asio::ip::address_v4::loopback(), 0};
   acceptor_.open(endpoint.protocol());
   acceptor_.set_option(tcp::acceptor::reuse_address(true));
   acceptor_.bind(endpoint);
   acceptor_.listen();
   port_ = acceptor_.local_endpoint().port();
-  asio::co_spawn(ioc_, Impl::accept_loop(*this), [](std::exception_ptr e) {
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      std::cerr << "fake model server: accept loop: " << ex.what() << "\n";
-    }
+  asio::co_spawn(ioc_, Impl::accept_loop(*this), [this](std::exception_ptr e) {
+    if (e) Impl::report(*this, "accept loop: " + describe(e));
   });
   thread_ = std::thread([this] { ioc_.run(); });
+  has_thread_clock_ = pthread_getcpuclockid(thread_.native_handle(), &thread_clock_) == 0;
+}
+
+std::int64_t FakeModelServer::thread_cpu_us() const {
+  timespec ts{};
+  if (!has_thread_clock_ || clock_gettime(thread_clock_, &ts) != 0) return 0;
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 
 FakeModelServer::~FakeModelServer() {

@@ -6,11 +6,16 @@
 // replaying a queue of canned responses that the test sets (text, tool calls, an HTTP error, a
 // stream cut mid-way, a delay), and it records every request it received so that tests can check
 // what the server sent to the model (the tool schemas offered, the tool results sent back).
+// A benchmark's model instead computes every answer with a FakeModelHandler.
 //
 // Thread-safe: every public function may be called from any thread.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
 #include <boost/json.hpp>
+
+#include <time.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -32,6 +37,7 @@ struct FakeToolCall {
   std::string id;
   std::string name;
   std::string arguments;
+  std::size_t pieces = 3;  // how many chunks / events carry the arguments (about equal)
 };
 
 // One canned answer of the fake model.
@@ -80,9 +86,34 @@ struct RecordedRequest {
   std::optional<std::string> header(std::string_view name) const;  // case-insensitive
 };
 
+// A fake model that computes each answer from its request instead of replaying a queue: a
+// benchmark's, which runs thousands of turns and must cost the machine little. Its functions
+// run on the model server's thread.
+class FakeModelHandler {
+ public:
+  using Request = boost::beast::http::request<boost::beast::http::string_body>;
+  virtual ~FakeModelHandler() = default;
+  // The whole HTTP response (head and body) to `request`, written in one go. `keep_alive`: the
+  // request asks for it, and the connection stays open for another request if the response
+  // says so too.
+  virtual std::string respond(const Request& request, bool keep_alive) = 0;
+  // A connection failed otherwise than by its peer closing it.
+  virtual void connection_error(const std::string& what) = 0;
+};
+
+// The whole HTTP response that answers a streaming request with `response` for `model`, head
+// and body in one string, as a FakeModelHandler returns it: its events in OpenAI's Chat
+// Completions format (`anthropic`: Anthropic's Messages format), or its error when `status` is
+// not 200. Of the connection fields only `keep_alive` applies (no cut, no delay).
+std::string whole_response(const FakeResponse& response, std::string_view model, bool anthropic,
+                           bool keep_alive);
+
 class FakeModelServer {
  public:
   FakeModelServer();
+  // Every request goes to `handler`, which must outlive the server; nothing is queued or
+  // recorded (request_count() and requests() stay empty).
+  explicit FakeModelServer(FakeModelHandler& handler);
   ~FakeModelServer();
   FakeModelServer(const FakeModelServer&) = delete;
   FakeModelServer& operator=(const FakeModelServer&) = delete;
@@ -103,9 +134,15 @@ class FakeModelServer {
   std::optional<RecordedRequest> wait_for_request(std::size_t index,
                                                   std::chrono::milliseconds timeout) const;
 
+  // CPU time of the server's thread so far, in microseconds (what the model took from the
+  // machine, for a benchmark's report); 0 where the thread's clock cannot be read.
+  std::int64_t thread_cpu_us() const;
+
  private:
   struct Impl;
   friend struct Impl;
+
+  void start();
 
   // The response for the next request, and records the request.
   FakeResponse take(RecordedRequest request);
@@ -114,6 +151,9 @@ class FakeModelServer {
   boost::asio::ip::tcp::acceptor acceptor_{ioc_};
   unsigned short port_ = 0;
   std::thread thread_;
+  clockid_t thread_clock_{};
+  bool has_thread_clock_ = false;
+  FakeModelHandler* handler_ = nullptr;
 
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #ifndef SWITCHBOARD_BINARY
@@ -33,13 +34,16 @@ std::runtime_error sys_error(const std::string& what) {
   return std::runtime_error(what + ": " + std::strerror(errno));
 }
 
-// The parent's environment without anything that could point the server at a user's files.
+// The parent's environment without anything that could point the server at a user's files or
+// a real model's keys.
 std::vector<std::string> child_environment(const fs::path& home) {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {
     std::string_view kv(*e);
     auto name = kv.substr(0, kv.find('='));
-    if (name == "HOME" || name.starts_with("XDG_") || name.starts_with("SWITCHBOARD_")) continue;
+    if (name == "HOME" || name.starts_with("XDG_") || name.starts_with("SWITCHBOARD_") ||
+        name.starts_with("OPENAI_") || name.starts_with("ANTHROPIC_"))
+      continue;
     env.emplace_back(kv);
   }
   env.push_back("HOME=" + home.string());
@@ -48,9 +52,10 @@ std::vector<std::string> child_environment(const fs::path& home) {
 
 // fork + exec with stdin from /dev/null and stdout/stderr on the given descriptors. Everything
 // the child needs is prepared before fork(): between fork and exec only async-signal-safe calls.
+// `forked_at`, when given, receives the time just before the fork.
 pid_t spawn(const std::vector<std::string>& args, const fs::path& cwd,
             const std::vector<std::string>& env, int out_fd, int err_fd,
-            rlim_t max_file_bytes = RLIM_INFINITY) {
+            rlim_t max_file_bytes = RLIM_INFINITY, Clock::time_point* forked_at = nullptr) {
   std::vector<char*> argv;
   for (const auto& a : args)
     argv.push_back(const_cast<char*>(a.c_str()));
@@ -62,6 +67,7 @@ pid_t spawn(const std::vector<std::string>& args, const fs::path& cwd,
   const std::string dir = cwd.string();
   const pid_t parent = getpid();
 
+  if (forked_at) *forked_at = Clock::now();
   pid_t pid = fork();
   if (pid < 0) throw sys_error("fork");
   if (pid == 0) {
@@ -130,6 +136,48 @@ std::string config_args_hint(const std::vector<std::string>& args) {
   return out;
 }
 
+// An executable named without a slash, looked up in PATH (execve does not).
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "/usr/bin:/bin";
+  while (!dirs.empty()) {
+    auto colon = dirs.find(':');
+    auto dir = dirs.substr(0, colon);
+    if (!dir.empty()) {
+      fs::path candidate = fs::path(dir) / name;
+      if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    }
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  throw std::runtime_error(name + " not found in PATH");
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// The port of a complete "listening on http://127.0.0.1:PORT" line of `log`.
+std::optional<unsigned short> listening_port(const std::string& log) {
+  std::size_t at = log.find(kListening);
+  // The whole line must have arrived before the port is read.
+  if (at == std::string::npos || log.find('\n', at) == std::string::npos) return std::nullopt;
+  std::size_t p = at + kListening.size();
+  unsigned long port = 0;
+  std::size_t digits = 0;
+  while (p < log.size() && log[p] >= '0' && log[p] <= '9' && digits < 6) {
+    port = port * 10 + static_cast<unsigned long>(log[p] - '0');
+    ++p;
+    ++digits;
+  }
+  if (digits == 0 || port == 0 || port >= 65536) return std::nullopt;
+  return static_cast<unsigned short>(port);
+}
+
 }  // namespace
 
 // ---- TempDir ----------------------------------------------------------------------------------
@@ -141,6 +189,7 @@ TempDir::TempDir(std::string_view prefix) {
 }
 
 TempDir::~TempDir() {
+  if (keep_) return;
   std::error_code ec;
   fs::remove_all(path_, ec);
 }
@@ -166,6 +215,7 @@ ServerProcess::ServerProcess(boost::json::object config)
 ServerProcess::ServerProcess(Options options) : options_(std::move(options)) {
   try {
     start();
+    if (options_.wait_listening) wait_listening(options_.startup_timeout);
   } catch (...) {
     stop();
     throw;
@@ -176,18 +226,22 @@ ServerProcess::~ServerProcess() {
   stop();
 }
 
-void ServerProcess::start() {
-  config_path_ = work_.path() / "config.json";
-  write_file(config_path_, boost::json::serialize(options_.config));
-
-  std::vector<std::string> args = {options_.binary.value_or(SWITCHBOARD_BINARY).string(),
-                                   "serve",
-                                   "--hostname",
-                                   "127.0.0.1",
-                                   "--port",
-                                   "0",
-                                   "--config",
-                                   config_path_.string()};
+std::vector<std::string> ServerProcess::command_line() const {
+  std::vector<std::string> args = options_.prefix;
+  if (!args.empty()) args[0] = find_program(args[0]);
+  if (options_.command) {
+    args.insert(args.end(), options_.command->begin(), options_.command->end());
+    return args;
+  }
+  std::vector<std::string> serve = {options_.binary.value_or(SWITCHBOARD_BINARY).string(),
+                                    "serve",
+                                    "--hostname",
+                                    "127.0.0.1",
+                                    "--port",
+                                    std::to_string(options_.port),
+                                    "--config",
+                                    config_path_.string()};
+  args.insert(args.end(), serve.begin(), serve.end());
   if (options_.data_dir) {
     args.push_back("--data-dir");
     args.push_back(options_.data_dir->string());
@@ -197,14 +251,47 @@ void ServerProcess::start() {
     args.push_back(options_.directory->string());
   }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  return args;
+}
+
+void ServerProcess::start() {
+  if (options_.files) {
+    home_ = *options_.files / "home";
+    work_ = *options_.files / "cwd";
+    fs::create_directories(home_);
+    fs::create_directories(work_);
+    config_path_ = *options_.files / "config.json";
+    log_path_ = *options_.files / "server.log";
+  } else {
+    home_ = own_home_.emplace("switchboard-home").path();
+    work_ = own_work_.emplace("switchboard-cwd").path();
+    config_path_ = work_ / "config.json";
+  }
+  port_ = options_.port;
+  write_file(config_path_, boost::json::serialize(options_.config));
+  std::vector<std::string> args = command_line();
+  auto env = child_environment(home_);
+  env.insert(env.end(), options_.env.begin(), options_.env.end());
+  rlim_t max_file_bytes = options_.max_file_bytes.value_or(RLIM_INFINITY);
+
+  if (!log_path_.empty()) {
+    // The output goes to the file as it is written; log() reads the file.
+    int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw sys_error("cannot create " + log_path_.string());
+    try {
+      pid_ = spawn(args, work_, env, fd, fd, max_file_bytes, &started_);
+    } catch (...) {
+      close(fd);
+      throw;
+    }
+    close(fd);
+    return;
+  }
 
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw sys_error("pipe2");
   try {
-    auto env = child_environment(home_.path());
-    env.insert(env.end(), options_.env.begin(), options_.env.end());
-    pid_ = spawn(args, work_.path(), env, fds[1], fds[1],
-                 options_.max_file_bytes.value_or(RLIM_INFINITY));
+    pid_ = spawn(args, work_, env, fds[1], fds[1], max_file_bytes, &started_);
   } catch (...) {
     close(fds[0]);
     close(fds[1]);
@@ -229,47 +316,58 @@ void ServerProcess::start() {
     }
     close(fd);
   });
+}
 
-  std::unique_lock lock(mutex_);
-  auto deadline = Clock::now() + options_.startup_timeout;
-  std::size_t at = std::string::npos;
-  bool ok = changed_.wait_until(lock, deadline, [&] {
-    at = log_.find(kListening);
-    // The whole line must have arrived before the port is read.
-    return (at != std::string::npos && log_.find('\n', at) != std::string::npos) || log_closed_;
-  });
-  if (at != std::string::npos && log_.find('\n', at) != std::string::npos) {
-    std::size_t p = at + kListening.size();
-    unsigned long port = 0;
-    std::size_t digits = 0;
-    while (p < log_.size() && log_[p] >= '0' && log_[p] <= '9' && digits < 6) {
-      port = port * 10 + static_cast<unsigned long>(log_[p] - '0');
-      ++p;
-      ++digits;
-    }
-    if (digits > 0 && port > 0 && port < 65536) {
-      port_ = static_cast<unsigned short>(port);
-      return;
+template <class Done>
+bool ServerProcess::wait_log_until(Clock::time_point deadline, Done done) const {
+  if (!log_path_.empty()) {
+    // A file has no end to wait on: poll it.
+    for (;;) {
+      if (done(read_file(log_path_), false)) return true;
+      if (Clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(2ms);
     }
   }
+  std::unique_lock lock(mutex_);
+  return changed_.wait_until(lock, deadline, [&] { return done(log_, log_closed_); });
+}
+
+unsigned short ServerProcess::wait_listening(std::chrono::milliseconds timeout) {
+  std::optional<unsigned short> port;
+  bool ended = false;
+  bool ok = wait_log_until(Clock::now() + timeout, [&](const std::string& log, bool closed) {
+    port = listening_port(log);
+    // Output to a file does not close: the process's exit says no more will come (and once it
+    // has exited, everything it wrote is in the file).
+    if (!port && !closed && !log_path_.empty() && !running()) port = listening_port(this->log());
+    ended = closed || exit_.has_value();
+    return port || ended;
+  });
+  if (port) {
+    port_ = *port;
+    return port_;
+  }
   std::string why = !ok ? "no \"" + std::string(kListening) + "PORT\" line within " +
-                              std::to_string(options_.startup_timeout.count()) + " ms"
+                              std::to_string(timeout.count()) + " ms"
                         : "it exited (or closed stderr) before listening";
-  std::string log = log_;
-  lock.unlock();
-  throw std::runtime_error("switchboard did not start (" + config_args_hint(args) + "): " + why +
-                           "\n--- server log ---\n" + log + "--- end of server log ---");
+  if (exit_) why += " (" + exit_->describe() + ")";
+  throw std::runtime_error("switchboard did not start (" + config_args_hint(command_line()) +
+                           "): " + why + "\n--- server log ---\n" + log() +
+                           "--- end of server log ---");
+}
+
+std::optional<ExitStatus> ServerProcess::terminate(std::chrono::milliseconds grace) {
+  if (pid_ <= 0 || exit_) return exit_;
+  ::kill(pid_, SIGTERM);
+  exit_ = reap(pid_, grace);
+  if (exit_) return exit_;
+  ::kill(pid_, SIGKILL);
+  exit_ = reap(pid_, 5000ms);
+  return std::nullopt;
 }
 
 void ServerProcess::stop() {
-  if (pid_ > 0 && !exit_) {
-    ::kill(pid_, SIGTERM);
-    exit_ = reap(pid_, 5000ms);
-    if (!exit_) {
-      ::kill(pid_, SIGKILL);
-      exit_ = reap(pid_, 5000ms);
-    }
-  }
+  terminate(5000ms);
   if (drain_.joinable()) drain_.join();
 }
 
@@ -289,15 +387,18 @@ bool ServerProcess::running() {
 }
 
 std::string ServerProcess::log() const {
+  if (!log_path_.empty()) return read_file(log_path_);
   std::lock_guard lock(mutex_);
   return log_;
 }
 
 bool ServerProcess::wait_for_log(std::string_view needle, std::chrono::milliseconds timeout) const {
-  std::unique_lock lock(mutex_);
-  return changed_.wait_for(lock, timeout, [&] {
-    return log_.find(needle) != std::string::npos || log_closed_;
-  }) && log_.find(needle) != std::string::npos;
+  bool found = false;
+  wait_log_until(Clock::now() + timeout, [&](const std::string& log, bool closed) {
+    found = log.find(needle) != std::string::npos;
+    return found || closed;
+  });
+  return found;
 }
 
 // ---- run_switchboard --------------------------------------------------------------------------

@@ -4,7 +4,8 @@
 //
 // ServerProcess starts `switchboard serve --hostname 127.0.0.1 --port 0 --config <tmp>/config.json`
 // and waits for the "listening on http://127.0.0.1:PORT" log line; its stderr is drained on a
-// thread into a buffer (so the pipe never blocks) that tests print when something fails.
+// thread into a buffer (so the pipe never blocks) that tests print when something fails. The
+// benchmarks start it too, with their own files, under a profiler or on a port of their own.
 // run_switchboard() runs the binary to completion and captures its output, for start-up errors.
 //
 // Not thread-safe except where noted: use one object from one test thread (log() and
@@ -27,7 +28,7 @@ namespace sb::test {
 
 using namespace std::chrono_literals;
 
-// A fresh directory under $TMPDIR, removed with its contents on destruction.
+// A fresh directory under $TMPDIR, removed with its contents on destruction unless kept.
 class TempDir {
  public:
   explicit TempDir(std::string_view prefix = "switchboard-test");
@@ -35,9 +36,13 @@ class TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const std::filesystem::path& path() const { return path_; }
+  // Leaves the directory behind (for a look at what a failed run wrote).
+  void keep() { keep_ = true; }
+  bool kept() const { return keep_; }
 
  private:
   std::filesystem::path path_;
+  bool keep_ = false;
 };
 
 // How a child process ended.
@@ -71,10 +76,28 @@ class ServerProcess {
     std::vector<std::string> env;
     // The executable to start; default: SWITCHBOARD_BINARY, the one this build made.
     std::optional<std::filesystem::path> binary;
+    // A program to run the server under, with its arguments (a profiler: "valgrind
+    // --tool=massif"); a name without a slash is looked up in PATH. Default: none.
+    std::vector<std::string> prefix;
+    // --port; 0: the server picks a free port, read from its log.
+    unsigned short port = 0;
+    // Whether the constructor waits until the server listens. When false it returns right after
+    // the fork (a benchmark times the start from started()), and wait_listening() waits.
+    bool wait_listening = true;
+    // A directory that receives HOME (home/), the working directory (cwd/), config.json and the
+    // server's stdout and stderr (server.log, which log() then reads), and stays when the server
+    // is gone. Default: temporary directories removed with this object, the output in memory.
+    std::optional<std::filesystem::path> files;
+    // The whole command line after `prefix`, instead of `BINARY serve --hostname 127.0.0.1
+    // --port … --config … [--data-dir …] [--directory …] EXTRA_ARGS`: for a program that is not
+    // switchboard but logs "listening on http://127.0.0.1:PORT" as it does (a benchmark's echo
+    // server). The config is still written, but passed only if the command names it.
+    std::optional<std::vector<std::string>> command;
   };
 
-  // Starts the server and waits until it listens. Throws std::runtime_error (with the captured
-  // log) when it exits first or does not listen within the timeout.
+  // Starts the server and (unless Options::wait_listening is false) waits until it listens.
+  // Throws std::runtime_error (with the captured log) when it exits first or does not listen
+  // within the timeout.
   explicit ServerProcess(boost::json::object config);
   explicit ServerProcess(Options options);
   // SIGTERM, then SIGKILL if it has not exited within 5 s.
@@ -83,17 +106,30 @@ class ServerProcess {
   ServerProcess& operator=(const ServerProcess&) = delete;
 
   pid_t pid() const { return pid_; }
+  // The port it listens on (Options::port until wait_listening() has read it from the log).
   unsigned short port() const { return port_; }
+  // When the process was forked.
+  std::chrono::steady_clock::time_point started() const { return started_; }
   const std::filesystem::path& config_path() const { return config_path_; }
-  const std::filesystem::path& home() const { return home_.path(); }
-  const std::filesystem::path& working_directory() const { return work_.path(); }
+  const std::filesystem::path& home() const { return home_; }
+  const std::filesystem::path& working_directory() const { return work_; }
+  // The file that receives the output when Options::files is set; empty otherwise.
+  const std::filesystem::path& log_path() const { return log_path_; }
+
+  // Waits for the "listening on" line (which the constructor does unless told not to) and returns
+  // the port. Throws std::runtime_error (with the log) when the server exits first or does not
+  // listen within `timeout`.
+  unsigned short wait_listening(std::chrono::milliseconds timeout);
 
   void send_signal(int signal);
   // Waits for the process to end and reaps it; nullopt if it is still running at the deadline.
   std::optional<ExitStatus> wait_exit(std::chrono::milliseconds timeout);
   bool running();
+  // SIGTERM, and how the process ended if it did within `grace`; otherwise it is killed with
+  // SIGKILL and the answer is nullopt. If it had ended before, how it ended.
+  std::optional<ExitStatus> terminate(std::chrono::milliseconds grace);
 
-  // Everything the server wrote to stderr so far. Any thread.
+  // Everything the server wrote to stdout and stderr so far. Any thread.
   std::string log() const;
   // Waits until the log contains `needle`. Any thread.
   bool wait_for_log(std::string_view needle, std::chrono::milliseconds timeout) const;
@@ -101,13 +137,20 @@ class ServerProcess {
  private:
   void start();
   void stop();
+  std::vector<std::string> command_line() const;
+  // Waits until `done(log, ended)` holds or the deadline passes; `ended`: no more output will
+  // come. True when it held.
+  template <class Done>
+  bool wait_log_until(std::chrono::steady_clock::time_point deadline, Done done) const;
 
   Options options_;
-  TempDir home_{"switchboard-home"};
-  TempDir work_{"switchboard-cwd"};
+  std::optional<TempDir> own_home_, own_work_;  // without Options::files
+  std::filesystem::path home_, work_;
   std::filesystem::path config_path_;
+  std::filesystem::path log_path_;
   pid_t pid_ = -1;
   unsigned short port_ = 0;
+  std::chrono::steady_clock::time_point started_;
   std::optional<ExitStatus> exit_;
 
   mutable std::mutex mutex_;
