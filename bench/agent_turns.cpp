@@ -34,63 +34,37 @@
 // (--op-timeout), except a WebSocket client's wait for its next request, which lasts as long as
 // its scenario; --max-runtime kills the run if anything else hangs. Any error is counted.
 // Prints markdown on stdout, progress on stderr; exit status 0 only when there was no error.
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/websocket.hpp>
 #include <boost/json.hpp>
 #include <boost/json/basic_parser_impl.hpp>
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <sys/utsname.h>
-#include <sys/wait.h>
-#include <time.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
-#include "loop_lag.hpp"
-
-extern char** environ;
+#include "fake_model_server.hpp"
+#include "server_process.hpp"
+#include "support/client.hpp"
+#include "support/loop_lag.hpp"
+#include "support/run.hpp"
 
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace websocket = beast::websocket;
-namespace json = boost::json;
-namespace fs = std::filesystem;
-using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
+using namespace bench;
 using namespace std::chrono_literals;
-constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
 constexpr std::string_view kUsage = R"(usage: agent_turns [options]
 
@@ -116,52 +90,6 @@ constexpr std::string_view kUsage = R"(usage: agent_turns [options]
                           (figures then describe the tool, not the server alone)
 )";
 
-// ---- errors ---------------------------------------------------------------------------------
-
-// A failure that ends the run: the server did not start, a scenario could not be set up.
-struct Fatal : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Every error of the run; the first few are printed as they happen. Main thread only: the fake
-// model keeps its own list, merged in after each scenario.
-struct Problems {
-  std::size_t count = 0;
-  std::vector<std::string> first;
-  void add(const std::string& message) {
-    ++count;
-    if (first.size() < 20) {
-      first.push_back(message);
-      std::cerr << "error: " << message << std::endl;
-    } else if (first.size() == 20) {
-      first.push_back("(further errors not shown)");
-      std::cerr << "error: further errors are counted but not shown" << std::endl;
-    }
-  }
-};
-Problems g_problems;
-
-// The server process that the watchdog kills.
-volatile sig_atomic_t g_child_pid = 0;
-
-void on_alarm(int) {
-  static const char msg[] = "agent_turns: --max-runtime exceeded; killing the server\n";
-  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
-  (void)ignored;
-  if (g_child_pid > 0) ::kill(g_child_pid, SIGKILL);
-  ::_exit(3);
-}
-
-std::string describe(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-
 // ---- options --------------------------------------------------------------------------------
 
 enum class Kind { Read, Client };
@@ -171,8 +99,7 @@ std::string kind_name(Kind k) {
 }
 
 struct Options {
-  std::string server_path;
-  std::vector<std::string> server_prefix;
+  ServerCommand server;
   bool latency = true, throughput = true, history = true, startup = true;
   std::vector<Kind> kinds = {Kind::Read, Kind::Client};
   int warmup_turns = 50;
@@ -189,41 +116,9 @@ struct Options {
   bool keep_temp = false;
 };
 
-std::vector<std::string> split_list(std::string_view s, char separator = ',') {
-  std::vector<std::string> out;
-  while (!s.empty()) {
-    auto comma = s.find(separator);
-    auto item = s.substr(0, comma);
-    if (!item.empty()) out.emplace_back(item);
-    if (comma == std::string_view::npos) break;
-    s.remove_prefix(comma + 1);
-  }
-  return out;
-}
-
-int parse_count(std::string_view flag, std::string_view text, int min, int max) {
-  int value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || ptr != text.data() + text.size() || value < min || value > max)
-    throw std::invalid_argument(std::string(flag) + " needs a number from " + std::to_string(min) +
-                                " to " + std::to_string(max) + ", got \"" + std::string(text) +
-                                "\"");
-  return value;
-}
-
-fs::path default_server_path() {
-  std::error_code ec;
-  auto self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    auto beside = self.parent_path() / "switchboard";
-    if (fs::exists(beside, ec)) return beside;
-  }
-  return fs::path("build/release/switchboard");
-}
-
 Options parse_options(int argc, char** argv) {
   Options o;
-  o.server_path = default_server_path().string();
+  o.server.path = default_server_path().string();
   for (int i = 1; i < argc; ++i) {
     std::string_view flag = argv[i];
     auto value = [&]() -> std::string_view {
@@ -235,7 +130,7 @@ Options parse_options(int argc, char** argv) {
       std::exit(0);
     } else if (flag == "--server") {
       // The server starts in a temporary directory: a relative path would not be found there.
-      o.server_path = fs::absolute(std::string(value())).string();
+      o.server.path = fs::absolute(std::string(value())).string();
     } else if (flag == "--scenarios") {
       o.latency = o.throughput = o.history = o.startup = false;
       for (const auto& s : split_list(value())) {
@@ -283,9 +178,7 @@ Options parse_options(int argc, char** argv) {
     } else if (flag == "--max-runtime") {
       o.max_runtime_s = parse_count(flag, value(), 1, 86400);
     } else if (flag == "--server-prefix") {
-      std::istringstream words{std::string(value())};
-      for (std::string w; words >> w;)
-        o.server_prefix.push_back(w);
+      o.server.prefix = split_words(value());
     } else if (flag == "--keep-temp") {
       o.keep_temp = true;
     } else {
@@ -298,379 +191,25 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-// ---- /proc ----------------------------------------------------------------------------------
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-const long kTicksPerSecond = ::sysconf(_SC_CLK_TCK);
-
-struct CpuTicks {
-  std::uint64_t user = 0, system = 0;
-  std::uint64_t total() const { return user + system; }
-};
-
-// utime and stime of a process (every thread, those that ended included), in clock ticks.
-CpuTicks process_cpu_ticks(pid_t pid) {
-  std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
-  auto paren = stat.rfind(')');
-  if (paren == std::string::npos) throw Fatal("cannot read /proc/" + std::to_string(pid) + "/stat");
-  std::istringstream fields(stat.substr(paren + 2));
-  // Fields 3.. of proc(5): state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
-  // cmajflt utime stime.
-  std::string skip;
-  for (int i = 0; i < 11; ++i)
-    fields >> skip;
-  CpuTicks t;
-  fields >> t.user >> t.system;
-  return t;
-}
-
-// Time on CPU of the live threads of a process in nanoseconds (the first field of each
-// /proc/PID/task/TID/schedstat). Finer than the 10 ms ticks of /proc/PID/stat, which matters for
-// the short buckets of the history scenario; threads that ended are not counted.
-std::uint64_t process_cpu_ns(pid_t pid) {
-  std::string dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return 0;
-  std::uint64_t total = 0;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::istringstream in(read_text(dir + "/" + e->d_name + "/schedstat"));
-    std::uint64_t ns = 0;
-    in >> ns;
-    total += ns;
-  }
-  ::closedir(d);
-  return total;
-}
-
-// Busy ticks (everything but idle and iowait, steal included) over all CPUs, from /proc/stat.
-std::uint64_t system_busy_ticks() {
-  std::istringstream in(read_text("/proc/stat"));
-  std::string label;
-  in >> label;
-  std::uint64_t v[10] = {};
-  for (auto& x : v)
-    in >> x;
-  // user nice system idle iowait irq softirq steal guest guest_nice (guest is inside user)
-  return v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-}
-
-std::int64_t self_cpu_us() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000LL + ru.ru_utime.tv_usec +
-         ru.ru_stime.tv_usec;
-}
-
-// A field of /proc/PID/status ("VmRSS" -> its number, kB for sizes).
-std::uint64_t status_field(pid_t pid, std::string_view name) {
-  std::istringstream in(read_text("/proc/" + std::to_string(pid) + "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.size() > name.size() && line.compare(0, name.size(), name) == 0 &&
-        line[name.size()] == ':') {
-      std::istringstream rest(line.substr(name.size() + 1));
-      std::uint64_t v = 0;
-      rest >> v;
-      return v;
-    }
-  }
-  throw Fatal("no " + std::string(name) + " in /proc/" + std::to_string(pid) + "/status");
-}
-
 double mib(std::uint64_t kib) {
   return static_cast<double>(kib) / 1024.0;
 }
 
-std::string cpu_model() {
-  std::istringstream in(read_text("/proc/cpuinfo"));
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      return colon == std::string::npos ? line : line.substr(colon + 2);
-    }
-  return "unknown";
-}
-
-std::string load_average() {
-  std::istringstream in(read_text("/proc/loadavg"));
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
-
-// ---- the server process ---------------------------------------------------------------------
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
-  return "status " + std::to_string(status);
-}
-
-constexpr std::string_view kListening = "listening on http://127.0.0.1:";
-
-// The server under test; stdout and stderr go to a log file; it is killed if this program dies
-// (PR_SET_PDEATHSIG). The constructor returns right after fork(), so that the start-up scenario
-// can time the start from there; wait_listening() reads the port from the log.
-class Child {
- public:
-  Child(const std::vector<std::string>& args, const fs::path& home, const fs::path& cwd,
-        const fs::path& log)
-      : log_(log) {
-    std::vector<std::string> env;
-    for (char** e = environ; e && *e; ++e) {
-      std::string_view kv(*e);
-      auto name = kv.substr(0, kv.find('='));
-      // The server must see only our temporary HOME and config, and no real model's keys.
-      if (name == "HOME" || name.starts_with("XDG_") || name.starts_with("SWITCHBOARD_") ||
-          name.starts_with("OPENAI_") || name.starts_with("ANTHROPIC_"))
-        continue;
-      env.emplace_back(kv);
-    }
-    env.push_back("HOME=" + home.string());
-    // The server measures how late its event loop runs a due timer (src/app/loop_lag.hpp).
-    env.push_back("SWITCHBOARD_LOOP_LAG=1");
-    std::vector<char*> argv, envp;
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    for (const auto& e : env)
-      envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-    const std::string dir = cwd.string();
-    int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log_fd < 0) throw Fatal("cannot create " + log.string() + ": " + std::strerror(errno));
-    const pid_t parent = ::getpid();
-
-    started_ = Clock::now();
-    pid_ = ::fork();
-    if (pid_ < 0) throw Fatal(std::string("fork: ") + std::strerror(errno));
-    if (pid_ == 0) {
-      // Only async-signal-safe calls from here to exec.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      int null_fd = ::open("/dev/null", O_RDONLY);
-      if (null_fd >= 0) ::dup2(null_fd, 0);
-      ::dup2(log_fd, 1);
-      ::dup2(log_fd, 2);
-      if (::chdir(dir.c_str()) != 0) ::_exit(126);
-      ::syscall(SYS_close_range, 3u, ~0u, 0u);
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      ::sigaction(SIGPIPE, &dfl, nullptr);
-      ::sigaction(SIGTERM, &dfl, nullptr);
-      ::sigaction(SIGINT, &dfl, nullptr);
-      ::execve(argv[0], argv.data(), envp.data());
-      ::_exit(127);
-    }
-    ::close(log_fd);
-    g_child_pid = pid_;
-  }
-
-  ~Child() { kill_now(); }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-
-  pid_t pid() const { return pid_; }
-  Clock::time_point started() const { return started_; }
-
-  // The port from the server's "listening on" line; throws when the server exits or is silent.
-  unsigned short wait_listening(std::chrono::milliseconds timeout) {
-    auto deadline = Clock::now() + timeout;
-    for (;;) {
-      std::string text = read_text(log_);
-      if (auto at = text.find(kListening); at != std::string::npos) {
-        auto digits = at + kListening.size();
-        auto end = text.find_first_not_of("0123456789", digits);
-        if (end != std::string::npos && end > digits)
-          return static_cast<unsigned short>(std::stoi(text.substr(digits, end - digits)));
-      }
-      if (auto st = poll_exit())
-        throw Fatal("the server exited during start-up (" + describe_status(*st) + "):\n" +
-                    log_tail());
-      if (Clock::now() > deadline) {
-        kill_now();
-        throw Fatal("the server did not log \"" + std::string(kListening) + "PORT\" within " +
-                    std::to_string(timeout.count()) + " ms:\n" + log_tail());
-      }
-      std::this_thread::sleep_for(2ms);
-    }
-  }
-
-  // The raw wait status once the child has exited.
-  std::optional<int> poll_exit() {
-    if (status_) return status_;
-    int st = 0;
-    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-      status_ = st;
-      g_child_pid = 0;
-    }
-    return status_;
-  }
-
-  // SIGTERM, then SIGKILL after `grace`. Returns what went wrong ("" for a clean exit 0).
-  std::string stop(std::chrono::milliseconds grace) {
-    if (auto st = poll_exit()) return "exited before it was stopped (" + describe_status(*st) + ")";
-    ::kill(pid_, SIGTERM);
-    auto deadline = Clock::now() + grace;
-    while (!poll_exit()) {
-      if (Clock::now() > deadline) {
-        kill_now();
-        return "did not exit within " + std::to_string(grace.count()) + " ms of SIGTERM";
-      }
-      std::this_thread::sleep_for(2ms);
-    }
-    if (WIFEXITED(*status_) && WEXITSTATUS(*status_) == 0) return "";
-    return "ended with " + describe_status(*status_) + " after SIGTERM";
-  }
-
-  std::string log_tail(std::size_t bytes = 4000) const {
-    std::string text = read_text(log_);
-    if (text.size() > bytes) text = "..." + text.substr(text.size() - bytes);
-    return text;
-  }
-
- private:
-  void kill_now() {
-    if (pid_ <= 0 || status_) return;
-    ::kill(pid_, SIGKILL);
-    int st = 0;
-    ::waitpid(pid_, &st, 0);
-    status_ = st;
-    g_child_pid = 0;
-  }
-
-  fs::path log_;
-  pid_t pid_ = -1;
-  Clock::time_point started_;
-  std::optional<int> status_;
-};
-
-// The temporary directory of the run.
-class TempRoot {
- public:
-  explicit TempRoot(bool keep) : keep_(keep) {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base ? base : "/tmp") + "/agent-turns-XXXXXX";
-    if (!::mkdtemp(pattern.data())) throw Fatal(std::string("mkdtemp: ") + std::strerror(errno));
-    path_ = pattern;
-  }
-  ~TempRoot() {
-    if (keep_) {
-      std::cerr << "temporary files kept in " << path_ << std::endl;
-      return;
-    }
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  void keep() { keep_ = true; }
-  fs::path fresh(const std::string& name) {
-    fs::path dir = path_ / (name + "-" + std::to_string(++counter_));
-    fs::create_directories(dir);
-    return dir;
-  }
-
- private:
-  fs::path path_;
-  bool keep_;
-  int counter_ = 0;
-};
-
-// An executable named without a slash is looked up in PATH (execve does not).
-std::string find_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  for (const auto& dir : split_list(path ? path : "/usr/bin:/bin", ':')) {
-    fs::path candidate = fs::path(dir) / name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-  }
-  throw Fatal("--server-prefix: " + name + " not found in PATH");
-}
-
 // ---- the fake model -------------------------------------------------------------------------
 
-// An HTTP response in OpenAI's Chat Completions streaming format, built in one string: each SSE
-// event is one chunk of the chunked body.
-class SseResponse {
- public:
-  explicit SseResponse(bool keep_alive) {
-    out_ =
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-        "Transfer-Encoding: chunked\r\nConnection: ";
-    out_ += keep_alive ? "keep-alive" : "close";
-    out_ += "\r\n\r\n";
-    chunk(json::object{{"role", "assistant"}, {"content", ""}});
-  }
-
-  void chunk(json::object delta, json::value finish = nullptr) {
-    json::object c{{"id", "chatcmpl-bench"},
-                   {"object", "chat.completion.chunk"},
-                   {"created", 1700000000},
-                   {"model", "m"},
-                   {"choices", json::array{json::object{{"index", 0},
-                                                        {"delta", std::move(delta)},
-                                                        {"finish_reason", std::move(finish)}}}}};
-    event("data: " + json::serialize(c) + "\n\n");
-  }
-
-  // The finish reason, the usage chunk and [DONE]; returns the whole response.
-  std::string finish(std::string_view reason) && {
-    chunk(json::object{}, json::value(reason));
-    event(R"(data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,)"
-          R"("model":"m","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":7,)"
-          R"("total_tokens":18}})"
-          "\n\n");
-    event("data: [DONE]\n\n");
-    out_ += "0\r\n\r\n";
-    return std::move(out_);
-  }
-
- private:
-  void event(std::string_view text) {
-    char size[16];
-    auto [end, ec] = std::to_chars(size, size + sizeof size, text.size(), 16);
-    (void)ec;
-    out_.append(size, end).append("\r\n").append(text).append("\r\n");
-  }
-
-  std::string out_;
-};
-
-// The final text, streamed in two pieces as a real model would.
-std::string text_response(std::string_view text, bool keep_alive) {
-  SseResponse r(keep_alive);
-  auto half = text.size() / 2;
-  r.chunk(json::object{{"content", text.substr(0, half)}});
-  r.chunk(json::object{{"content", text.substr(half)}});
-  return std::move(r).finish("stop");
+// An answer of the fake model in OpenAI's Chat Completions streaming format, built in one string.
+// The final text comes in two pieces as a real model would send it, a tool call's arguments too.
+std::string text_response(std::string text, bool keep_alive) {
+  sb::test::FakeResponse r = sb::test::FakeResponse::with_text(std::move(text));
+  r.text_pieces = 2;
+  return sb::test::whole_response(r, "m", false, keep_alive);
 }
 
-// One tool call: its id and name first, then its arguments in two pieces.
-std::string tool_call_response(const std::string& id, std::string_view name,
-                               std::string_view arguments, bool keep_alive) {
-  SseResponse r(keep_alive);
-  r.chunk(json::object{
-      {"tool_calls",
-       json::array{json::object{{"index", 0},
-                                {"id", id},
-                                {"type", "function"},
-                                {"function", json::object{{"name", name}, {"arguments", ""}}}}}}});
-  auto half = arguments.size() / 2;
-  for (auto piece : {arguments.substr(0, half), arguments.substr(half)})
-    r.chunk(json::object{
-        {"tool_calls", json::array{json::object{
-                           {"index", 0}, {"function", json::object{{"arguments", piece}}}}}}});
-  return std::move(r).finish("tool_calls");
+std::string tool_call_response(std::string id, std::string_view name, std::string arguments,
+                               bool keep_alive) {
+  auto r = sb::test::FakeResponse::with_tool_calls(
+      {sb::test::FakeToolCall{std::move(id), std::string(name), std::move(arguments), 2}});
+  return sb::test::whole_response(r, "m", false, keep_alive);
 }
 
 // What the fake model needs of a Chat Completions request: the role and content of the last
@@ -781,46 +320,25 @@ class SummaryHandler {
   std::string role_, content_;
 };
 
-// A fake OpenAI-compatible model on 127.0.0.1:0, on its own thread and io_context. Stateless:
-// everything it needs is in the request (see respond()). Each response is built whole and
-// written at once, so the model costs the server no waiting at all. Its own CPU time is read
-// from the thread's CPU clock so that the report can show what it took from the shared vCPUs.
-class FakeModel {
+// A fake OpenAI-compatible model on 127.0.0.1:0, on the thread of its FakeModelServer.
+// Stateless: everything it needs is in the request (see respond()). Each response is built whole
+// and written at once, so the model costs the server no waiting at all. Its own CPU time is read
+// from its thread's CPU clock so that the report can show what it took from the shared vCPUs.
+class FakeModel : public sb::test::FakeModelHandler {
  public:
-  FakeModel() : acceptor_(io_) {
-    tcp::endpoint endpoint{asio::ip::address_v4::loopback(), 0};
-    acceptor_.open(endpoint.protocol());
-    acceptor_.set_option(tcp::acceptor::reuse_address(true));
-    acceptor_.bind(endpoint);
-    acceptor_.listen(asio::socket_base::max_listen_connections);
-    port_ = acceptor_.local_endpoint().port();
-    asio::co_spawn(io_, accept_loop(), [this](std::exception_ptr e) {
-      if (e) problem("accept loop: " + describe(e));
-    });
-    thread_ = std::thread([this] { io_.run(); });
-    if (::pthread_getcpuclockid(thread_.native_handle(), &cpu_clock_) != 0)
-      throw Fatal("pthread_getcpuclockid failed");
-  }
-  ~FakeModel() {
-    io_.stop();
-    if (thread_.joinable()) thread_.join();
-  }
+  FakeModel() = default;
   FakeModel(const FakeModel&) = delete;
   FakeModel& operator=(const FakeModel&) = delete;
 
-  unsigned short port() const { return port_; }
+  unsigned short port() const { return server_.port(); }
   std::uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
   std::uint64_t request_bytes() const { return request_bytes_.load(std::memory_order_relaxed); }
-  std::int64_t cpu_us() const {
-    timespec ts{};
-    ::clock_gettime(cpu_clock_, &ts);
-    return static_cast<std::int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-  }
+  std::int64_t cpu_us() const { return server_.thread_cpu_us(); }
   // Moves the fake model's errors into the run's list (main thread).
   void collect_problems() {
     std::lock_guard lock(mutex_);
     for (const auto& p : problems_)
-      g_problems.add("fake model: " + p);
+      problems().add("fake model: " + p);
     problems_.clear();
   }
 
@@ -830,58 +348,13 @@ class FakeModel {
     if (problems_.size() < 50) problems_.push_back(what);
   }
 
-  asio::awaitable<void> accept_loop() {
-    for (;;) {
-      auto [ec, socket] = co_await acceptor_.async_accept(tuple_awaitable);
-      if (ec) {
-        problem("accept: " + ec.message());
-        co_return;
-      }
-      socket.set_option(tcp::no_delay(true), ec);
-      asio::co_spawn(io_, serve(std::move(socket)), [this](std::exception_ptr e) {
-        if (e) problem("connection: " + describe(e));
-      });
-    }
-  }
-
-  // Requests on one connection until the server closes it (Switchboard opens one per request
-  // today; keep-alive works too).
-  asio::awaitable<void> serve(tcp::socket socket) {
-    beast::tcp_stream stream(std::move(socket));
-    beast::flat_buffer buffer;
-    for (;;) {
-      http::request_parser<http::string_body> parser;
-      parser.body_limit(256 * 1024 * 1024);
-      // Idle keep-alive connections are closed after a while; the server reconnects.
-      stream.expires_after(60s);
-      auto [ec, n] = co_await http::async_read(stream, buffer, parser, tuple_awaitable);
-      if (ec) {
-        if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
-            ec != asio::error::connection_reset && ec != asio::error::operation_aborted)
-          problem("reading a request: " + ec.message());
-        co_return;
-      }
-      bool keep_alive = parser.get().keep_alive();
-      // Built whole, then written at once; owned by this connection while it is written.
-      std::string out = respond(parser.get(), keep_alive);
-      stream.expires_after(60s);
-      auto [wec, wn] = co_await asio::async_write(stream, asio::buffer(out), tuple_awaitable);
-      if (wec) {
-        problem("writing a response: " + wec.message());
-        co_return;
-      }
-      if (!keep_alive) {
-        stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-        co_return;
-      }
-    }
-  }
+  void connection_error(const std::string& what) override { problem(what); }
 
   // The prompt of the turn (the last user message) is a JSON object {tool, input, expect,
   // final}. If the request ends with that prompt, the answer is a call of `tool` with `input`;
   // if it ends with a tool result, the answer is `final` when the result contains `expect`, and
   // a text that names the mismatch otherwise (which the driver then reports).
-  std::string respond(const http::request<http::string_body>& req, bool keep_alive) {
+  std::string respond(const Request& req, bool keep_alive) override {
     requests_.fetch_add(1, std::memory_order_relaxed);
     request_bytes_.fetch_add(req.body().size(), std::memory_order_relaxed);
     std::string_view target = req.target();
@@ -917,7 +390,7 @@ class FakeModel {
                 "\": " + std::string(result.substr(0, 300)));
         return text_response("fake model: unexpected tool result", keep_alive);
       }
-      return text_response(field("final"), keep_alive);
+      return text_response(std::string(field("final")), keep_alive);
     }
     return error_response(400, "the request ends with neither the prompt nor a tool result",
                           keep_alive);
@@ -926,156 +399,48 @@ class FakeModel {
   // An error in the API's format; the server then fails the turn, which the driver reports.
   std::string error_response(unsigned status, const std::string& message, bool keep_alive) {
     problem(message);
-    std::string body = json::serialize(
-        json::object{{"error", json::object{{"message", message}, {"type", "bench_error"}}}});
-    return "HTTP/1.1 " + std::to_string(status) +
-           " Error\r\nContent-Type: application/json\r\nContent-Length: " +
-           std::to_string(body.size()) +
-           "\r\nConnection: " + (keep_alive ? "keep-alive" : "close") + "\r\n\r\n" + body;
+    return sb::test::whole_response(sb::test::FakeResponse::http_error(status, message), "m", false,
+                                    keep_alive);
   }
 
-  asio::io_context io_{1};
-  tcp::acceptor acceptor_;
-  unsigned short port_ = 0;
-  std::thread thread_;
-  clockid_t cpu_clock_{};
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> request_bytes_{0};  // request bodies, for the report
   std::uint64_t calls_ = 0;                      // tool call ids (the fake model's thread only)
   std::mutex mutex_;
   std::vector<std::string> problems_;
+  sb::test::FakeModelServer server_{*this};  // last: its thread stops before the rest goes
 };
-
-// ---- small async helpers --------------------------------------------------------------------
-
-asio::awaitable<void> sleep_for(Clock::duration d) {
-  asio::steady_timer timer(co_await asio::this_coro::executor, d);
-  co_await timer.async_wait(tuple_awaitable);
-}
-
-// Counts down to zero; wait() returns false when its timeout passes first. One thread.
-class Latch {
- public:
-  Latch(asio::any_io_executor ex, std::size_t count) : remaining_(count), timer_(ex) {}
-  void add() { ++remaining_; }
-  void count_down() {
-    if (remaining_ > 0 && --remaining_ == 0) timer_.cancel();
-  }
-  std::size_t remaining() const { return remaining_; }
-  asio::awaitable<bool> wait(std::chrono::milliseconds timeout) {
-    if (remaining_ == 0) co_return true;
-    timer_.expires_after(timeout);
-    co_await timer_.async_wait(tuple_awaitable);
-    co_return remaining_ == 0;
-  }
-
- private:
-  std::size_t remaining_;
-  asio::steady_timer timer_;
-};
-
-const json::string* string_field(const json::value& v, std::string_view key) {
-  const auto* o = v.if_object();
-  if (!o) return nullptr;
-  const auto* f = o->if_contains(key);
-  return f ? f->if_string() : nullptr;
-}
-
-std::optional<json::value> parse_json(std::string_view text) {
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  if (ec) return std::nullopt;
-  return v;
-}
-
-std::string clip(std::string_view s, std::size_t n = 300) {
-  return s.size() <= n ? std::string(s) : std::string(s.substr(0, n)) + "...";
-}
-
-http::request<http::string_body> make_request(http::verb verb, std::string_view target,
-                                              const std::string& host, std::string body) {
-  http::request<http::string_body> req{verb, target, 11};
-  req.set(http::field::host, host);
-  req.set(http::field::user_agent, "agent_turns");
-  if (!body.empty()) req.set(http::field::content_type, "application/json");
-  req.keep_alive(true);
-  req.body() = std::move(body);
-  req.prepare_payload();
-  return req;
-}
-
-struct HttpResult {
-  std::string error;  // "" on success (any status)
-  http::response<http::string_body> res;
-};
-
-// One request/response on a keep-alive connection, bounded by `timeout`.
-asio::awaitable<HttpResult> http_call(beast::tcp_stream& stream, beast::flat_buffer& buffer,
-                                      http::request<http::string_body>& req,
-                                      std::chrono::milliseconds timeout) {
-  HttpResult out;
-  stream.expires_after(timeout);
-  auto [wec, wn] = co_await http::async_write(stream, req, tuple_awaitable);
-  if (wec) {
-    out.error = "writing " + std::string(req.target()) + ": " + wec.message();
-    co_return out;
-  }
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(256 * 1024 * 1024);  // a long session's message list is large
-  auto [rec, rn] = co_await http::async_read(stream, buffer, parser, tuple_awaitable);
-  if (rec) out.error = "reading the answer to " + std::string(req.target()) + ": " + rec.message();
-  out.res = parser.release();
-  stream.expires_never();
-  co_return out;
-}
-
-asio::awaitable<std::string> connect_stream(beast::tcp_stream& stream, const tcp::endpoint& ep,
-                                            std::chrono::milliseconds timeout) {
-  stream.expires_after(timeout);
-  auto [ec] = co_await stream.async_connect(ep, tuple_awaitable);
-  stream.expires_never();
-  if (ec) co_return "connect: " + ec.message();
-  boost::system::error_code ignored;
-  stream.socket().set_option(tcp::no_delay(true), ignored);
-  co_return "";
-}
 
 // ---- the run's context and the server's set-up ----------------------------------------------
 
-struct Ctx {
-  asio::io_context& io;
+// A scenario's server and the turns' shared state.
+struct Ctx : Target {
   const Options& opt;
   FakeModel& model;
-  tcp::endpoint endpoint;
-  std::string host;       // Host header
-  fs::path read_file;     // the file that `read` turns read
-  bool stopping = false;  // set at teardown: connection errors are expected from then on
+  fs::path read_file;  // the file that `read` turns read
 };
 
 // The file of the project directory that `read` turns read; the fake model checks that the tool
 // result contains kReadMarker.
 constexpr std::string_view kReadMarker = "agent_turns marker: the file was read";
 
-// A server's directories: HOME, cwd, the project directory with the file to read, the data
-// directory, the config and the log.
-struct ServerDirs {
-  fs::path root, home, cwd, project, data, config, log;
+// A server's files (HOME, cwd, config, log: ServerProcess), the project directory with the file
+// to read, and the data directory, under the run's directory `name-N`.
+struct ServerSetup {
+  fs::path project, data;
+  ServerProcess::Options options;
 };
 
-ServerDirs make_server_dirs(TempRoot& temp, const std::string& name, unsigned short model_port,
-                            const fs::path& data_dir = {}) {
-  ServerDirs d;
-  d.root = temp.fresh(name);
-  d.home = d.root / "home";
-  d.cwd = d.root / "cwd";
-  d.project = d.root / "project";
-  d.data = data_dir.empty() ? d.root / "data" : data_dir;
-  d.config = d.root / "config.json";
-  d.log = d.root / "server.log";
-  for (const auto& p : {d.home, d.cwd, d.project, d.data})
+ServerSetup server_setup(const Options& opt, RunDirectory& temp, const std::string& name,
+                         unsigned short model_port, const fs::path& data_dir = {}) {
+  fs::path root = temp.fresh(name);
+  ServerSetup s;
+  s.project = root / "project";
+  s.data = data_dir.empty() ? root / "data" : data_dir;
+  for (const auto& p : {s.project, s.data})
     fs::create_directories(p);
   {
-    std::ofstream file(d.project / "notes.txt");
+    std::ofstream file(s.project / "notes.txt");
     file << "Notes of the agent_turns benchmark project.\n" << kReadMarker << "\n";
     for (int i = 1; i <= 20; ++i)
       file << "line " << i << ": a short line of text that the read tool returns\n";
@@ -1097,215 +462,28 @@ ServerDirs make_server_dirs(TempRoot& temp, const std::string& name, unsigned sh
                     // a result over HTTP costs one SHA-256 of the token more (about 1 µs).
                     {"clientTokens", false}}},
       {"server", json::object{{"subscriberQueueLimit", 65536}}}};
-  std::ofstream(d.config) << json::serialize(config) << "\n";
-  return d;
+  s.options = server_options(opt.server, root, std::move(config));
+  s.options.data_dir = s.data;
+  s.options.directory = s.project;
+  return s;
 }
-
-std::vector<std::string> server_args(const Options& opt, const ServerDirs& d, unsigned short port) {
-  std::vector<std::string> args = opt.server_prefix;
-  if (!args.empty()) args[0] = find_program(args[0]);
-  std::vector<std::string> own = {opt.server_path,    "serve",           "--hostname",
-                                  "127.0.0.1",        "--port",          std::to_string(port),
-                                  "--config",         d.config.string(), "--directory",
-                                  d.project.string(), "--data-dir",      d.data.string()};
-  args.insert(args.end(), own.begin(), own.end());
-  return args;
-}
-
-bool g_slow_child = false;  // under --server-prefix: start-up and shutdown take longer
 
 struct Server {
-  ServerDirs dirs;
-  std::unique_ptr<Child> child;
-  unsigned short port = 0;
+  ServerSetup setup;
+  std::unique_ptr<ServerProcess> process;
 };
 
-Server start_server(const Options& opt, TempRoot& temp, FakeModel& model, const std::string& name) {
-  Server s;
-  s.dirs = make_server_dirs(temp, name, model.port());
-  s.child =
-      std::make_unique<Child>(server_args(opt, s.dirs, 0), s.dirs.home, s.dirs.cwd, s.dirs.log);
-  s.port = s.child->wait_listening(g_slow_child ? 120s : 10s);
-  std::cerr << "started " << opt.server_path << " (pid " << s.child->pid() << ", port " << s.port
-            << ", log " << s.dirs.log.string() << ")" << std::endl;
+Server start_server(const Options& opt, RunDirectory& temp, FakeModel& model,
+                    const std::string& name) {
+  Server s{server_setup(opt, temp, name, model.port())};
+  s.process = bench::start_server(opt.server, s.setup.options);
   return s;
 }
 
 Ctx make_ctx(asio::io_context& io, const Options& opt, FakeModel& model, const Server& s) {
-  return Ctx{io,
-             opt,
-             model,
-             tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), s.port),
-             "127.0.0.1:" + std::to_string(s.port),
-             s.dirs.project / "notes.txt"};
+  return Ctx{Target::loopback(io, s.process->port(), opt.op_timeout), opt, model,
+             s.setup.project / "notes.txt"};
 }
-
-void stop_server(Server& s) {
-  if (auto st = s.child->poll_exit()) {
-    g_problems.add("the server exited during the scenario (" + describe_status(*st) + "); log:\n" +
-                   s.child->log_tail());
-    return;
-  }
-  auto err = s.child->stop(g_slow_child ? 120s : 10s);
-  if (!err.empty()) g_problems.add("the server " + err + "; log:\n" + s.child->log_tail());
-}
-
-// GET /health on a fresh connection; "" when the server answered 200 {healthy: true}.
-asio::awaitable<std::string> check_health(const Ctx& ctx) {
-  beast::tcp_stream stream(ctx.io.get_executor());
-  if (auto err = co_await connect_stream(stream, ctx.endpoint, ctx.opt.op_timeout); !err.empty())
-    co_return "GET /health: " + err;
-  beast::flat_buffer buffer;
-  auto req = make_request(http::verb::get, "/health", ctx.host, "");
-  auto r = co_await http_call(stream, buffer, req, ctx.opt.op_timeout);
-  if (!r.error.empty()) co_return r.error;
-  auto body = parse_json(r.res.body());
-  const json::value* healthy =
-      body && body->is_object() ? body->get_object().if_contains("healthy") : nullptr;
-  if (r.res.result() != http::status::ok || !healthy || !healthy->is_bool() || !healthy->get_bool())
-    co_return "GET /health: expected 200 {healthy: true}, got " +
-        std::to_string(r.res.result_int()) + " " + clip(r.res.body());
-  co_return "";
-}
-
-// ---- the WebSocket client of `client` turns -------------------------------------------------
-
-// Registers the tool `echo` for one session at a time over its WebSocket and answers each
-// request at once with the input's text. One reader (serve) and at most one write at a time:
-// register_for() writes only between turns, when no request of this client is outstanding.
-class WsClient {
- public:
-  WsClient(Ctx& ctx, std::string id)
-      : ctx_(ctx),
-        id_(std::move(id)),
-        ws_(ctx.io.get_executor()),
-        registered_(ctx.io.get_executor()) {}
-
-  const std::string& id() const { return id_; }
-  std::string tool_id() const { return "client_" + id_ + "_echo"; }
-  std::size_t answered() const { return answered_; }
-
-  asio::awaitable<std::string> connect() {
-    auto& lowest = beast::get_lowest_layer(ws_);
-    if (auto err = co_await connect_stream(lowest, ctx_.endpoint, ctx_.opt.op_timeout);
-        !err.empty())
-      co_return err;
-    lowest.expires_after(ctx_.opt.op_timeout);
-    auto [hec] =
-        co_await ws_.async_handshake(ctx_.host, "/client-tools/ws/" + id_, tuple_awaitable);
-    lowest.expires_never();
-    if (hec) co_return "WebSocket handshake: " + hec.message();
-    ws_.text(true);
-    co_return "";
-  }
-
-  // Registers `echo` for `session_id` (replacing the registration for the previous session) and
-  // waits for the server's `registered`, which serve() reads.
-  asio::awaitable<std::string> register_for(const std::string& session_id) {
-    got_registered_ = false;
-    registered_error_.clear();
-    outgoing_ = json::serialize(json::object{
-        {"type", "register"},
-        {"sessionID", session_id},
-        {"tools",
-         json::array{json::object{
-             {"id", "echo"},
-             {"description", "Answers at once with input.text."},
-             {"parameters",
-              json::object{{"type", "object"},
-                           {"properties", json::object{{"text", json::object{{"type", "string"}}}}},
-                           {"required", json::array{"text"}}}}}}}});
-    registered_.expires_after(ctx_.opt.op_timeout);
-    if (auto err = co_await write(outgoing_); !err.empty()) co_return "sending register: " + err;
-    // The answer may have been read already, while the write completed.
-    if (!got_registered_ && registered_error_.empty())
-      co_await registered_.async_wait(tuple_awaitable);
-    if (!registered_error_.empty()) co_return registered_error_;
-    if (!got_registered_) co_return "no `registered` answer within the operation timeout";
-    co_return registered_error_;
-  }
-
-  // Answers requests until the connection ends.
-  asio::awaitable<void> serve() {
-    for (;;) {
-      auto [ec, n] = co_await ws_.async_read(buffer_, tuple_awaitable);
-      if (ec) {
-        problem("WebSocket read: " + ec.message());
-        co_return;
-      }
-      std::string_view text(static_cast<const char*>(buffer_.cdata().data()), buffer_.size());
-      auto msg = parse_json(text);
-      auto* type = msg ? string_field(*msg, "type") : nullptr;
-      if (type && *type == "request") {
-        const json::value* req = msg->get_object().if_contains("request");
-        auto* request_id = req ? string_field(*req, "requestID") : nullptr;
-        const json::value* input =
-            req && req->is_object() ? req->get_object().if_contains("input") : nullptr;
-        auto* echo = input ? string_field(*input, "text") : nullptr;
-        if (!request_id || !echo) {
-          problem("malformed request " + clip(text));
-        } else {
-          reply_ = json::serialize(json::object{
-              {"type", "result"},
-              {"requestID", *request_id},
-              {"result",
-               json::object{{"status", "success"}, {"title", "echo"}, {"output", *echo}}}});
-          buffer_.consume(buffer_.size());
-          if (auto err = co_await write(reply_); !err.empty()) {
-            problem("WebSocket write: " + err);
-            co_return;
-          }
-          ++answered_;
-          continue;
-        }
-      } else if (type && *type == "registered") {
-        const json::array* ids = nullptr;
-        if (auto* f = msg->get_object().if_contains("toolIDs")) ids = f->if_array();
-        if (!ids || ids->size() != 1 || !(*ids)[0].is_string() ||
-            (*ids)[0].get_string() != tool_id())
-          registered_error_ =
-              "expected {type: registered, toolIDs: [" + tool_id() + "]}, got " + clip(text);
-        got_registered_ = true;
-        registered_.cancel();
-      } else {
-        // An error (a refused result or registration), a cancel, or garbage.
-        problem("unexpected message " + clip(text));
-        if (type && *type == "error") {
-          registered_error_ = "error: " + clip(text);
-          registered_.cancel();
-        }
-      }
-      buffer_.consume(buffer_.size());
-    }
-  }
-
-  void close() {
-    boost::system::error_code ignored;
-    beast::get_lowest_layer(ws_).socket().close(ignored);
-  }
-
- private:
-  asio::awaitable<std::string> write(const std::string& text) {
-    beast::get_lowest_layer(ws_).expires_after(ctx_.opt.op_timeout);
-    auto [ec, n] = co_await ws_.async_write(asio::buffer(text), tuple_awaitable);
-    beast::get_lowest_layer(ws_).expires_never();
-    co_return ec ? ec.message() : "";
-  }
-
-  void problem(const std::string& what) {
-    if (!ctx_.stopping) g_problems.add("client " + id_ + ": " + what);
-  }
-
-  Ctx& ctx_;
-  std::string id_;
-  websocket::stream<beast::tcp_stream> ws_;
-  beast::flat_buffer buffer_;
-  std::string reply_, outgoing_;
-  std::size_t answered_ = 0;
-  asio::steady_timer registered_;  // cancelled when `registered` (or an error) arrives
-  bool got_registered_ = false;
-  std::string registered_error_;
-};
 
 // ---- measuring ------------------------------------------------------------------------------
 
@@ -1358,7 +536,7 @@ Window window_between(const Snapshot& a, const Snapshot& b) {
   w.seconds = std::chrono::duration<double>(b.at - a.at).count();
   w.turns = b.turns_done - a.turns_done;
   if (w.seconds > 0) w.turns_per_s = static_cast<double>(w.turns) / w.seconds;
-  double tick_us = 1e6 / static_cast<double>(kTicksPerSecond);
+  double tick_us = 1e6 / static_cast<double>(clock_ticks_per_second());
   double server_ticks = static_cast<double>(b.server.total() - a.server.total());
   double server_us = server_ticks * tick_us;
   if (server_ticks > 0)
@@ -1379,14 +557,6 @@ Window window_between(const Snapshot& a, const Snapshot& b) {
     w.other_load = std::max(0.0, other * tick_us / 1e6 / w.seconds /
                                      static_cast<double>(std::thread::hardware_concurrency()));
   return w;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
-  rank = std::clamp<std::size_t>(rank, 1, v.size());
-  return v[rank - 1];
 }
 
 // The turns of one scenario: claimed one by one by its drivers; the window opens when `warmup`
@@ -1419,19 +589,18 @@ class Driver {
         name_("d" + std::to_string(index)),
         stream_(ctx.io.get_executor()) {
     if (kind_ == Kind::Client)
-      client_ = std::make_unique<WsClient>(ctx, "bench-" + std::to_string(index));
+      client_ = std::make_unique<WsEchoClient>(ctx, "bench-" + std::to_string(index));
   }
 
   // Connections and the first session, before the run starts.
   asio::awaitable<std::string> setup(Latch& clients_ended) {
-    if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.opt.op_timeout);
-        !err.empty())
+    if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.op_timeout); !err.empty())
       co_return err;
     if (client_) {
       if (auto err = co_await client_->connect(); !err.empty()) co_return err;
       clients_ended.add();
       asio::co_spawn(ctx_.io, client_->serve(), [this, &clients_ended](std::exception_ptr e) {
-        if (e) g_problems.add("client " + client_->id() + ": " + describe(e));
+        if (e) problems().add("client " + client_->id() + ": " + describe(e));
         clients_ended.count_down();
       });
     }
@@ -1471,7 +640,7 @@ class Driver {
   asio::awaitable<std::string> new_session() {
     auto req = make_request(http::verb::post, "/session", ctx_.host,
                             json::serialize(json::object{{"title", "agent_turns " + name_}}));
-    auto r = co_await http_call(stream_, buffer_, req, ctx_.opt.op_timeout);
+    auto r = co_await http_call(stream_, buffer_, req, ctx_.op_timeout);
     if (!r.error.empty()) co_return r.error;
     auto body = parse_json(r.res.body());
     auto* id = body ? string_field(*body, "id") : nullptr;
@@ -1482,7 +651,7 @@ class Driver {
     session_turns_ = 0;
     ++run_.sessions;
     if (client_)
-      if (auto err = co_await client_->register_for(session_); !err.empty())
+      if (auto err = co_await client_->register_tool(session_); !err.empty())
         co_return "register for " + session_ + ": " + err;
     co_return "";
   }
@@ -1510,7 +679,7 @@ class Driver {
             {"parts",
              json::array{json::object{{"type", "text"}, {"text", json::serialize(prompt)}}}}}));
     auto t0 = Clock::now();
-    auto r = co_await http_call(stream_, buffer_, req, ctx_.opt.op_timeout);
+    auto r = co_await http_call(stream_, buffer_, req, ctx_.op_timeout);
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (!r.error.empty()) {
       fail("turn " + token + ": " + r.error);
@@ -1573,7 +742,7 @@ class Driver {
     }
   }
 
-  void fail(const std::string& what) { g_problems.add("driver " + name_ + ": " + what); }
+  void fail(const std::string& what) { problems().add("driver " + name_ + ": " + what); }
 
   Ctx& ctx_;
   TurnRun& run_;
@@ -1581,7 +750,7 @@ class Driver {
   std::string name_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  std::unique_ptr<WsClient> client_;
+  std::unique_ptr<WsEchoClient> client_;
   std::string session_;
   int session_turns_ = 0;
   int turns_ = 0;
@@ -1598,7 +767,7 @@ asio::awaitable<bool> drive(Ctx& ctx, TurnRun& run, Kind kind, int n) {
   for (auto& d : drivers) {
     auto err = co_await d->setup(clients_ended);
     if (!err.empty()) {
-      g_problems.add("set-up: " + err);
+      problems().add("set-up: " + err);
       ready = false;
       break;
     }
@@ -1611,11 +780,11 @@ asio::awaitable<bool> drive(Ctx& ctx, TurnRun& run, Kind kind, int n) {
     Latch done(ctx.io.get_executor(), drivers.size());
     for (auto& d : drivers)
       asio::co_spawn(ctx.io, d->run(), [&done](std::exception_ptr e) {
-        if (e) g_problems.add("driver: " + describe(e));
+        if (e) problems().add("driver: " + describe(e));
         done.count_down();
       });
     // Each operation has its own timeout; this bound is a second line of defence.
-    auto bound = ctx.opt.op_timeout * 2 + std::chrono::milliseconds(run.total) * 1000;
+    auto bound = ctx.op_timeout * 2 + std::chrono::milliseconds(run.total) * 1000;
     if (!co_await done.wait(std::chrono::duration_cast<std::chrono::milliseconds>(bound)))
       throw Fatal(std::to_string(done.remaining()) + " drivers did not stop");
     if (!run.close) {
@@ -1632,23 +801,6 @@ asio::awaitable<bool> drive(Ctx& ctx, TurnRun& run, Kind kind, int n) {
 }
 
 // ---- scenarios ------------------------------------------------------------------------------
-
-std::string fmt(double v, int decimals = 1) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-std::string fmt_int(double v) {
-  long long n = std::llround(v);
-  std::string digits = std::to_string(n < 0 ? -n : n);
-  std::string out = n < 0 ? "-" : "";
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 // "p50 / p99 / max" of a window's loop lag in ms; "n/a" when the server did not measure it.
 std::string lag_cell(const bench::LoopLag& lag) {
@@ -1701,22 +853,22 @@ struct Results {
   std::size_t populated_turns = 0, populated_sessions = 0;
 };
 
-asio::awaitable<void> run_latency(asio::io_context& io, const Options& opt, TempRoot& temp,
+asio::awaitable<void> run_latency(asio::io_context& io, const Options& opt, RunDirectory& temp,
                                   FakeModel& model, Kind kind, Results& results) {
   std::cerr << "latency: " << kind_name(kind) << " turns, 1 driver" << std::endl;
-  auto errors_before = g_problems.count;
+  auto errors_before = problems().count;
   LatencyRow row{kind};
   Server server = start_server(opt, temp, model, "latency-" + kind_name(kind));
   Ctx ctx = make_ctx(io, opt, model, server);
   TurnRun run;
-  run.server = server.child->pid();
+  run.server = server.process->pid();
   run.warmup = static_cast<std::size_t>(opt.warmup_turns);
   run.total = run.warmup + static_cast<std::size_t>(opt.turns);
   run.session_turns = opt.session_turns;
-  run.lag_on = bench::measures_loop_lag(server.dirs.log);
+  run.lag_on = bench::measures_loop_lag(*server.process);
   if (co_await drive(ctx, run, kind, 1) && run.open && run.close) {
     // The first window is the start and the warm-up; the second, the measured turns.
-    if (run.lag_on) row.lag = bench::read_loop_lag(server.dirs.log, 2);
+    if (run.lag_on) row.lag = bench::read_loop_lag(*server.process, 2);
     row.w = window_between(*run.open, *run.close);
     row.p50 = percentile(run.latency_ms, 0.50);
     row.p95 = percentile(run.latency_ms, 0.95);
@@ -1727,23 +879,23 @@ asio::awaitable<void> run_latency(asio::io_context& io, const Options& opt, Temp
               << row.w.model_requests << " model requests per turn" << std::endl;
     // Turns one after another: exactly two model requests each (the tool call, the final text).
     if (std::abs(row.w.model_requests - 2.0) > 1e-9)
-      g_problems.add("expected 2 model requests per turn, got " + fmt(row.w.model_requests, 4));
+      problems().add("expected 2 model requests per turn, got " + fmt(row.w.model_requests, 4));
   }
-  stop_server(server);
+  stop_server(*server.process, opt.server.patience());
   model.collect_problems();
-  row.errors = g_problems.count - errors_before;
+  row.errors = problems().count - errors_before;
   results.latency.push_back(row);
 }
 
-asio::awaitable<void> run_throughput(asio::io_context& io, const Options& opt, TempRoot& temp,
+asio::awaitable<void> run_throughput(asio::io_context& io, const Options& opt, RunDirectory& temp,
                                      FakeModel& model, Kind kind, Results& results) {
   std::cerr << "throughput: " << kind_name(kind) << " turns, " << opt.sessions << " sessions"
             << std::endl;
-  auto errors_before = g_problems.count;
+  auto errors_before = problems().count;
   ThroughputRow row{kind, opt.sessions};
   Server server = start_server(opt, temp, model, "throughput-" + kind_name(kind));
   Ctx ctx = make_ctx(io, opt, model, server);
-  pid_t pid = server.child->pid();
+  pid_t pid = server.process->pid();
   // Idle: after one answered request, so that what is built on the first one is included.
   if (auto err = co_await check_health(ctx); !err.empty()) throw Fatal(err);
   co_await sleep_for(500ms);
@@ -1753,9 +905,9 @@ asio::awaitable<void> run_throughput(asio::io_context& io, const Options& opt, T
   run.warmup = static_cast<std::size_t>(opt.throughput_warmup);
   run.total = static_cast<std::size_t>(opt.total_turns);
   run.session_turns = opt.session_turns;
-  run.lag_on = bench::measures_loop_lag(server.dirs.log);
+  run.lag_on = bench::measures_loop_lag(*server.process);
   if (co_await drive(ctx, run, kind, opt.sessions) && run.open && run.close) {
-    if (run.lag_on) row.lag = bench::read_loop_lag(server.dirs.log, 2);
+    if (run.lag_on) row.lag = bench::read_loop_lag(*server.process, 2);
     row.w = window_between(*run.open, *run.close);
     row.p50 = percentile(run.latency_ms, 0.50);
     row.p95 = percentile(run.latency_ms, 0.95);
@@ -1769,26 +921,26 @@ asio::awaitable<void> run_throughput(asio::io_context& io, const Options& opt, T
               << row.w.seconds << " s; RSS " << row.rss_idle_kib << " -> " << row.rss_after_kib
               << " KiB" << std::endl;
     // The server is still healthy and answers at once.
-    if (auto err = co_await check_health(ctx); !err.empty()) g_problems.add(err);
+    if (auto err = co_await check_health(ctx); !err.empty()) problems().add(err);
   }
-  stop_server(server);
+  stop_server(*server.process, opt.server.patience());
   model.collect_problems();
-  row.errors = g_problems.count - errors_before;
+  row.errors = problems().count - errors_before;
   if (kind == Kind::Read && row.completed && row.errors == 0) {
-    results.populated_data = server.dirs.data;
+    results.populated_data = server.setup.data;
     results.populated_turns = run.ended;
     results.populated_sessions = run.sessions;
   }
   results.throughput.push_back(row);
 }
 
-asio::awaitable<void> run_history(asio::io_context& io, const Options& opt, TempRoot& temp,
+asio::awaitable<void> run_history(asio::io_context& io, const Options& opt, RunDirectory& temp,
                                   FakeModel& model, Results& results) {
   std::cerr << "history: " << opt.history_turns << " read turns in one session" << std::endl;
   Server server = start_server(opt, temp, model, "history");
   Ctx ctx = make_ctx(io, opt, model, server);
   TurnRun run;
-  run.server = server.child->pid();
+  run.server = server.process->pid();
   run.warmup = 0;
   run.total = static_cast<std::size_t>(opt.history_turns);
   run.bucket = static_cast<std::size_t>(opt.history_bucket);
@@ -1808,22 +960,22 @@ asio::awaitable<void> run_history(asio::io_context& io, const Options& opt, Temp
     }
     results.history_completed = true;
   }
-  stop_server(server);
+  stop_server(*server.process, opt.server.patience());
   model.collect_problems();
 }
 
 // Starts the server `opt.starts` times; each time, from fork() to the first 200 of GET /health,
 // polled on a fresh connection every 250 µs (the port is chosen here, so that nothing waits for
 // the log).
-asio::awaitable<void> run_startup(asio::io_context& io, const Options& opt, TempRoot& temp,
+asio::awaitable<void> run_startup(asio::io_context& io, const Options& opt, RunDirectory& temp,
                                   FakeModel& model, const std::string& label,
                                   const fs::path& data_dir, Results& results) {
   std::cerr << "startup: " << label << ", " << opt.starts << " starts" << std::endl;
-  auto errors_before = g_problems.count;
+  auto errors_before = problems().count;
   StartupRow row{label};
-  auto deadline_after = g_slow_child ? 120s : 10s;
+  auto deadline_after = opt.server.patience();
   for (int i = 0; i < opt.starts; ++i) {
-    ServerDirs dirs = make_server_dirs(temp, "startup", model.port(), data_dir);
+    ServerSetup setup = server_setup(opt, temp, "startup", model.port(), data_dir);
     std::optional<double> ms;
     for (int attempt = 0; attempt < 3 && !ms; ++attempt) {
       unsigned short port = 0;
@@ -1833,7 +985,10 @@ asio::awaitable<void> run_startup(asio::io_context& io, const Options& opt, Temp
       }
       tcp::endpoint ep(asio::ip::make_address_v4("127.0.0.1"), port);
       std::string host = "127.0.0.1:" + std::to_string(port);
-      Child child(server_args(opt, dirs, port), dirs.home, dirs.cwd, dirs.log);
+      ServerProcess::Options options = setup.options;
+      options.port = port;
+      options.wait_listening = false;  // timed from the fork
+      ServerProcess child(std::move(options));
       auto deadline = child.started() + deadline_after;
       bool gave_up = false;
       for (;;) {
@@ -1850,10 +1005,10 @@ asio::awaitable<void> run_startup(asio::io_context& io, const Options& opt, Temp
             break;
           }
         }
-        if (child.poll_exit()) {
+        if (!child.running()) {
           // Most likely someone else took the port between our probe and the server's bind.
           std::cerr << "  the server exited at start (attempt " << attempt + 1
-                    << "); log: " << clip(child.log_tail(), 500) << std::endl;
+                    << "); log: " << clip(log_tail(child), 500) << std::endl;
           break;
         }
         if (Clock::now() > deadline) {
@@ -1863,21 +1018,21 @@ asio::awaitable<void> run_startup(asio::io_context& io, const Options& opt, Temp
         co_await sleep_for(250us);
       }
       if (gave_up) {
-        g_problems.add("start-up: no healthy answer within " +
-                       std::to_string(deadline_after.count()) + " s; log:\n" + child.log_tail());
+        problems().add(
+            "start-up: no healthy answer within " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::seconds>(deadline_after).count()) +
+            " s; log:\n" + log_tail(child));
         break;
       }
-      if (ms) {
-        auto err = child.stop(g_slow_child ? 120s : 10s);
-        if (!err.empty()) g_problems.add("the server " + err + "; log:\n" + child.log_tail());
-      }
+      if (ms) stop_server(child, opt.server.patience());
     }
     if (ms)
       row.ms.push_back(*ms);
-    else if (g_problems.count == errors_before)
-      g_problems.add("start-up: the server did not start in 3 attempts");
+    else if (problems().count == errors_before)
+      problems().add("start-up: the server did not start in 3 attempts");
   }
-  row.errors = g_problems.count - errors_before;
+  row.errors = problems().count - errors_before;
   results.startup.push_back(row);
 }
 
@@ -1888,15 +1043,13 @@ std::string kind_label(Kind k) {
 }
 
 void print_report(const Options& opt, const Results& r, const std::string& load_before) {
-  utsname u{};
-  ::uname(&u);
   std::cout << "### agent_turns results\n\n"
             << "- machine: " << std::thread::hardware_concurrency() << " vCPUs, " << cpu_model()
-            << ", Linux " << u.release << "\n"
+            << ", Linux " << linux_release() << "\n"
             << "- load average before / after the run: " << load_before << " / " << load_average()
             << "\n"
-            << "- server: `" << opt.server_path << "`"
-            << (opt.server_prefix.empty() ? "" : " under a --server-prefix tool") << "\n"
+            << "- server: `" << opt.server.path << "`"
+            << (opt.server.prefix.empty() ? "" : " under a --server-prefix tool") << "\n"
             << "- sessions change every " << opt.session_turns
             << " turns in the latency and throughput scenarios (0: never)\n\n";
 
@@ -2014,15 +1167,15 @@ void print_report(const Options& opt, const Results& r, const std::string& load_
     }
     std::cout << "\n";
   }
-  std::cout << "Errors: " << g_problems.count << "\n";
-  for (const auto& p : g_problems.first)
+  std::cout << "Errors: " << problems().count << "\n";
+  for (const auto& p : problems().first)
     std::cout << "- " << clip(p, 500) << "\n";
   std::cout << std::flush;
 }
 
 // ---- the run --------------------------------------------------------------------------------
 
-asio::awaitable<void> run_all(asio::io_context& io, const Options& opt, TempRoot& temp,
+asio::awaitable<void> run_all(asio::io_context& io, const Options& opt, RunDirectory& temp,
                               FakeModel& model, Results& results) {
   if (opt.latency)
     for (Kind k : opt.kinds)
@@ -2055,41 +1208,28 @@ int main(int argc, char** argv) {
     std::cerr << "agent_turns: " << e.what() << "\n\n" << kUsage;
     return 2;
   }
-  std::signal(SIGPIPE, SIG_IGN);
-  std::signal(SIGALRM, on_alarm);
-  ::alarm(static_cast<unsigned>(opt.max_runtime_s));
+  begin_run("agent_turns", opt.max_runtime_s);
   std::string load_before = load_average();
 
   try {
-    if (!fs::exists(opt.server_path))
-      throw Fatal("no server binary at " + opt.server_path + " (build it, or pass --server PATH)");
-    g_slow_child = !opt.server_prefix.empty();
-    TempRoot temp(opt.keep_temp);
+    if (!fs::exists(opt.server.path))
+      throw Fatal("no server binary at " + opt.server.path + " (build it, or pass --server PATH)");
+    RunDirectory temp("agent-turns", opt.keep_temp);
     FakeModel model;
     std::cerr << "fake model on http://127.0.0.1:" << model.port() << "/v1" << std::endl;
     Results results;
     asio::io_context io(1);
-    std::exception_ptr failure;
-    asio::co_spawn(io, run_all(io, opt, temp, model, results), [&](std::exception_ptr e) {
-      failure = e;
-      io.stop();  // clients may still be waiting on their connections
-    });
-    io.run();
+    std::exception_ptr failure = run_to_end(io, run_all(io, opt, temp, model, results));
     model.collect_problems();
     if (failure) {
       temp.keep();
-      g_problems.add("the run stopped: " + describe(failure));
+      problems().add("the run stopped: " + describe(failure));
       print_report(opt, results, load_before);
-      std::cout << std::flush;
-      std::cerr << std::flush;
-      // Coroutines may still reference scenario state: leave without unwinding them. The server
-      // dies with us (PR_SET_PDEATHSIG), and is killed here as well.
-      if (g_child_pid > 0) ::kill(g_child_pid, SIGKILL);
-      std::_Exit(1);
+      leave(1);
     }
-    if (g_problems.count > 0) temp.keep();
+    if (problems().count > 0) temp.keep();
     print_report(opt, results, load_before);
-    return g_problems.count == 0 ? 0 : 1;
+    return problems().count == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "agent_turns: " << e.what() << std::endl;
     return 1;

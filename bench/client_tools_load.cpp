@@ -25,52 +25,36 @@
 #include <boost/beast/websocket.hpp>
 #include <boost/json.hpp>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
-#include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
-#include "loop_lag.hpp"
 #include "provider/sse_decoder.hpp"
-
-extern char** environ;
+#include "server_process.hpp"
+#include "support/client.hpp"
+#include "support/loop_lag.hpp"
+#include "support/run.hpp"
 
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace websocket = beast::websocket;
-namespace json = boost::json;
-namespace fs = std::filesystem;
-using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
+using namespace bench;
 using namespace std::chrono_literals;
-constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
 constexpr std::string_view kUsage = R"(usage: client_tools_load [options]
 
@@ -96,46 +80,10 @@ constexpr std::string_view kUsage = R"(usage: client_tools_load [options]
                             (figures then describe the tool, not the server alone)
 )";
 
-// ---- errors ---------------------------------------------------------------------------------
-
-// A failure that ends the run: the server did not start, a scenario could not be torn down.
-struct Fatal : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Every error of the run; the first few are printed as they happen.
-struct Problems {
-  std::size_t count = 0;
-  std::vector<std::string> first;
-  void add(const std::string& message) {
-    ++count;
-    if (first.size() < 20) {
-      first.push_back(message);
-      std::cerr << "error: " << message << std::endl;
-    } else if (first.size() == 20) {
-      first.push_back("(further errors not shown)");
-      std::cerr << "error: further errors are counted but not shown" << std::endl;
-    }
-  }
-};
-Problems g_problems;
-
-// The child process that the watchdog kills (the server or the baseline server).
-volatile sig_atomic_t g_child_pid = 0;
-
-void on_alarm(int) {
-  static const char msg[] = "client_tools_load: --max-runtime exceeded; killing the server\n";
-  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
-  (void)ignored;
-  if (g_child_pid > 0) ::kill(g_child_pid, SIGKILL);
-  ::_exit(3);
-}
-
 // ---- options --------------------------------------------------------------------------------
 
 struct Options {
-  std::string server_path;
-  std::vector<std::string> server_prefix;  // a profiler to run the server under
+  ServerCommand server;
   bool baseline = true, latency = true, memory = true, soak = false;
   std::vector<std::string> transports = {"websocket", "sse"};
   std::vector<int> clients = {1, 64};
@@ -152,50 +100,9 @@ struct Options {
   bool keep_temp = false;
 };
 
-std::vector<std::string> split_list(std::string_view s, char separator = ',') {
-  std::vector<std::string> out;
-  while (!s.empty()) {
-    auto comma = s.find(separator);
-    auto item = s.substr(0, comma);
-    if (!item.empty()) out.emplace_back(item);
-    if (comma == std::string_view::npos) break;
-    s.remove_prefix(comma + 1);
-  }
-  return out;
-}
-
-template <class T>
-T parse_number(std::string_view flag, std::string_view text) {
-  T value{};
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || ptr != text.data() + text.size())
-    throw std::invalid_argument(std::string(flag) + " needs a number, got \"" + std::string(text) +
-                                "\"");
-  return value;
-}
-
-double parse_seconds(std::string_view flag, std::string_view text) {
-  char* end = nullptr;
-  std::string s(text);
-  double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || !(v > 0) || v > 3600)
-    throw std::invalid_argument(std::string(flag) + " needs a number of seconds (0 < s <= 3600)");
-  return v;
-}
-
-fs::path default_server_path() {
-  std::error_code ec;
-  auto self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    auto beside = self.parent_path() / "switchboard";
-    if (fs::exists(beside, ec)) return beside;
-  }
-  return fs::path("build/release/switchboard");
-}
-
 Options parse_options(int argc, char** argv) {
   Options o;
-  o.server_path = default_server_path().string();
+  o.server.path = default_server_path().string();
   for (int i = 1; i < argc; ++i) {
     std::string_view flag = argv[i];
     auto value = [&]() -> std::string_view {
@@ -207,7 +114,7 @@ Options parse_options(int argc, char** argv) {
       std::exit(0);
     } else if (flag == "--server") {
       // Absolute: the server starts in a temporary working directory.
-      o.server_path = fs::absolute(std::string(value())).string();
+      o.server.path = fs::absolute(std::string(value())).string();
     } else if (flag == "--scenarios") {
       o.baseline = o.latency = o.memory = o.soak = false;
       for (const auto& s : split_list(value())) {
@@ -263,9 +170,7 @@ Options parse_options(int argc, char** argv) {
       o.max_runtime_s = parse_number<int>(flag, value());
       if (o.max_runtime_s < 1) throw std::invalid_argument("--max-runtime must be positive");
     } else if (flag == "--server-prefix") {
-      std::istringstream words{std::string(value())};
-      for (std::string w; words >> w;)
-        o.server_prefix.push_back(w);
+      o.server.prefix = split_words(value());
     } else if (flag == "--keep-temp") {
       o.keep_temp = true;
     } else {
@@ -275,292 +180,7 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-// ---- /proc ----------------------------------------------------------------------------------
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-const long kTicksPerSecond = ::sysconf(_SC_CLK_TCK);
-
-struct CpuTicks {
-  std::uint64_t user = 0, system = 0;
-  std::uint64_t total() const { return user + system; }
-};
-
-// utime and stime of a process, in clock ticks.
-CpuTicks process_cpu(pid_t pid) {
-  std::string stat = read_text("/proc/" + std::to_string(pid) + "/stat");
-  auto paren = stat.rfind(')');
-  if (paren == std::string::npos) throw Fatal("cannot read /proc/" + std::to_string(pid) + "/stat");
-  std::istringstream fields(stat.substr(paren + 2));
-  // Fields 3.. of proc(5): state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
-  // cmajflt utime stime.
-  std::string skip;
-  for (int i = 0; i < 11; ++i)
-    fields >> skip;
-  CpuTicks t;
-  fields >> t.user >> t.system;
-  return t;
-}
-
-std::uint64_t process_cpu_ticks(pid_t pid) {
-  return process_cpu(pid).total();
-}
-
-// Busy ticks (everything but idle and iowait, steal included) over all CPUs, from /proc/stat.
-std::uint64_t system_busy_ticks() {
-  std::istringstream in(read_text("/proc/stat"));
-  std::string label;
-  in >> label;
-  std::uint64_t v[10] = {};
-  for (auto& x : v)
-    in >> x;
-  // user nice system idle iowait irq softirq steal guest guest_nice (guest is inside user)
-  return v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-}
-
-std::int64_t self_cpu_us() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000LL + ru.ru_utime.tv_usec +
-         ru.ru_stime.tv_usec;
-}
-
-// A field of /proc/PID/status ("VmRSS" -> its number, kB for sizes).
-std::uint64_t status_field(pid_t pid, std::string_view name) {
-  std::istringstream in(read_text("/proc/" + std::to_string(pid) + "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.size() > name.size() && line.compare(0, name.size(), name) == 0 &&
-        line[name.size()] == ':') {
-      std::istringstream rest(line.substr(name.size() + 1));
-      std::uint64_t v = 0;
-      rest >> v;
-      return v;
-    }
-  }
-  throw Fatal("no " + std::string(name) + " in /proc/" + std::to_string(pid) + "/status");
-}
-
-std::uint64_t rss_bytes(pid_t pid) {
-  return status_field(pid, "VmRSS") * 1024;
-}
-
-std::size_t open_fds(pid_t pid) {
-  std::error_code ec;
-  std::size_t n = 0;
-  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end;
-       it.increment(ec))
-    ++n;
-  return n;
-}
-
-std::string cpu_model() {
-  std::istringstream in(read_text("/proc/cpuinfo"));
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      return colon == std::string::npos ? line : line.substr(colon + 2);
-    }
-  return "unknown";
-}
-
-// ---- child processes ------------------------------------------------------------------------
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
-  return "status " + std::to_string(status);
-}
-
-// A child process (the server under test or the baseline echo server) whose stdout and stderr
-// go to a log file; it is killed if this program dies (PR_SET_PDEATHSIG).
-class Child {
- public:
-  Child(const std::vector<std::string>& args, const fs::path& home, const fs::path& cwd,
-        const fs::path& log, std::chrono::milliseconds startup_timeout)
-      : log_(log) {
-    std::vector<std::string> env;
-    for (char** e = environ; e && *e; ++e) {
-      std::string_view kv(*e);
-      auto name = kv.substr(0, kv.find('='));
-      if (name == "HOME" || name.starts_with("XDG_") || name.starts_with("SWITCHBOARD_")) continue;
-      env.emplace_back(kv);
-    }
-    env.push_back("HOME=" + home.string());
-    // The server measures how late its event loop runs a due timer (src/app/loop_lag.hpp); the
-    // echo server of the baseline ignores it.
-    env.push_back("SWITCHBOARD_LOOP_LAG=1");
-    std::vector<char*> argv, envp;
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    for (const auto& e : env)
-      envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-    const std::string dir = cwd.string();
-    int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log_fd < 0) throw Fatal("cannot create " + log.string() + ": " + std::strerror(errno));
-    const pid_t parent = ::getpid();
-
-    pid_ = ::fork();
-    if (pid_ < 0) throw Fatal(std::string("fork: ") + std::strerror(errno));
-    if (pid_ == 0) {
-      // Only async-signal-safe calls from here to exec.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      int null_fd = ::open("/dev/null", O_RDONLY);
-      if (null_fd >= 0) ::dup2(null_fd, 0);
-      ::dup2(log_fd, 1);
-      ::dup2(log_fd, 2);
-      if (::chdir(dir.c_str()) != 0) ::_exit(126);
-      ::syscall(SYS_close_range, 3u, ~0u, 0u);
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      ::sigaction(SIGPIPE, &dfl, nullptr);
-      ::sigaction(SIGTERM, &dfl, nullptr);
-      ::sigaction(SIGINT, &dfl, nullptr);
-      ::execve(argv[0], argv.data(), envp.data());
-      ::_exit(127);
-    }
-    ::close(log_fd);
-    g_child_pid = pid_;
-
-    constexpr std::string_view kListening = "listening on http://127.0.0.1:";
-    auto deadline = Clock::now() + startup_timeout;
-    for (;;) {
-      std::string text = read_text(log_);
-      if (auto at = text.find(kListening); at != std::string::npos) {
-        auto digits = at + kListening.size();
-        auto end = text.find_first_not_of("0123456789", digits);
-        if (end != std::string::npos && end > digits) {
-          port_ = static_cast<unsigned short>(std::stoi(text.substr(digits, end - digits)));
-          return;
-        }
-      }
-      if (auto st = poll_exit())
-        throw Fatal(args[0] + " exited during start-up (" + describe_status(*st) + "):\n" +
-                    log_tail());
-      if (Clock::now() > deadline) {
-        kill_now();
-        throw Fatal(args[0] + " did not log \"" + std::string(kListening) + "PORT\" within " +
-                    std::to_string(startup_timeout.count()) + " ms:\n" + log_tail());
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-  }
-
-  ~Child() { kill_now(); }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-
-  pid_t pid() const { return pid_; }
-  unsigned short port() const { return port_; }
-
-  // The raw wait status once the child has exited.
-  std::optional<int> poll_exit() {
-    if (status_) return status_;
-    int st = 0;
-    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-      status_ = st;
-      g_child_pid = 0;
-    }
-    return status_;
-  }
-
-  // SIGTERM, then SIGKILL after `grace`. Returns what went wrong ("" for a clean exit 0).
-  std::string stop(std::chrono::milliseconds grace) {
-    if (auto st = poll_exit()) return "exited before it was stopped (" + describe_status(*st) + ")";
-    ::kill(pid_, SIGTERM);
-    auto deadline = Clock::now() + grace;
-    while (!poll_exit()) {
-      if (Clock::now() > deadline) {
-        kill_now();
-        return "did not exit within " + std::to_string(grace.count()) + " ms of SIGTERM";
-      }
-      std::this_thread::sleep_for(2ms);
-    }
-    if (WIFEXITED(*status_) && WEXITSTATUS(*status_) == 0) return "";
-    return "ended with " + describe_status(*status_) + " after SIGTERM";
-  }
-
-  std::string log_tail(std::size_t bytes = 4000) const {
-    std::string text = read_text(log_);
-    if (text.size() > bytes) text = "..." + text.substr(text.size() - bytes);
-    return text;
-  }
-
-  const fs::path& log() const { return log_; }
-
- private:
-  void kill_now() {
-    if (pid_ <= 0 || status_) return;
-    ::kill(pid_, SIGKILL);
-    int st = 0;
-    ::waitpid(pid_, &st, 0);
-    status_ = st;
-    g_child_pid = 0;
-  }
-
-  fs::path log_;
-  pid_t pid_ = -1;
-  unsigned short port_ = 0;
-  std::optional<int> status_;
-};
-
-// The temporary directory of the run: one HOME, cwd, config and log per started process.
-class TempRoot {
- public:
-  explicit TempRoot(bool keep) : keep_(keep) {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base ? base : "/tmp") + "/client-tools-load-XXXXXX";
-    if (!::mkdtemp(pattern.data())) throw Fatal(std::string("mkdtemp: ") + std::strerror(errno));
-    path_ = pattern;
-  }
-  ~TempRoot() {
-    if (keep_) {
-      std::cerr << "temporary files kept in " << path_ << std::endl;
-      return;
-    }
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  void keep() { keep_ = true; }
-  // A fresh sub-directory with home/ and cwd/ inside.
-  fs::path fresh(const std::string& name) {
-    fs::path dir = path_ / (name + "-" + std::to_string(++counter_));
-    fs::create_directories(dir / "home");
-    fs::create_directories(dir / "cwd");
-    return dir;
-  }
-
- private:
-  fs::path path_;
-  bool keep_;
-  int counter_ = 0;
-};
-
-// An executable named without a slash is looked up in PATH (execve does not).
-std::string find_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  for (const auto& dir : split_list(path ? path : "/usr/bin:/bin", ':')) {
-    fs::path candidate = fs::path(dir) / name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-  }
-  throw Fatal("--server-prefix: " + name + " not found in PATH");
-}
-
-// True when the server runs under a tool (--server-prefix): start-up and shutdown take longer.
-bool g_slow_child = false;
+// ---- the server ----------------------------------------------------------------------------
 
 // Descriptors each side needs: one per idle client (SSE and WebSocket alike), two per SSE client
 // that answers (its stream and its result connection), plus a few.
@@ -577,9 +197,8 @@ std::size_t descriptors_needed(const Options& opt) {
   return needed;
 }
 
-std::unique_ptr<Child> start_switchboard(const Options& opt, TempRoot& temp,
-                                         const std::string& name) {
-  fs::path dir = temp.fresh(name);
+std::unique_ptr<ServerProcess> start_switchboard(const Options& opt, RunDirectory& temp,
+                                                 const std::string& name) {
   // Rate limit off, queues that a burst cannot overflow, no keepalive traffic to speak of, and
   // room for every connection the run makes (the memory and soak scenarios hold 10,000 clients,
   // over the default server.maxConnections once the drivers are counted).
@@ -594,241 +213,52 @@ std::unique_ptr<Child> start_switchboard(const Options& opt, TempRoot& temp,
       {"server", json::object{{"subscriberQueueLimit", 65536},
                               {"maxConnections",
                                std::min<std::size_t>(descriptors_needed(opt), 1'000'000)}}}};
-  std::ofstream(dir / "config.json") << json::serialize(config) << "\n";
-  std::vector<std::string> args = opt.server_prefix;
-  if (!args.empty()) args[0] = find_program(args[0]);
-  std::vector<std::string> server_args = {
-      opt.server_path, "serve", "--hostname", "127.0.0.1",
-      "--port",        "0",     "--config",   (dir / "config.json").string()};
-  args.insert(args.end(), server_args.begin(), server_args.end());
-  auto child = std::make_unique<Child>(args, dir / "home", dir / "cwd", dir / "server.log",
-                                       opt.server_prefix.empty() ? 10s : 120s);
-  std::cerr << "started " << opt.server_path << " (pid " << child->pid() << ", port "
-            << child->port() << ", log " << (dir / "server.log").string() << ")" << std::endl;
-  return child;
+  return start_server(opt.server, server_options(opt.server, temp.fresh(name), std::move(config)));
 }
-
-// ---- small async helpers --------------------------------------------------------------------
-
-asio::awaitable<void> sleep_until(Clock::time_point t) {
-  asio::steady_timer timer(co_await asio::this_coro::executor, t);
-  co_await timer.async_wait(tuple_awaitable);
-}
-
-// Counts down to zero; wait() returns false when its timeout passes first. One thread.
-class Latch {
- public:
-  Latch(asio::any_io_executor ex, std::size_t count) : remaining_(count), timer_(ex) {}
-  void count_down() {
-    if (remaining_ > 0 && --remaining_ == 0) timer_.cancel();
-  }
-  std::size_t remaining() const { return remaining_; }
-  asio::awaitable<bool> wait(std::chrono::milliseconds timeout) {
-    if (remaining_ == 0) co_return true;
-    timer_.expires_after(timeout);
-    co_await timer_.async_wait(tuple_awaitable);
-    co_return remaining_ == 0;
-  }
-
- private:
-  std::size_t remaining_;
-  asio::steady_timer timer_;
-};
 
 void set_nodelay(tcp::socket& socket) {
   boost::system::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
 }
 
-const json::string* string_field(const json::value& v, std::string_view key) {
-  const auto* o = v.if_object();
-  if (!o) return nullptr;
-  const auto* f = o->if_contains(key);
-  return f ? f->if_string() : nullptr;
-}
-
-std::optional<json::value> parse_json(std::string_view text) {
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  if (ec) return std::nullopt;
-  return v;
-}
-
-std::string clip(std::string_view s, std::size_t n = 300) {
-  return s.size() <= n ? std::string(s) : std::string(s.substr(0, n)) + "...";
-}
-
-http::request<http::string_body> make_request(http::verb verb, std::string_view target,
-                                              const std::string& host, std::string body) {
-  http::request<http::string_body> req{verb, target, 11};
-  req.set(http::field::host, host);
-  req.set(http::field::user_agent, "client_tools_load");
-  if (!body.empty()) req.set(http::field::content_type, "application/json");
-  req.keep_alive(true);
-  req.body() = std::move(body);
-  req.prepare_payload();
-  return req;
-}
-
-struct HttpResult {
-  std::string error;  // "" on success (any status)
-  http::response<http::string_body> res;
-};
-
-// One request/response on a keep-alive connection, bounded by `timeout`.
-asio::awaitable<HttpResult> http_call(beast::tcp_stream& stream, beast::flat_buffer& buffer,
-                                      http::request<http::string_body>& req,
-                                      std::chrono::milliseconds timeout) {
-  HttpResult out;
-  stream.expires_after(timeout);
-  auto [wec, wn] = co_await http::async_write(stream, req, tuple_awaitable);
-  if (wec) {
-    out.error = "writing " + std::string(req.target()) + ": " + wec.message();
-    co_return out;
-  }
-  auto [rec, rn] = co_await http::async_read(stream, buffer, out.res, tuple_awaitable);
-  if (rec) out.error = "reading the answer to " + std::string(req.target()) + ": " + rec.message();
-  stream.expires_never();
-  co_return out;
-}
-
-asio::awaitable<std::string> connect_stream(beast::tcp_stream& stream, const tcp::endpoint& ep,
-                                            std::chrono::milliseconds timeout) {
-  stream.expires_after(timeout);
-  auto [ec] = co_await stream.async_connect(ep, tuple_awaitable);
-  stream.expires_never();
-  if (ec) co_return "connect: " + ec.message();
-  set_nodelay(stream.socket());
-  co_return "";
-}
-
 // ---- scenario context -----------------------------------------------------------------------
 
-struct Ctx {
-  asio::io_context& io;
+struct Ctx : Target {
   const Options& opt;
-  tcp::endpoint endpoint;
-  std::string host;       // Host header
-  bool stopping = false;  // set at teardown: connection errors are expected from then on
 };
 
 std::string client_name(int i) {
   return "bench-" + std::to_string(i);
 }
 
-const std::string kToolSpecs =
-    R"([{"id":"echo","description":"Answers at once with input.text.",)"
-    R"("parameters":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}])";
-
 // ---- clients: register `echo` and answer each request at once ----------------------------
 
 class Client : public std::enable_shared_from_this<Client> {
  public:
-  Client(Ctx& ctx, int index) : ctx_(ctx), id_(client_name(index)) {}
   virtual ~Client() = default;
+  virtual const std::string& id() const = 0;
+  virtual std::size_t answered() const = 0;
   // Connects, registers the tool and attaches; "" or what went wrong.
   virtual asio::awaitable<std::string> setup() = 0;
   // Answers requests until the connection ends.
   virtual asio::awaitable<void> serve() = 0;
   virtual void close() = 0;
-  const std::string& id() const { return id_; }
-  std::size_t answered() const { return answered_; }
-
- protected:
-  std::string tool_id() const { return "client_" + id_ + "_echo"; }
-  void problem(const std::string& what) {
-    if (!ctx_.stopping) g_problems.add("client " + id_ + ": " + what);
-  }
-
-  Ctx& ctx_;
-  std::string id_;
-  std::size_t answered_ = 0;
 };
 
 class WsClient : public Client {
  public:
-  WsClient(Ctx& ctx, int index) : Client(ctx, index), ws_(ctx.io.get_executor()) {}
-
+  WsClient(Ctx& ctx, int index) : client_(ctx, client_name(index)) {}
+  const std::string& id() const override { return client_.id(); }
+  std::size_t answered() const override { return client_.answered(); }
   asio::awaitable<std::string> setup() override {
-    auto& lowest = beast::get_lowest_layer(ws_);
-    if (auto err = co_await connect_stream(lowest, ctx_.endpoint, ctx_.opt.op_timeout);
-        !err.empty())
-      co_return err;
-    // The tcp_stream timeout bounds the handshake and the registration; then reads wait for
-    // requests for as long as the scenario lasts.
-    lowest.expires_after(ctx_.opt.op_timeout);
-    auto [hec] =
-        co_await ws_.async_handshake(ctx_.host, "/client-tools/ws/" + id_, tuple_awaitable);
-    if (hec) co_return "WebSocket handshake: " + hec.message();
-    ws_.text(true);
-    std::string reg = R"({"type":"register","tools":)" + kToolSpecs + "}";
-    auto [wec, wn] = co_await ws_.async_write(asio::buffer(reg), tuple_awaitable);
-    if (wec) co_return "sending register: " + wec.message();
-    auto [rec, rn] = co_await ws_.async_read(buffer_, tuple_awaitable);
-    if (rec) co_return "waiting for registered: " + rec.message();
-    lowest.expires_never();
-    std::string_view text(static_cast<const char*>(buffer_.cdata().data()), buffer_.size());
-    auto msg = parse_json(text);
-    const json::array* ids = nullptr;
-    if (msg && msg->is_object())
-      if (auto* f = msg->get_object().if_contains("toolIDs")) ids = f->if_array();
-    auto* type = msg ? string_field(*msg, "type") : nullptr;
-    if (!type || *type != "registered" || !ids || ids->size() != 1 || !(*ids)[0].is_string() ||
-        (*ids)[0].get_string() != tool_id())
-      co_return "expected {type: registered, toolIDs: [" + tool_id() + "]}, got " + clip(text);
-    buffer_.consume(buffer_.size());
-    co_return "";
+    if (auto err = co_await client_.connect(); !err.empty()) co_return err;
+    co_return co_await client_.register_tool();
   }
-
-  asio::awaitable<void> serve() override {
-    for (;;) {
-      auto [ec, n] = co_await ws_.async_read(buffer_, tuple_awaitable);
-      if (ec) {
-        problem("WebSocket read: " + ec.message());
-        co_return;
-      }
-      std::string_view text(static_cast<const char*>(buffer_.cdata().data()), buffer_.size());
-      auto msg = parse_json(text);
-      auto* type = msg ? string_field(*msg, "type") : nullptr;
-      if (type && *type == "request") {
-        const json::value* req = msg->get_object().if_contains("request");
-        auto* request_id = req ? string_field(*req, "requestID") : nullptr;
-        const json::value* input =
-            req && req->is_object() ? req->get_object().if_contains("input") : nullptr;
-        auto* echo = input ? string_field(*input, "text") : nullptr;
-        if (!request_id || !echo) {
-          problem("malformed request " + clip(text));
-        } else {
-          reply_ = json::serialize(json::object{
-              {"type", "result"},
-              {"requestID", *request_id},
-              {"result",
-               json::object{{"status", "success"}, {"title", "echo"}, {"output", *echo}}}});
-          buffer_.consume(buffer_.size());
-          beast::get_lowest_layer(ws_).expires_after(ctx_.opt.op_timeout);
-          auto [wec, wn] = co_await ws_.async_write(asio::buffer(reply_), tuple_awaitable);
-          beast::get_lowest_layer(ws_).expires_never();
-          if (wec) {
-            problem("WebSocket write: " + wec.message());
-            co_return;
-          }
-          ++answered_;
-          continue;
-        }
-      } else {
-        // An error (a result refused), a cancel (the server gave up on a call) or garbage.
-        problem("unexpected message " + clip(text));
-      }
-      buffer_.consume(buffer_.size());
-    }
-  }
-
-  void close() override { beast::get_lowest_layer(ws_).close(); }
+  asio::awaitable<void> serve() override { return client_.serve(); }
+  void close() override { client_.close(); }
 
  private:
-  websocket::stream<beast::tcp_stream> ws_;
-  beast::flat_buffer buffer_;
-  std::string reply_;
+  WsEchoClient client_;
 };
 
 // SSE + POST: registers over HTTP, then turns the same connection into its event stream; results
@@ -836,26 +266,29 @@ class WsClient : public Client {
 class SseClient : public Client {
  public:
   SseClient(Ctx& ctx, int index, bool answers)
-      : Client(ctx, index), answers_(answers), stream_(ctx.io.get_executor()) {
+      : ctx_(ctx), id_(client_name(index)), answers_(answers), stream_(ctx.io.get_executor()) {
     on_chunk_ = [this](std::uint64_t, beast::string_view body, boost::system::error_code& ec) {
       if (!decoder_.feed(body, events_)) ec = asio::error::message_size;
       return body.size();
     };
   }
 
+  const std::string& id() const override { return id_; }
+  std::size_t answered() const override { return answered_; }
+
   asio::awaitable<std::string> setup() override {
-    if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.opt.op_timeout);
-        !err.empty())
+    if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.op_timeout); !err.empty())
       co_return err;
     if (answers_) {
       result_stream_.emplace(ctx_.io.get_executor());
-      if (auto err = co_await connect_stream(*result_stream_, ctx_.endpoint, ctx_.opt.op_timeout);
+      if (auto err = co_await connect_stream(*result_stream_, ctx_.endpoint, ctx_.op_timeout);
           !err.empty())
         co_return "result connection: " + err;
     }
-    auto reg = make_request(http::verb::post, "/client-tools/register", ctx_.host,
-                            R"({"clientID":")" + id_ + R"(","tools":)" + kToolSpecs + "}");
-    auto r = co_await http_call(stream_, buffer_, reg, ctx_.opt.op_timeout);
+    auto reg = make_request(
+        http::verb::post, "/client-tools/register", ctx_.host,
+        json::serialize(json::object{{"clientID", id_}, {"tools", echo_tool_specs()}}));
+    auto r = co_await http_call(stream_, buffer_, reg, ctx_.op_timeout);
     if (!r.error.empty()) co_return r.error;
     auto body = parse_json(r.res.body());
     const json::array* ids = nullptr;
@@ -868,7 +301,7 @@ class SseClient : public Client {
 
     auto get = make_request(http::verb::get, "/client-tools/pending/" + id_, ctx_.host, "");
     get.set(http::field::accept, "text/event-stream");
-    stream_.expires_after(ctx_.opt.op_timeout);
+    stream_.expires_after(ctx_.op_timeout);
     auto [wec, wn] = co_await http::async_write(stream_, get, tuple_awaitable);
     if (wec) co_return "writing GET /client-tools/pending: " + wec.message();
     parser_.body_limit(boost::none);
@@ -908,6 +341,11 @@ class SseClient : public Client {
   }
 
  private:
+  std::string tool_id() const { return "client_" + id_ + "_echo"; }
+  void problem(const std::string& what) {
+    if (!ctx_.stopping) problems().add("client " + id_ + ": " + what);
+  }
+
   // False when the client cannot go on.
   asio::awaitable<bool> handle_event(const sb::sse::SseEvent& event) {
     if (event.type == "ping") co_return true;
@@ -915,28 +353,21 @@ class SseClient : public Client {
       problem("unexpected event " + event.type + ": " + clip(event.data));
       co_return true;
     }
-    const std::string& data = event.data;
-    auto msg = parse_json(data);
-    auto* request_id = msg ? string_field(*msg, "requestID") : nullptr;
-    const json::value* input =
-        msg && msg->is_object() ? msg->get_object().if_contains("input") : nullptr;
-    auto* echo = input ? string_field(*input, "text") : nullptr;
-    if (!request_id || !echo) {
-      problem("malformed tool-request " + clip(data));
+    auto msg = parse_json(event.data);
+    auto echo = msg ? echo_request(*msg) : std::nullopt;
+    if (!echo) {
+      problem("malformed tool-request " + clip(event.data));
       co_return true;
     }
     if (!result_stream_) {
       problem("a tool-request reached an idle client");
       co_return true;
     }
-    auto req = make_request(
-        http::verb::post, "/client-tools/result", ctx_.host,
-        json::serialize(json::object{
-            {"requestID", *request_id},
-            {"clientID", id_},
-            {"result",
-             json::object{{"status", "success"}, {"title", "echo"}, {"output", *echo}}}}));
-    auto r = co_await http_call(*result_stream_, result_buffer_, req, ctx_.opt.op_timeout);
+    auto req = make_request(http::verb::post, "/client-tools/result", ctx_.host,
+                            json::serialize(json::object{{"requestID", echo->request_id},
+                                                         {"clientID", id_},
+                                                         {"result", echo_result(echo->text)}}));
+    auto r = co_await http_call(*result_stream_, result_buffer_, req, ctx_.op_timeout);
     if (!r.error.empty()) {
       problem(r.error);
       co_return false;
@@ -949,6 +380,9 @@ class SseClient : public Client {
     co_return true;
   }
 
+  Ctx& ctx_;
+  std::string id_;
+  std::size_t answered_ = 0;
   bool answers_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
@@ -976,11 +410,11 @@ class ClientSet {
     Latch done(ctx_.io.get_executor(), static_cast<std::size_t>(workers));
     for (int w = 0; w < workers; ++w)
       asio::co_spawn(ctx_.io, setup_worker(transport, n, answers), [&done](std::exception_ptr e) {
-        if (e) g_problems.add("setup worker: " + describe(e));
+        if (e) problems().add("setup worker: " + describe(e));
         done.count_down();
       });
     // Each setup operation has its own timeout; this bound is a second line of defence.
-    auto bound = ctx_.opt.op_timeout * 4 + std::chrono::milliseconds(n) * 20;
+    auto bound = ctx_.op_timeout * 4 + std::chrono::milliseconds(n) * 20;
     if (!co_await done.wait(std::chrono::duration_cast<std::chrono::milliseconds>(bound)))
       throw Fatal("setting up " + std::to_string(n) + " clients did not finish within " +
                   std::to_string(bound.count()) + " ms");
@@ -1006,16 +440,6 @@ class ClientSet {
     return total;
   }
 
-  static std::string describe(std::exception_ptr e) {
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      return ex.what();
-    } catch (...) {
-      return "unknown exception";
-    }
-  }
-
  private:
   asio::awaitable<void> setup_worker(std::string transport, int n, bool answers) {
     for (;;) {
@@ -1030,14 +454,14 @@ class ClientSet {
       auto err = co_await c->setup();
       if (!err.empty()) {
         ++failed_;
-        g_problems.add("client " + c->id() + " (" + transport + ") setup: " + err);
+        problems().add("client " + c->id() + " (" + transport + ") setup: " + err);
         c->close();
         continue;
       }
       clients_[static_cast<std::size_t>(i)] = c;
       ++live_;
       asio::co_spawn(ctx_.io, c->serve(), [this, c](std::exception_ptr e) {
-        if (e) g_problems.add("client " + c->id() + ": " + describe(e));
+        if (e) problems().add("client " + c->id() + ": " + describe(e));
         if (--live_ == 0) ended_.cancel();
       });
     }
@@ -1090,8 +514,7 @@ class ExecuteDriver : public std::enable_shared_from_this<ExecuteDriver> {
         stream_(ctx.io.get_executor()) {}
 
   asio::awaitable<void> run() {
-    if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.opt.op_timeout);
-        !err.empty()) {
+    if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.op_timeout); !err.empty()) {
       fail(err);
       co_return;
     }
@@ -1113,7 +536,7 @@ class ExecuteDriver : public std::enable_shared_from_this<ExecuteDriver> {
           R"({"clientID":")" + client + R"(","tool":"echo","input":{"text":")" + text + R"("}})";
       req.prepare_payload();
       http::response<http::string_body> res;
-      stream_.expires_after(ctx_.opt.op_timeout);
+      stream_.expires_after(ctx_.op_timeout);
       auto t0 = Clock::now();
       ++run_.sent;
       auto [wec, wn] = co_await http::async_write(stream_, req, tuple_awaitable);
@@ -1129,7 +552,7 @@ class ExecuteDriver : public std::enable_shared_from_this<ExecuteDriver> {
         if (!paced) co_return;
         stream_.close();  // connecting again opens a new socket
         buffer_.clear();
-        if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.opt.op_timeout);
+        if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.op_timeout);
             !err.empty()) {
           fail(err);
           co_return;
@@ -1154,7 +577,7 @@ class ExecuteDriver : public std::enable_shared_from_this<ExecuteDriver> {
  private:
   void fail(const std::string& what) {
     ++run_.failures;
-    g_problems.add("driver " + id_ + ": " + what);
+    problems().add("driver " + id_ + ": " + what);
   }
 
   Ctx& ctx_;
@@ -1173,13 +596,12 @@ class EchoDriver : public std::enable_shared_from_this<EchoDriver> {
 
   asio::awaitable<void> run() {
     auto& lowest = beast::get_lowest_layer(ws_);
-    if (auto err = co_await connect_stream(lowest, ctx_.endpoint, ctx_.opt.op_timeout);
-        !err.empty()) {
+    if (auto err = co_await connect_stream(lowest, ctx_.endpoint, ctx_.op_timeout); !err.empty()) {
       fail(err);
       co_return;
     }
     if (websocket_) {
-      lowest.expires_after(ctx_.opt.op_timeout);
+      lowest.expires_after(ctx_.op_timeout);
       auto [hec] = co_await ws_.async_handshake(ctx_.host, "/echo", tuple_awaitable);
       if (hec) {
         fail("WebSocket handshake: " + hec.message());
@@ -1192,7 +614,7 @@ class EchoDriver : public std::enable_shared_from_this<EchoDriver> {
     for (std::uint64_t k = 0; Clock::now() < run_.stop_at; ++k) {
       std::string text = R"({"text":"hello from the baseline #)" + std::to_string(k) + R"("})";
       std::string got;
-      lowest.expires_after(ctx_.opt.op_timeout);
+      lowest.expires_after(ctx_.op_timeout);
       auto t0 = Clock::now();
       if (websocket_) {
         auto [wec, wn] = co_await ws_.async_write(asio::buffer(text), tuple_awaitable);
@@ -1238,7 +660,7 @@ class EchoDriver : public std::enable_shared_from_this<EchoDriver> {
  private:
   void fail(const std::string& what) {
     ++run_.failures;
-    g_problems.add(std::string("baseline ") + (websocket_ ? "websocket" : "http") + ": " + what);
+    problems().add(std::string("baseline ") + (websocket_ ? "websocket" : "http") + ": " + what);
   }
 
   Ctx& ctx_;
@@ -1267,11 +689,9 @@ std::string fmt_seconds(double s) {
   return std::to_string(static_cast<long long>(std::llround(s)));
 }
 
-double percentile(const std::vector<std::int64_t>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(sorted.size())));
-  rank = std::clamp<std::size_t>(rank, 1, sorted.size());
-  return static_cast<double>(sorted[rank - 1]) / 1000.0;
+// A percentile of sorted nanoseconds, in microseconds.
+double percentile_us(const std::vector<std::int64_t>& sorted, double p) {
+  return static_cast<double>(nearest_rank(sorted, p)) / 1000.0;
 }
 
 // Spawns `drivers` (each stops issuing at run.stop_at), samples the CPU counters at the start and
@@ -1289,26 +709,26 @@ asio::awaitable<Measurement> measure(Ctx& ctx, pid_t server,
   Latch done(ctx.io.get_executor(), drivers.size());
   for (const auto& d : drivers)
     asio::co_spawn(ctx.io, d->run(), [d, &done](std::exception_ptr e) {
-      if (e) g_problems.add("driver: " + ClientSet::describe(e));
+      if (e) problems().add("driver: " + describe(e));
       done.count_down();
     });
 
   co_await sleep_until(window_start);
   auto t0 = Clock::now();
-  auto server_cpu0 = process_cpu(server);
+  auto server_cpu0 = process_cpu_ticks(server);
   auto server0 = server_cpu0.total();
   auto self0 = self_cpu_us();
-  auto self_ticks0 = process_cpu_ticks(::getpid());
+  auto self_ticks0 = process_cpu_ticks(::getpid()).total();
   auto busy0 = system_busy_ticks();
   co_await sleep_until(run.stop_at);
   auto t1 = Clock::now();
-  auto server_cpu1 = process_cpu(server);
+  auto server_cpu1 = process_cpu_ticks(server);
   auto server1 = server_cpu1.total();
   auto self1 = self_cpu_us();
-  auto self_ticks1 = process_cpu_ticks(::getpid());
+  auto self_ticks1 = process_cpu_ticks(::getpid()).total();
   auto busy1 = system_busy_ticks();
 
-  if (!co_await done.wait(ctx.opt.op_timeout + 5s))
+  if (!co_await done.wait(ctx.op_timeout + 5s))
     throw Fatal(std::to_string(done.remaining()) + " drivers did not stop");
 
   Measurement m;
@@ -1321,10 +741,10 @@ asio::awaitable<Measurement> measure(Ctx& ctx, pid_t server,
   std::sort(lat.begin(), lat.end());
   m.executions = lat.size();
   m.per_second = static_cast<double>(m.executions) / m.window_s;
-  m.p50_us = percentile(lat, 0.50);
-  m.p99_us = percentile(lat, 0.99);
+  m.p50_us = percentile_us(lat, 0.50);
+  m.p99_us = percentile_us(lat, 0.99);
   m.max_us = lat.empty() ? 0 : static_cast<double>(lat.back()) / 1000.0;
-  double tick_us = 1e6 / static_cast<double>(kTicksPerSecond);
+  double tick_us = 1e6 / static_cast<double>(clock_ticks_per_second());
   double server_us = static_cast<double>(server1 - server0) * tick_us;
   if (m.executions > 0) {
     m.server_cpu_us = server_us / static_cast<double>(m.executions);
@@ -1396,26 +816,10 @@ struct Results {
 };
 
 Ctx make_ctx(asio::io_context& io, const Options& opt, unsigned short port) {
-  return Ctx{io, opt, tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), port),
-             "127.0.0.1:" + std::to_string(port)};
+  return Ctx{Target::loopback(io, port, opt.op_timeout), opt};
 }
 
-void stop_child(Child& child, const std::string& what) {
-  auto err = child.stop(g_slow_child ? 120s : 10s);
-  if (!err.empty()) g_problems.add(what + " " + err + "; log:\n" + child.log_tail());
-}
-
-// A scenario's server must still be running at its end (else the scenario counts an error with
-// its log); it is then stopped and must exit cleanly.
-void end_scenario_server(Child& server) {
-  if (auto st = server.poll_exit())
-    g_problems.add("the server exited during the scenario (" + describe_status(*st) + "); log:\n" +
-                   server.log_tail());
-  else
-    stop_child(server, "the server");
-}
-
-asio::awaitable<void> run_baseline(asio::io_context& io, const Options& opt, TempRoot& temp,
+asio::awaitable<void> run_baseline(asio::io_context& io, const Options& opt, RunDirectory& temp,
                                    Results& results) {
   auto self = fs::read_symlink("/proc/self/exe");
   for (bool websocket : {false, true}) {
@@ -1423,29 +827,26 @@ asio::awaitable<void> run_baseline(asio::io_context& io, const Options& opt, Tem
     std::cerr << "baseline: bare Beast echo over " << name << ", 1 client" << std::endl;
     // A fresh echo server per transport, under --server-prefix too, so that a profiler's
     // totals can be compared with those of the switchboard scenarios.
-    fs::path dir = temp.fresh(std::string("baseline-") + name);
-    std::vector<std::string> args = opt.server_prefix;
-    if (!args.empty()) args[0] = find_program(args[0]);
-    args.push_back(self.string());
-    args.push_back("--baseline-server");
-    Child child(args, dir / "home", dir / "cwd", dir / "echo.log", g_slow_child ? 120s : 10s);
+    auto options = server_options(opt.server, temp.fresh(std::string("baseline-") + name), {});
+    options.command = std::vector<std::string>{self.string(), "--baseline-server"};
+    ServerProcess child(std::move(options));
     Ctx ctx = make_ctx(io, opt, child.port());
-    auto errors_before = g_problems.count;
+    auto errors_before = problems().count;
     RunState run;
     std::vector<std::shared_ptr<EchoDriver>> drivers{
         std::make_shared<EchoDriver>(ctx, run, websocket)};
     auto m = co_await measure(ctx, child.pid(), drivers, run);
     std::cerr << "  " << m.executions << " round trips in " << m.window_s << " s, "
               << run.samples.size() << " round trips in all (warm-up included)" << std::endl;
-    results.baseline.push_back({name, m, g_problems.count - errors_before});
-    stop_child(child, "the baseline echo server");
+    results.baseline.push_back({name, m, problems().count - errors_before});
+    stop_server(child, opt.server.patience(), "the baseline echo server");
   }
 }
 
-asio::awaitable<void> run_latency(asio::io_context& io, const Options& opt, TempRoot& temp,
+asio::awaitable<void> run_latency(asio::io_context& io, const Options& opt, RunDirectory& temp,
                                   const std::string& transport, int n, Results& results) {
   std::cerr << "latency: " << transport << ", " << n << " client(s)" << std::endl;
-  auto errors_before = g_problems.count;
+  auto errors_before = problems().count;
   LatencyRow row{transport, n};
   auto server = start_switchboard(opt, temp, "latency-" + transport + "-" + std::to_string(n));
   Ctx ctx = make_ctx(io, opt, server->port());
@@ -1465,30 +866,22 @@ asio::awaitable<void> run_latency(asio::io_context& io, const Options& opt, Temp
     }
     co_await clients.close_all();
   }
-  end_scenario_server(*server);
-  row.errors = g_problems.count - errors_before;
+  stop_server(*server, opt.server.patience());
+  row.errors = problems().count - errors_before;
   results.latency.push_back(row);
 }
 
-asio::awaitable<void> run_memory(asio::io_context& io, const Options& opt, TempRoot& temp,
+asio::awaitable<void> run_memory(asio::io_context& io, const Options& opt, RunDirectory& temp,
                                  const std::string& transport, Results& results) {
   int n = opt.idle_clients;
   std::cerr << "memory: " << n << " idle " << transport << " clients" << std::endl;
-  auto errors_before = g_problems.count;
+  auto errors_before = problems().count;
   MemoryRow row{transport, n};
   auto server = start_switchboard(opt, temp, "memory-" + transport);
   Ctx ctx = make_ctx(io, opt, server->port());
   {
     // One request first, so that the lazily built parts of the server are in "before".
-    beast::tcp_stream probe(io.get_executor());
-    beast::flat_buffer buffer;
-    if (auto err = co_await connect_stream(probe, ctx.endpoint, opt.op_timeout); !err.empty())
-      throw Fatal("health check: " + err);
-    auto health = make_request(http::verb::get, "/health", ctx.host, "");
-    auto r = co_await http_call(probe, buffer, health, opt.op_timeout);
-    if (!r.error.empty() || r.res.result() != http::status::ok)
-      throw Fatal("GET /health failed: " + r.error + " " + r.res.body());
-    probe.close();
+    if (auto err = co_await check_health(ctx); !err.empty()) throw Fatal(err);
   }
   co_await sleep_until(Clock::now() + 500ms);
   row.rss_before = rss_bytes(server->pid());
@@ -1512,13 +905,13 @@ asio::awaitable<void> run_memory(asio::io_context& io, const Options& opt, TempR
       beast::tcp_stream probe(io.get_executor());
       beast::flat_buffer buffer;
       if (auto err = co_await connect_stream(probe, ctx.endpoint, opt.op_timeout); !err.empty()) {
-        g_problems.add("GET /client-tools/tools: " + err);
+        problems().add("GET /client-tools/tools: " + err);
       } else {
         auto list = make_request(http::verb::get, "/client-tools/tools", ctx.host, "");
         auto r = co_await http_call(probe, buffer, list, opt.op_timeout);
         auto body = r.error.empty() ? parse_json(r.res.body()) : std::nullopt;
         if (!body || !body->is_object() || body->get_object().size() != static_cast<std::size_t>(n))
-          g_problems.add("GET /client-tools/tools: expected " + std::to_string(n) + " tools, got " +
+          problems().add("GET /client-tools/tools: expected " + std::to_string(n) + " tools, got " +
                          (r.error.empty() ? clip(r.res.body(), 200) : r.error));
         probe.close();
       }
@@ -1526,8 +919,8 @@ asio::awaitable<void> run_memory(asio::io_context& io, const Options& opt, TempR
     }
     co_await clients.close_all();
   }
-  end_scenario_server(*server);
-  row.errors = g_problems.count - errors_before;
+  stop_server(*server, opt.server.patience());
+  row.errors = problems().count - errors_before;
   results.memory.push_back(row);
 }
 
@@ -1535,12 +928,12 @@ asio::awaitable<void> run_memory(asio::io_context& io, const Options& opt, TempR
 // `--soak-rate` executions per second, spread round-robin over all the clients, for
 // `--soak-duration`. Every call must be answered (lost = no answer within --op-timeout); memory
 // and open descriptors are read every 10 s and must stay flat.
-asio::awaitable<void> run_soak(asio::io_context& io, const Options& opt, TempRoot& temp,
+asio::awaitable<void> run_soak(asio::io_context& io, const Options& opt, RunDirectory& temp,
                                const std::string& transport, Results& results) {
   int n = opt.soak_clients;
   std::cerr << "soak: " << n << " " << transport << " clients, " << opt.soak_rate
             << " executions/s for " << opt.soak_duration_s << " s" << std::endl;
-  auto errors_before = g_problems.count;
+  auto errors_before = problems().count;
   SoakRow row{transport, n, opt.soak_rate, opt.soak_duration_s};
   auto server = start_switchboard(opt, temp, "soak-" + transport);
   Ctx ctx = make_ctx(io, opt, server->port());
@@ -1552,7 +945,7 @@ asio::awaitable<void> run_soak(asio::io_context& io, const Options& opt, TempRoo
       row.rss_idle = rss_bytes(server->pid());
       row.fds_idle = open_fds(server->pid());
       RunState run;
-      bool lag_on = bench::measures_loop_lag(server->log());
+      bool lag_on = bench::measures_loop_lag(*server);
       bench::mark_loop_lag(server->pid(), lag_on);  // what came before the load is not counted
       auto start = Clock::now();
       run.stop_at = start + std::chrono::duration_cast<Clock::duration>(
@@ -1567,7 +960,7 @@ asio::awaitable<void> run_soak(asio::io_context& io, const Options& opt, TempRoo
         auto driver = std::make_shared<ExecuteDriver>(ctx, run, i, Pacing{i, d, n, interval});
         drivers.push_back(driver);
         asio::co_spawn(io, driver->run(), [driver, &done](std::exception_ptr e) {
-          if (e) g_problems.add("driver: " + ClientSet::describe(e));
+          if (e) problems().add("driver: " + describe(e));
           done.count_down();
         });
       }
@@ -1584,7 +977,7 @@ asio::awaitable<void> run_soak(asio::io_context& io, const Options& opt, TempRoo
           lat.push_back(run.samples[i].ns);
         seen = run.samples.size();
         std::sort(lat.begin(), lat.end());
-        sample.p99_us = percentile(lat, 0.99);
+        sample.p99_us = percentile_us(lat, 0.99);
         std::cerr << "  " << fmt_seconds(sample.at_s) << " s: " << sample.executions
                   << " answered, RSS " << sample.rss / 1024 << " KiB, " << sample.fds << " fds"
                   << std::endl;
@@ -1593,7 +986,7 @@ asio::awaitable<void> run_soak(asio::io_context& io, const Options& opt, TempRoo
       if (!co_await done.wait(opt.op_timeout + 5s))
         throw Fatal(std::to_string(done.remaining()) + " soak drivers did not stop");
       bench::mark_loop_lag(server->pid(), lag_on);
-      if (lag_on) row.lag = bench::read_loop_lag(server->log(), 2);
+      if (lag_on) row.lag = bench::read_loop_lag(*server, 2);
       std::vector<std::int64_t> lat;
       for (const auto& sm : run.samples)
         lat.push_back(sm.ns);
@@ -1601,45 +994,26 @@ asio::awaitable<void> run_soak(asio::io_context& io, const Options& opt, TempRoo
       row.sent = run.sent;
       row.answered = run.samples.size();
       row.lost = run.lost;
-      row.p50_us = percentile(lat, 0.50);
-      row.p99_us = percentile(lat, 0.99);
+      row.p50_us = percentile_us(lat, 0.50);
+      row.p99_us = percentile_us(lat, 0.99);
       row.max_us = lat.empty() ? 0 : static_cast<double>(lat.back()) / 1000.0;
       row.answered_by_clients = clients.answered();
       row.completed = true;
     }
     co_await clients.close_all();
   }
-  end_scenario_server(*server);
-  row.errors = g_problems.count - errors_before;
+  stop_server(*server, opt.server.patience());
+  row.errors = problems().count - errors_before;
   results.soak.push_back(row);
 }
 
 // ---- report ---------------------------------------------------------------------------------
 
-std::string fmt(double v, int decimals = 1) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-std::string fmt_int(double v) {
-  long long n = std::llround(v);
-  std::string digits = std::to_string(n < 0 ? -n : n);
-  std::string out = n < 0 ? "-" : "";
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 void print_report(const Options& opt, const Results& r) {
-  utsname u{};
-  ::uname(&u);
   std::cout << "## client_tools_load\n\n"
             << "- machine: " << std::thread::hardware_concurrency() << " CPUs, " << cpu_model()
-            << ", Linux " << u.release << "\n"
-            << "- server: `" << opt.server_path << "`\n"
+            << ", Linux " << linux_release() << "\n"
+            << "- server: `" << opt.server.path << "`\n"
             << "- warm-up " << opt.warmup_s << " s, measured window " << opt.duration_s
             << " s per latency scenario; " << opt.idle_clients
             << " idle clients per memory scenario\n\n";
@@ -1775,15 +1149,15 @@ void print_report(const Options& opt, const Results& r) {
     }
     std::cout << "\n";
   }
-  std::cout << "Errors: " << g_problems.count << "\n";
-  for (const auto& p : g_problems.first)
+  std::cout << "Errors: " << problems().count << "\n";
+  for (const auto& p : problems().first)
     std::cout << "- " << clip(p, 500) << "\n";
   std::cout << std::flush;
 }
 
 // ---- the run --------------------------------------------------------------------------------
 
-asio::awaitable<void> run_all(asio::io_context& io, const Options& opt, TempRoot& temp,
+asio::awaitable<void> run_all(asio::io_context& io, const Options& opt, RunDirectory& temp,
                               Results& results) {
   if (opt.baseline) co_await run_baseline(io, opt, temp, results);
   if (opt.latency)
@@ -1866,7 +1240,7 @@ asio::awaitable<void> echo_accept(tcp::acceptor& acceptor) {
     set_nodelay(socket);
     asio::co_spawn(acceptor.get_executor(), echo_session(std::move(socket)),
                    [](std::exception_ptr e) {
-                     if (e) std::cerr << "echo session: " << ClientSet::describe(e) << std::endl;
+                     if (e) std::cerr << "echo session: " << describe(e) << std::endl;
                    });
   }
 }
@@ -1895,42 +1269,25 @@ int main(int argc, char** argv) {
     std::cerr << "client_tools_load: " << e.what() << "\n\n" << kUsage;
     return 2;
   }
-  std::signal(SIGPIPE, SIG_IGN);
-  std::signal(SIGALRM, on_alarm);
-  ::alarm(static_cast<unsigned>(opt.max_runtime_s));
+  begin_run("client_tools_load", opt.max_runtime_s);
 
   try {
-    if (!fs::exists(opt.server_path))
-      throw Fatal("no server binary at " + opt.server_path + " (build it, or pass --server PATH)");
-    g_slow_child = !opt.server_prefix.empty();
+    if (!fs::exists(opt.server.path))
+      throw Fatal("no server binary at " + opt.server.path + " (build it, or pass --server PATH)");
     raise_fd_limit(opt);  // before any child starts: children inherit it
-    TempRoot temp(opt.keep_temp);
+    RunDirectory temp("client-tools-load", opt.keep_temp);
     Results results;
     asio::io_context io(1);
-    std::exception_ptr failure;
-    asio::co_spawn(io, run_all(io, opt, temp, results), [&](std::exception_ptr e) {
-      failure = e;
-      io.stop();  // clients may still be waiting on their connections
-    });
-    io.run();
+    std::exception_ptr failure = run_to_end(io, run_all(io, opt, temp, results));
     if (failure) {
       temp.keep();
       print_report(opt, results);
-      try {
-        std::rethrow_exception(failure);
-      } catch (const std::exception& e) {
-        std::cerr << "client_tools_load: " << e.what() << std::endl;
-      }
-      std::cout << std::flush;
-      std::cerr << std::flush;
-      // Coroutines may still reference scenario state: leave without unwinding them. The child
-      // (if any) dies with us (PR_SET_PDEATHSIG), and is killed here as well.
-      if (g_child_pid > 0) ::kill(g_child_pid, SIGKILL);
-      std::_Exit(1);
+      std::cerr << "client_tools_load: " << describe(failure) << std::endl;
+      leave(1);
     }
-    if (g_problems.count > 0) temp.keep();
+    if (problems().count > 0) temp.keep();
     print_report(opt, results);
-    return g_problems.count == 0 ? 0 : 1;
+    return problems().count == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "client_tools_load: " << e.what() << std::endl;
     return 1;

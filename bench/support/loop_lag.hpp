@@ -8,12 +8,11 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
+
+#include "server_process.hpp"
 
 namespace bench {
 
@@ -23,19 +22,12 @@ struct LoopLag {
   double p50_us = 0, p99_us = 0, max_us = 0;
 };
 
-inline std::string read_log(const std::filesystem::path& log) {
-  std::ifstream in(log, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 inline constexpr std::string_view kLagLine = "loop lag: ";
 inline constexpr std::string_view kLagOn = "loop lag: measuring";
 
 // Whether the server's log says it measures its loop lag (it does so before "listening on").
-inline bool measures_loop_lag(const std::filesystem::path& log) {
-  return read_log(log).find(kLagOn) != std::string::npos;
+inline bool measures_loop_lag(const sb::test::ServerProcess& server) {
+  return server.log().find(kLagOn) != std::string::npos;
 }
 
 // Ends the server's current lag window: the server logs it and starts the next.
@@ -45,10 +37,10 @@ inline void mark_loop_lag(pid_t server, bool on) {
 
 // The `nth` (1-based) window the server logged, waiting up to 2 s for it; not found when the
 // line does not come.
-inline LoopLag read_loop_lag(const std::filesystem::path& log, int nth) {
+inline LoopLag read_loop_lag(const sb::test::ServerProcess& server, int nth) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   for (;;) {
-    std::string text = read_log(log);
+    std::string text = server.log();
     int seen = 0;
     for (auto at = text.find(kLagLine); at != std::string::npos; at = text.find(kLagLine, at + 1)) {
       std::string line = text.substr(at, text.find('\n', at) - at);
