@@ -1,12 +1,16 @@
 #include <gtest/gtest.h>
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -645,6 +649,62 @@ TEST_F(ServiceTest, ADenyAnywhereWinsOverAnAsk) {
   EXPECT_EQ(r.kind, Rejection::Kind::Denied);
   EXPECT_EQ(r.patterns, std::vector<std::string>{"rm -rf /"});
   EXPECT_TRUE(service_->list().empty());
+}
+
+// decide() is the rules alone: what they settle, and nullopt when a person must; nothing is
+// listed or published either way.
+TEST_F(ServiceTest, DecideSaysWhatTheRulesSettleWithoutAsking) {
+  Layers layers{&config_};
+  auto allowed = service_->decide(bash("ses_1", {"ls -la"}), layers);
+  ASSERT_TRUE(allowed.has_value());
+  EXPECT_TRUE(allowed->has_value());
+  auto denied = service_->decide(bash("ses_1", {"echo hi", "rm -rf /"}), layers);
+  ASSERT_TRUE(denied.has_value());
+  ASSERT_FALSE(denied->has_value());
+  EXPECT_EQ(denied->error().kind, Rejection::Kind::Denied);
+  EXPECT_FALSE(service_->decide(bash("ses_1", {"git push"}), layers).has_value())
+      << "a person decides";
+  EXPECT_TRUE(service_->list().empty());
+  EXPECT_TRUE(events_.of_type("permission.asked").empty());
+}
+
+// async_ask awaited by a coroutine, as the session awaits it: listed while it waits, and the
+// person's answer (here "always", which decide() then knows) ends it.
+TEST_F(ServiceTest, AnAwaitedAskEndsWithThePersonsAnswer) {
+  auto outcome = boost::asio::co_spawn(
+      io_,
+      [service = service_, layers = Layers{&config_}]() -> boost::asio::awaitable<AskOutcome> {
+        auto p = bash("ses_1", {"git push"}, {"git push *"});
+        co_return co_await service->async_ask(std::move(p), layers, boost::asio::use_awaitable);
+      },
+      boost::asio::use_future);
+  for (auto deadline = Clock::now() + kWait; service_->list().empty() && Clock::now() < deadline;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(service_->list().size(), 1u);
+  ASSERT_TRUE(service_->reply(service_->list()[0].id, Reply::Always));
+  ASSERT_EQ(outcome.wait_for(kWait), std::future_status::ready);
+  EXPECT_TRUE(outcome.get().has_value());
+  Layers layers{&config_};
+  auto later = service_->decide(bash("ses_1", {"git push origin"}), layers);
+  ASSERT_TRUE(later.has_value()) << "the session's approval settles it now";
+  EXPECT_TRUE(later->has_value());
+}
+
+TEST_F(ServiceTest, AnAwaitedAskIsCancelledWithItsSession) {
+  auto outcome = boost::asio::co_spawn(
+      io_,
+      [service = service_, layers = Layers{&config_}]() -> boost::asio::awaitable<AskOutcome> {
+        auto p = bash("ses_1", {"git push"});
+        co_return co_await service->async_ask(std::move(p), layers, boost::asio::use_awaitable);
+      },
+      boost::asio::use_future);
+  for (auto deadline = Clock::now() + kWait; service_->list().empty() && Clock::now() < deadline;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(service_->cancel_session("ses_1", "aborted by the user"), 1u);
+  ASSERT_EQ(outcome.wait_for(kWait), std::future_status::ready);
+  auto ended = outcome.get();
+  ASSERT_FALSE(ended.has_value());
+  EXPECT_EQ(ended.error().kind, Rejection::Kind::Cancelled);
 }
 
 TEST_F(ServiceTest, AnAskWaitsAndIsPublished) {

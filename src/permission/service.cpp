@@ -5,13 +5,12 @@
 #include <stdexcept>
 
 #include "permission/wildcard.hpp"
+#include "util/complete.hpp"
 #include "util/ids.hpp"
 #include "util/text.hpp"
 
 namespace sb::permission {
 namespace {
-
-using Layers = std::vector<const Ruleset*>;
 
 // The last rule over all layers that matches, or nullptr.
 const Rule* last_match(std::string_view permission, std::string_view pattern,
@@ -189,6 +188,7 @@ PermissionService::PermissionService(boost::asio::any_io_executor executor,
                                      std::shared_ptr<bus::EventBus> bus, PermissionOptions options)
     : options_(options),
       bus_(std::move(bus)),
+      executor_(executor),
       strand_(boost::asio::make_strand(std::move(executor))),
       timer_(strand_) {}
 
@@ -224,10 +224,52 @@ std::optional<std::string> PermissionService::ask(AskParams params, RulesetRefs 
   return ask_impl(std::move(params), std::move(refs), std::move(done));
 }
 
-std::optional<std::string> PermissionService::ask_impl(AskParams params, Layers layers,
-                                                       AskHandler done) {
+PermissionService::Verdict PermissionService::evaluate_locked(const AskParams& params,
+                                                              Layers& layers) const {
+  Verdict verdict;
+  if (auto approved = approved_.find(params.session_id); approved != approved_.end())
+    layers.push_back(&approved->second);
+  // Every pattern is checked before anything waits: a denied pattern fails the call even when
+  // an earlier one would have asked (OpenCode stops at the first ask and never sees the deny).
   // No patterns is treated as "*" rather than as nothing to check (OpenCode allows it): an ask
   // that names nothing must not slip through rules that ask or deny.
+  static const std::vector<std::string> kAny{"*"};
+  const auto& patterns = params.patterns.empty() ? kAny : params.patterns;
+  for (const auto& pattern : patterns) {
+    const Rule* rule = last_match(params.permission, pattern, layers);
+    Action action = action_of(rule);
+    if (action == Action::Deny) {
+      verdict.denial = denied(params.permission, pattern, *rule);
+      break;
+    }
+    if (action == Action::Ask) verdict.waits = true;
+  }
+  return verdict;
+}
+
+std::optional<AskOutcome> PermissionService::decide(const AskParams& params,
+                                                    const Layers& layers) const {
+  Layers all = layers;
+  std::lock_guard lock(mutex_);
+  auto verdict = evaluate_locked(params, all);
+  if (verdict.denial) return AskOutcome(std::move(*verdict.denial));
+  if (verdict.waits) return std::nullopt;
+  return AskOutcome{};
+}
+
+void PermissionService::initiate_ask(AskParams params, Layers layers,
+                                     boost::asio::any_completion_handler<void(AskOutcome)> done) {
+  // ask() takes a copyable handler and may call it before it returns: the operation's handler is
+  // held aside and always posted.
+  auto held =
+      std::make_shared<boost::asio::any_completion_handler<void(AskOutcome)>>(std::move(done));
+  ask_impl(std::move(params), std::move(layers), [held, executor = executor_](AskOutcome outcome) {
+    complete_later(executor, std::move(*held), std::move(outcome));
+  });
+}
+
+std::optional<std::string> PermissionService::ask_impl(AskParams params, Layers layers,
+                                                       AskHandler done) {
   if (params.patterns.empty()) params.patterns.push_back("*");
 
   std::optional<Rejection> denial;
@@ -238,19 +280,9 @@ std::optional<std::string> PermissionService::ask_impl(AskParams params, Layers 
   const std::size_t caller_layers = layers.size();
   {
     std::lock_guard lock(mutex_);
-    if (auto approved = approved_.find(params.session_id); approved != approved_.end())
-      layers.push_back(&approved->second);
-    // Every pattern is checked before anything waits: a denied pattern fails the call even when
-    // an earlier one would have asked (OpenCode stops at the first ask and never sees the deny).
-    for (const auto& pattern : params.patterns) {
-      const Rule* rule = last_match(params.permission, pattern, layers);
-      Action action = action_of(rule);
-      if (action == Action::Deny) {
-        denial = denied(params.permission, pattern, *rule);
-        break;
-      }
-      if (action == Action::Ask) waits = true;
-    }
+    auto verdict = evaluate_locked(params, layers);
+    denial = std::move(verdict.denial);
+    waits = verdict.waits;
     if (!denial && waits) {
       if (shutting_down_) {
         denial = cancelled(params.permission, params.patterns, "the server is shutting down");

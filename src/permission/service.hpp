@@ -12,7 +12,9 @@
 // Thread-safe: every public function may be called from any thread, and handlers and bus
 // subscribers may call back into the service. Timeouts run on one timer on a strand of the
 // executor given at construction.
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/system/result.hpp>
@@ -102,6 +104,8 @@ struct Rejection {
 
 using AskOutcome = boost::system::result<void, Rejection>;
 using AskHandler = std::function<void(AskOutcome)>;
+// Rulesets by address, earliest first: what an ask is evaluated against.
+using Layers = std::vector<const Ruleset*>;
 
 class PermissionService : public std::enable_shared_from_this<PermissionService> {
  public:
@@ -121,6 +125,23 @@ class PermissionService : public std::enable_shared_from_this<PermissionService>
   std::optional<std::string> ask(AskParams params, std::span<const Ruleset> layers,
                                  AskHandler done);
   std::optional<std::string> ask(AskParams params, RulesetRefs layers, AskHandler done);
+
+  // What the rules say at once, without asking anybody: allowed, or the denial; nullopt when a
+  // person must decide (then async_ask). The path of every tool call, so it never waits.
+  std::optional<AskOutcome> decide(const AskParams& params, const Layers& layers) const;
+  // ask() as an Asio operation for the asks a person decides: completes (posted to the waiter's
+  // executor) with their answer, or with Cancelled when the session is cancelled, the ask times
+  // out or the server stops. `layers` are copied before it returns.
+  template <typename CompletionToken>
+  auto async_ask(AskParams params, Layers layers, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(AskOutcome)>(
+        [self = shared_from_this()](auto handler, AskParams params, Layers layers) {
+          self->initiate_ask(
+              std::move(params), std::move(layers),
+              boost::asio::any_completion_handler<void(AskOutcome)>(std::move(handler)));
+        },
+        token, std::move(params), std::move(layers));
+  }
 
   // A person's answer to a waiting ask. NotFound when `request_id` is not waiting (unknown, or
   // already answered, timed out or cancelled).
@@ -169,8 +190,15 @@ class PermissionService : public std::enable_shared_from_this<PermissionService>
   PermissionService(boost::asio::any_io_executor executor, std::shared_ptr<bus::EventBus> bus,
                     PermissionOptions options);
 
-  std::optional<std::string> ask_impl(AskParams params, std::vector<const Ruleset*> layers,
-                                      AskHandler done);
+  std::optional<std::string> ask_impl(AskParams params, Layers layers, AskHandler done);
+  void initiate_ask(AskParams params, Layers layers,
+                    boost::asio::any_completion_handler<void(AskOutcome)> done);
+  // The rules' verdict on every pattern: a denial, or whether any pattern asks a person.
+  struct Verdict {
+    std::optional<Rejection> denial;
+    bool waits = false;
+  };
+  Verdict evaluate_locked(const AskParams& params, Layers& layers) const;
   // Removes a waiting ask and queues its `permission.replied` event and its handler.
   void finish_locked(std::map<std::string, PendingAsk>::iterator it, Reply reply,
                      AskOutcome outcome, Effects& effects);
@@ -182,6 +210,7 @@ class PermissionService : public std::enable_shared_from_this<PermissionService>
 
   const PermissionOptions options_;
   std::shared_ptr<bus::EventBus> bus_;
+  boost::asio::any_io_executor executor_;  // where async_ask's handlers complete
   boost::asio::strand<boost::asio::any_io_executor> strand_;
   boost::asio::steady_timer timer_;  // used only on strand_
 

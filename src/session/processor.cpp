@@ -1,7 +1,6 @@
 #include "session/processor.hpp"
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/experimental/concurrent_channel.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -387,9 +386,6 @@ asio::awaitable<void> Processor::run_step(std::shared_ptr<Step> step) {
 
 asio::awaitable<Result<void>> Processor::ask(std::shared_ptr<Step> step, const std::string& call_id,
                                              tool::PermissionRequest request) {
-  using Channel = asio::experimental::concurrent_channel<void(boost::system::error_code,
-                                                              permission::AskOutcome)>;
-  auto channel = std::make_shared<Channel>(co_await asio::this_coro::executor, 1);
   Turn& turn = *step->turn;
   permission::AskParams params;
   params.session_id = turn.session.id;
@@ -399,27 +395,15 @@ asio::awaitable<Result<void>> Processor::ask(std::shared_ptr<Step> step, const s
   params.patterns = request.patterns;
   params.always = request.always;
   params.metadata = request.metadata;
-  auto waiting =
-      deps_.permissions->ask(std::move(params),
-                             {std::cref(turn.agent.permission), std::cref(deps_.config_rules),
-                              std::cref(turn.session_rules)},
-                             [channel](permission::AskOutcome outcome) {
-                               channel->try_send(boost::system::error_code{}, std::move(outcome));
-                             });
-  // Settled by the rules (allowed or denied at once): the answer is taken from the channel
-  // without giving up the executor, so a tool that needs no person runs on (and ends without
-  // waiting, see run_tool).
-  std::optional<permission::AskOutcome> settled;
-  if (!waiting)
-    channel->try_receive([&settled](boost::system::error_code, permission::AskOutcome outcome) {
-      settled = std::move(outcome);
-    });
+  permission::Layers layers{&turn.agent.permission, &deps_.config_rules, &turn.session_rules};
+  // Settled by the rules (allowed or denied at once) without giving up the executor, so a tool
+  // that needs no person runs on (and ends without waiting, see run_tool).
+  auto settled = deps_.permissions->decide(params, layers);
   if (!settled) {
-    if (waiting) awaiting_person(turn, true);
-    auto [ec, received] = co_await channel->async_receive(tuple_awaitable);
-    if (waiting) awaiting_person(turn, false);
-    if (ec) co_return make_error(ErrorCode::Internal, "permission channel: " + ec.message());
-    settled = std::move(received);
+    awaiting_person(turn, true);
+    settled = co_await deps_.permissions->async_ask(std::move(params), std::move(layers),
+                                                    asio::use_awaitable);
+    awaiting_person(turn, false);
   }
   const permission::AskOutcome& outcome = *settled;
   if (!outcome) {
