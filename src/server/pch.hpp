@@ -1,8 +1,6 @@
 // Precompiled header for the translation units that use Asio/Beast: they are the slow ones.
 #pragma once
 #include <boost/asio.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/experimental/concurrent_channel.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
