@@ -62,16 +62,22 @@ asio::awaitable<Reply> unregister_tools(Call& c) {
   co_return ok(c, json::object{{"success", true}, {"unregistered", clienttool::to_json(removed)}});
 }
 
-// Gives the call up (through its cancellation slot) when the HTTP caller closes its connection
-// while it waits for the result.
-void watch_caller(tcp::socket& socket, std::shared_ptr<asio::cancellation_signal> caller_left) {
+// The execute route's watch of its caller: the call is given up (through its cancellation slot)
+// when the caller's connection closes while it waits for the result.
+struct CallerWatch {
+  asio::cancellation_signal left;
+  bool finished = false;  // the route has its outcome: a wake-up queued before then is moot
+};
+
+void watch_caller(tcp::socket& socket, std::shared_ptr<CallerWatch> watch) {
   socket.async_wait(tcp::socket::wait_read,
-                    [&socket, caller_left = std::move(caller_left)](boost::system::error_code ec) {
-                      if (ec) return;  // the outcome came first: the route cancelled the wait
+                    [&socket, watch = std::move(watch)](boost::system::error_code ec) {
+                      // Only while the route waits is the socket known to be alive.
+                      if (ec || watch->finished) return;
                       char byte;
                       ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
                       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
-                        caller_left->emit(asio::cancellation_type::terminal);
+                        watch->left.emit(asio::cancellation_type::terminal);
                       // Otherwise the caller pipelined another request: it is still there; wait for
                       // the result alone.
                     });
@@ -88,13 +94,14 @@ asio::awaitable<Reply> execute(Call& c) {
   auto params = decode_execute(*body, sp);
   if (!params) co_return fail(c, params.error());
   params->cancel_reason = [] { return std::string("caller disconnected"); };
-  auto caller_left = std::make_shared<asio::cancellation_signal>();
-  watch_caller(c.stream.socket(), caller_left);
+  auto watch = std::make_shared<CallerWatch>();
+  watch_caller(c.stream.socket(), watch);
   // Named, not temporaries in the co_await: GCC 12 destroys those twice.
   clienttool::ProgressHandler no_progress;
-  auto token = asio::bind_cancellation_slot(caller_left->slot(), asio::use_awaitable);
+  auto token = asio::bind_cancellation_slot(watch->left.slot(), asio::use_awaitable);
   auto outcome =
       co_await c.state.registry->async_execute(std::move(*params), std::move(no_progress), token);
+  watch->finished = true;
   boost::system::error_code ignored;
   c.stream.socket().cancel(ignored);  // ends the watch
   if (!outcome) co_return fail(c, outcome.error());
