@@ -198,6 +198,7 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
                      RegistryOptions options);
 
   void initiate_execute(ExecuteParams params, ProgressHandler progress, ExecuteHandler done);
+  Result<std::shared_ptr<const CompiledSchema>> shared_schema(const json::value& parameters);
   // execute(), taking `done` (and `progress`) only when the call starts.
   Result<StartedCall> start_call(ExecuteParams& params, ProgressHandler& progress,
                                  ExecuteHandler& done);
@@ -230,6 +231,9 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   std::unordered_map<std::string, std::size_t> pending_per_session_;  // sessions with calls only
   std::unordered_map<std::string, std::string> ended_;                // request id -> how it ended
   std::deque<std::string> ended_order_;
+  // Compiled schemas of registered tools by their text (shared_schema()).
+  std::unordered_map<std::string, std::weak_ptr<const CompiledSchema>> schemas_;
+  std::size_t swept_size_ = 16;
   std::size_t graces_ = 0;  // clients whose grace is running
   bool ticking_ = false;
   std::uint64_t next_seq_ = 0;

@@ -329,6 +329,21 @@ TEST_F(RegistryTest, AToolIdOwnedByAnotherClientIsAConflict) {
   EXPECT_EQ(registry_->get_tools("a")[0]->description, "first");
 }
 
+// Every client of an application registers the same tools: one compiled schema serves them
+// all while any of them is registered.
+TEST_F(RegistryTest, ClientsRegisteringTheSameSchemaShareItsCompiledForm) {
+  json::value params = schema(R"({"type": "object", "properties": {"q": {"type": "string"}}})");
+  register_ok("c1", {spec("search", params)});
+  register_ok("c2", {spec("search", params)});
+  register_ok("c3", {spec("other", schema(R"({"type": "object", "required": ["x"]})"))});
+  auto c1 = registry_->get_tool("client_c1_search");
+  auto c2 = registry_->get_tool("client_c2_search");
+  auto c3 = registry_->get_tool("client_c3_other");
+  ASSERT_TRUE(c1 && c2 && c3);
+  EXPECT_EQ(c1->schema, c2->schema);
+  EXPECT_NE(c1->schema, c3->schema);
+}
+
 TEST_F(RegistryTest, RegisterPublishesRegisteredEvent) {
   register_ok("c1", {spec("a"), spec("b")});
   auto e = events_.wait_for("client-tool.registered");
