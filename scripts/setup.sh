@@ -43,3 +43,4 @@ if [ "$(printf '%s\n20.19\n' "$node_version" | sort -V | head -1)" != "20.19" ];
 fi
 "$(dirname "$0")/npm-deps.sh" sdk/js
 "$(dirname "$0")/npm-deps.sh" web
+"$(dirname "$0")/npm-deps.sh" tests/mcp  # MCP servers the MCP client tests run (tests/mcp/README.md)
