@@ -3,6 +3,8 @@
 #include <cstdlib>
 
 #include "app/loop_lag.hpp"
+#include "mcp/config.hpp"
+#include "mcp/manager.hpp"
 #include "permission/ruleset.hpp"
 #include "provider/provider.hpp"
 #include "session/agent.hpp"
@@ -57,6 +59,8 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
     if (!timeout) return config.located(timeout.error());
     permission_options.timeout = *timeout;
   }
+  auto mcp_servers = mcp::parse_servers(config.raw, env);
+  if (!mcp_servers) return config.located(mcp_servers.error());
   bool batch = false;
   {
     auto ex = get_object(config.raw, "experimental");
@@ -146,6 +150,13 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   for (const auto& t : custom.tools)
     tools->register_tool(t);
   state->tools = tools;
+  // MCP servers connect in the background once the loop runs: start-up never waits for one.
+  state->mcp = mcp::Manager::create(
+      mcp::ManagerDeps{io.get_executor(), state->bus, tools, paths.directory, paths.data_dir});
+  std::vector<std::string> mcp_notes;
+  for (const auto& s : *mcp_servers)
+    mcp_notes.push_back("mcp server " + s.name + (s.enabled ? ": connecting" : ": disabled"));
+  state->mcp->start(std::move(*mcp_servers));
 
   session::ServiceDeps deps;
   deps.executor = io.get_executor();
@@ -188,6 +199,7 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   out.notes.push_back("default model: " + deps.providers.default_model);
   out.notes.push_back("data directory: " + paths.data_dir.string());
   out.notes.push_back("project directory: " + paths.directory.string());
+  out.notes.insert(out.notes.end(), mcp_notes.begin(), mcp_notes.end());
   for (const auto& w : custom.warnings)
     out.warnings.push_back("custom tools: " + w);
   if (!custom.tools.empty()) {

@@ -15,6 +15,7 @@
 #include "clienttool/credentials.hpp"
 #include "clienttool/registry.hpp"
 #include "config/config.hpp"
+#include "mcp/manager.hpp"
 #include "permission/service.hpp"
 #include "session/service.hpp"
 #include "tool/registry.hpp"
@@ -109,6 +110,7 @@ struct ServerState {
   std::shared_ptr<question::QuestionService> questions;
   std::shared_ptr<tool::ToolRegistry> tools;
   std::shared_ptr<session::SessionService> sessions;
+  std::shared_ptr<mcp::Manager> mcp;  // the MCP servers (GET /mcp)
   // Client tokens (clientTools.clientTokens); null when they are switched off.
   std::shared_ptr<clienttool::ClientCredentials> credentials;
   ConnectionSet connections;

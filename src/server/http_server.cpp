@@ -394,6 +394,7 @@ void HttpServer::shutdown() {
   if (state_->sessions) state_->sessions->shutdown();
   if (state_->permissions) state_->permissions->shutdown();
   if (state_->questions) state_->questions->shutdown();
+  if (state_->mcp) state_->mcp->shutdown();
   state_->registry->shutdown();
   state_->connections.stop_all();
 }

@@ -24,20 +24,34 @@ void ToolRegistry::register_tool(ToolPtr tool) {
   merge();
 }
 
+void ToolRegistry::set_plugin_tools(const std::string& source, std::vector<ToolPtr> tools) {
+  if (tools.empty())
+    plugins_.erase(source);
+  else
+    plugins_.insert_or_assign(source, std::move(tools));
+  merge();
+}
+
 void ToolRegistry::merge() {
   server_.clear();
   std::set<std::string_view> seen;
-  for (const auto* list : {&builtin_, &custom_})
-    for (const auto& t : *list) {
+  auto add = [&](const std::vector<ToolPtr>& list) {
+    for (const auto& t : list) {
       if (t->id() == "batch" && !options_.batch_tool) continue;
       if (seen.insert(t->id()).second) server_.push_back(t);
     }
+  };
+  add(builtin_);
+  add(custom_);
+  local_count_ = server_.size();
+  for (const auto& [source, list] : plugins_)
+    add(list);
 }
 
 std::vector<std::string> ToolRegistry::ids() const {
   std::vector<std::string> out;
-  for (const auto& t : server_)
-    out.push_back(t->id());
+  for (std::size_t i = 0; i < local_count_; ++i)
+    out.push_back(server_[i]->id());
   return out;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
-// ToolRegistry (seed 004): built-in tools in their fixed order, then custom tools, then the
-// client tools of the session. On an id collision the earlier tool wins. Not thread-safe: use from
-// the server's executor only (the custom-tool loader registers on the main thread before the
-// server's loop starts).
+// ToolRegistry (seed 004): built-in tools in their fixed order, then custom tools, then plugin
+// tools (MCP servers'), then the client tools of the session. On an id collision the earlier tool
+// wins. Not thread-safe: use from the server's executor only (the custom-tool loader registers on
+// the main thread before the server's loop starts).
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,10 +25,14 @@ class ToolRegistry {
 
   // Built-in tools, in seed 004's order; called at start-up.
   void add_builtin(ToolPtr tool);
-  // Custom and plugin tools; a tool with an existing custom id replaces it.
+  // Custom tools; a tool with an existing custom id replaces it.
   void register_tool(ToolPtr tool);
+  // The tools of one plugin source (an MCP server), replacing what it had; an empty list removes
+  // them. Offered after the custom tools; the next step of every session sees the change.
+  void set_plugin_tools(const std::string& source, std::vector<ToolPtr> tools);
 
-  // Ids of the built-in and custom tools, in order, without duplicates.
+  // Ids of the built-in and custom tools, in order, without duplicates: the tools of this
+  // server (batch runs only these; plugin tools are external, seed 004).
   std::vector<std::string> ids() const;
   // What the model is offered in `session_id` with `provider_id`: built-ins, custom tools, then
   // the client tools registered for that session (or for every session).
@@ -47,9 +52,11 @@ class ToolRegistry {
   RegistryOptions options_;
   std::vector<ToolPtr> builtin_;
   std::vector<ToolPtr> custom_;
-  // builtin_ then custom_, collisions and the flagged-off batch tool left out: made when either
-  // list changes (start-up, a custom tool's registration), read at every step and tool call.
+  std::map<std::string, std::vector<ToolPtr>, std::less<>> plugins_;  // by source, in name order
+  // builtin_, custom_ then plugins_, collisions and the flagged-off batch tool left out: made when
+  // either list changes (start-up, a custom tool's registration), read at every step and tool call.
   std::vector<ToolPtr> server_;
+  std::size_t local_count_ = 0;  // how many of server_ are built-in or custom
 };
 
 // A client tool as the session processor runs it. It asks the `client_tools` permission, shows

@@ -1,0 +1,234 @@
+#include "mcp/manager.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
+#include "mcp/stdio_transport.hpp"
+#include "mcp/tool.hpp"
+#include "tool/process_groups.hpp"
+#include "util/log.hpp"
+
+namespace sb::mcp {
+
+namespace asio = boost::asio;
+
+std::string_view state_name(State state) {
+  switch (state) {
+    case State::Connecting:
+      return "connecting";
+    case State::Connected:
+      return "connected";
+    case State::Failed:
+      return "failed";
+    case State::Disabled:
+      return "disabled";
+  }
+  return "failed";
+}
+
+json::object to_json(const ServerStatus& status) {
+  json::object out{{"status", state_name(status.state)}};
+  if (!status.error.empty()) out["error"] = status.error;
+  json::array tools;
+  for (const auto& id : status.tools)
+    tools.emplace_back(id);
+  out["tools"] = std::move(tools);
+  if (!status.protocol_version.empty()) out["protocolVersion"] = status.protocol_version;
+  return out;
+}
+
+std::shared_ptr<Manager> Manager::create(ManagerDeps deps) {
+  return std::shared_ptr<Manager>(new Manager(std::move(deps)));
+}
+
+Manager::~Manager() {
+  shutdown();
+}
+
+void Manager::start(std::vector<ServerConfig> servers) {
+  for (auto& s : servers)
+    add(std::move(s));
+}
+
+void Manager::add(ServerConfig config) {
+  if (shut_down_) return;
+  std::string name = config.name;
+  auto [it, inserted] = servers_.try_emplace(name);
+  Server& server = it->second;
+  if (!inserted) end_connection(server);
+  server.config = std::move(config);
+  if (!server.config.enabled) {
+    set_status(name, server, ServerStatus{State::Disabled, {}, {}, {}});
+    return;
+  }
+  begin_connect(server);
+}
+
+Result<void> Manager::connect(const std::string& name) {
+  auto it = servers_.find(name);
+  if (it == servers_.end())
+    return make_error(ErrorCode::NotFound, "no MCP server named \"" + name + "\"");
+  if (shut_down_) return make_error(ErrorCode::Unavailable, "the server is shutting down");
+  end_connection(it->second);
+  begin_connect(it->second);
+  return {};
+}
+
+Result<void> Manager::disconnect(const std::string& name) {
+  auto it = servers_.find(name);
+  if (it == servers_.end())
+    return make_error(ErrorCode::NotFound, "no MCP server named \"" + name + "\"");
+  end_connection(it->second);
+  set_status(name, it->second, ServerStatus{State::Disabled, {}, {}, {}});
+  return {};
+}
+
+std::map<std::string, ServerStatus> Manager::status() const {
+  std::map<std::string, ServerStatus> out;
+  for (const auto& [name, server] : servers_)
+    out.emplace(name, server.status);
+  return out;
+}
+
+void Manager::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  for (auto& [name, server] : servers_)
+    end_connection(server);
+}
+
+void Manager::begin_connect(Server& server) {
+  ++server.generation;
+  set_status(server.config.name, server, ServerStatus{State::Connecting, {}, {}, {}});
+  asio::co_spawn(deps_.executor, run_connect(server.config.name, server.generation),
+                 asio::detached);
+}
+
+Manager::Server* Manager::find(const std::string& name, std::uint64_t generation) {
+  auto it = servers_.find(name);
+  if (it == servers_.end() || it->second.generation != generation || shut_down_) return nullptr;
+  return &it->second;
+}
+
+asio::awaitable<void> Manager::run_connect(std::string name, std::uint64_t generation) {
+  auto self = shared_from_this();
+  Server* server = find(name, generation);
+  if (!server) co_return;
+  const ServerConfig& config = server->config;
+  std::unique_ptr<Transport> transport;
+  if (config.type == ServerType::Local) {
+    StdioOptions o;
+    o.name = name;
+    o.command = config.command;
+    o.environment = config.environment;
+    o.cwd = deps_.directory;
+    if (!deps_.data_dir.empty()) o.group_record_dir = tool::process_group_dir(deps_.data_dir);
+    transport = make_stdio_transport(deps_.executor, std::move(o));
+  } else {
+    set_status(name, *server,
+               ServerStatus{State::Failed,
+                            "remote MCP servers (Streamable HTTP) are not supported yet: run it "
+                            "over stdio (type \"local\")",
+                            {},
+                            {}});
+    co_return;
+  }
+  ClientOptions options;
+  options.name = name;
+  options.timeout = config.timeout;
+  options.probe_timeout = std::min(options.probe_timeout, config.timeout);
+  options.root = deps_.directory;
+  options.elicitation = false;  // not offered yet: no InputHandler
+  Client::Callbacks callbacks;
+  std::weak_ptr<Manager> weak = self;
+  callbacks.tools_changed = [weak, name, generation] {
+    if (auto m = weak.lock())
+      asio::co_spawn(m->deps_.executor, m->refresh_tools(name, generation), asio::detached);
+  };
+  callbacks.closed = [weak, name, generation](const std::string& reason) {
+    auto m = weak.lock();
+    if (!m) return;
+    Server* s = m->find(name, generation);
+    if (!s) return;
+    log::warn("mcp ", name, ": stopped: ", reason);
+    s->client.reset();
+    m->set_status(name, *s, ServerStatus{State::Failed, reason, {}, {}});
+  };
+  auto client = Client::create(deps_.executor, std::move(transport), std::move(options),
+                               std::move(callbacks));
+  server->client = client;
+  auto connected = co_await client->connect();
+  server = find(name, generation);
+  if (!server) co_return;  // replaced or disconnected meanwhile; the client closed with it
+  if (!connected) {
+    log::warn("mcp ", name, ": ", connected.error().message);
+    server->client.reset();
+    set_status(name, *server, ServerStatus{State::Failed, connected.error().message, {}, {}});
+    co_return;
+  }
+  log::info("mcp ", name, ": connected (",
+            client->server_name().empty() ? "" : client->server_name() + ", ", "protocol ",
+            client->protocol_version(), ")");
+  co_await refresh_tools(name, generation);
+}
+
+asio::awaitable<void> Manager::refresh_tools(std::string name, std::uint64_t generation) {
+  auto self = shared_from_this();
+  Server* server = find(name, generation);
+  if (!server || !server->client) co_return;
+  auto client = server->client;
+  auto listed = co_await client->list_tools();
+  server = find(name, generation);
+  if (!server || server->client != client) co_return;
+  if (!listed) {
+    // Its tools cannot be known: the server is of no use as it is.
+    std::string why = listed.error().message;
+    log::warn("mcp ", name, ": ", why);
+    end_connection(*server);
+    set_status(name, *server, ServerStatus{State::Failed, why, {}, {}});
+    co_return;
+  }
+  std::vector<tool::ToolPtr> tools;
+  for (const auto& info : *listed) {
+    auto made = make_tool(name, info, client);
+    if (!made) {
+      log::warn("mcp ", name, ": left out a tool: ", made.error().message);
+      continue;
+    }
+    tools.push_back(std::move(*made));
+  }
+  ServerStatus status{State::Connected, {}, {}, client->protocol_version()};
+  for (const auto& t : tools)
+    status.tools.push_back(t->id());
+  publish_tools(name, std::move(tools));
+  set_status(name, *server, std::move(status));
+}
+
+void Manager::end_connection(Server& server) {
+  ++server.generation;
+  if (server.client) {
+    auto client = std::move(server.client);
+    client->close("disconnected");
+  }
+  if (!server.status.tools.empty()) {
+    publish_tools(server.config.name, {});
+    server.status.tools.clear();
+  }
+}
+
+void Manager::publish_tools(const std::string& name, std::vector<tool::ToolPtr> tools) {
+  deps_.tools->set_plugin_tools(name, std::move(tools));
+  if (deps_.bus) deps_.bus->publish("mcp.tools.changed", json::object{{"server", name}});
+}
+
+void Manager::set_status(const std::string& name, Server& server, ServerStatus status) {
+  // A server no longer connected takes its tools with it.
+  if (status.state != State::Connected && !server.status.tools.empty()) publish_tools(name, {});
+  server.status = std::move(status);
+  if (!deps_.bus) return;
+  json::object props = to_json(server.status);
+  props["name"] = name;
+  deps_.bus->publish("mcp.status", std::move(props));
+}
+
+}  // namespace sb::mcp
