@@ -75,7 +75,7 @@ Result<Message> decode_message(const json::value& value) {
   return m;
 }
 
-Result<Message> decode_message(std::string_view text) {
+Result<Message> parse_message(std::string_view text) {
   auto parsed = parse_json(text);
   if (!parsed) return malformed(parsed.error().message);
   return decode_message(*parsed);

@@ -41,7 +41,7 @@ struct Message {
 // InvalidRequest naming what is wrong ("not a JSON-RPC 2.0 message: ...").
 Result<Message> decode_message(const json::value& value);
 // Parses then decodes one message's text.
-Result<Message> decode_message(std::string_view text);
+Result<Message> parse_message(std::string_view text);
 
 // The wire text of a message, without a line break.
 std::string encode(const Message& message);

@@ -125,7 +125,7 @@ class Child : public std::enable_shared_from_this<Child> {
   void on_line(std::string_view line) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) return;
-    auto message = decode_message(line);
+    auto message = parse_message(line);
     if (!message) {
       if (++stray_lines_ <= kLoggedStrayLines)
         log::warn("mcp ", o_.name, ": skipped a line on its output: ", message.error().message,
