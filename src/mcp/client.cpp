@@ -118,7 +118,10 @@ asio::awaitable<Result<void>> Client::connect() {
   std::string discover = "server/discover";
   json::object no_params;
   auto probe = co_await request(std::move(discover), std::move(no_params), options_.probe_timeout);
-  if (closed_) co_return failure(ErrorCode::Unavailable, "stopped while connecting");
+  if (closed_)
+    co_return failure(ErrorCode::Unavailable, close_reason_.empty()
+                                                  ? std::string("stopped while connecting")
+                                                  : "stopped while connecting: " + close_reason_);
   if (probe) {
     auto supported = versions(probe->if_contains("supportedVersions"));
     if (std::find(supported.begin(), supported.end(), kModernVersion) != supported.end()) {
@@ -468,6 +471,7 @@ void Client::on_request(Message m) {
 void Client::on_closed(const std::string& reason) {
   if (closed_) return;
   closed_ = true;
+  close_reason_ = reason;
   connected_ = false;
   auto callbacks = std::move(callbacks_);
   callbacks_ = {};

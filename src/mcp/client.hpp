@@ -165,6 +165,7 @@ class Client : public std::enable_shared_from_this<Client> {
   std::int64_t next_id_ = 1;
   bool connected_ = false;
   bool closed_ = false;
+  std::string close_reason_;  // why the channel ended, when it ended on the server's side
   bool modern_ = false;
   std::string version_;
   json::object capabilities_;

@@ -2,7 +2,9 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
 
+#include "mcp/http_transport.hpp"
 #include "mcp/stdio_transport.hpp"
 #include "mcp/tool.hpp"
 #include "tool/process_groups.hpp"
@@ -11,6 +13,11 @@
 namespace sb::mcp {
 
 namespace asio = boost::asio;
+
+namespace {
+// Automatic reconnections of a remote server after it failed, 1, 2, 4, 8 and 16 s apart.
+constexpr int kRemoteRetries = 5;
+}  // namespace
 
 std::string_view state_name(State state) {
   switch (state) {
@@ -125,13 +132,13 @@ asio::awaitable<void> Manager::run_connect(std::string name, std::uint64_t gener
     if (!deps_.data_dir.empty()) o.group_record_dir = tool::process_group_dir(deps_.data_dir);
     transport = make_stdio_transport(deps_.executor, std::move(o));
   } else {
-    set_status(name, *server,
-               ServerStatus{State::Failed,
-                            "remote MCP servers (Streamable HTTP) are not supported yet: run it "
-                            "over stdio (type \"local\")",
-                            {},
-                            {}});
-    co_return;
+    HttpOptions o;
+    o.name = name;
+    o.url = config.url;
+    o.headers = config.headers;
+    o.connect_timeout =
+        std::min<std::chrono::milliseconds>(config.timeout, std::chrono::seconds(10));
+    transport = make_http_transport(deps_.executor, std::move(o));
   }
   ClientOptions options;
   options.name = name;
@@ -149,10 +156,11 @@ asio::awaitable<void> Manager::run_connect(std::string name, std::uint64_t gener
     auto m = weak.lock();
     if (!m) return;
     Server* s = m->find(name, generation);
-    if (!s) return;
+    // While connecting, run_connect reports the failure itself.
+    if (!s || s->status.state == State::Connecting) return;
     log::warn("mcp ", name, ": stopped: ", reason);
     s->client.reset();
-    m->set_status(name, *s, ServerStatus{State::Failed, reason, {}, {}});
+    m->fail(name, *s, reason);
   };
   auto client = Client::create(deps_.executor, std::move(transport), std::move(options),
                                std::move(callbacks));
@@ -163,7 +171,7 @@ asio::awaitable<void> Manager::run_connect(std::string name, std::uint64_t gener
   if (!connected) {
     log::warn("mcp ", name, ": ", connected.error().message);
     server->client.reset();
-    set_status(name, *server, ServerStatus{State::Failed, connected.error().message, {}, {}});
+    fail(name, *server, connected.error().message);
     co_return;
   }
   log::info("mcp ", name, ": connected (",
@@ -185,7 +193,7 @@ asio::awaitable<void> Manager::refresh_tools(std::string name, std::uint64_t gen
     std::string why = listed.error().message;
     log::warn("mcp ", name, ": ", why);
     end_connection(*server);
-    set_status(name, *server, ServerStatus{State::Failed, why, {}, {}});
+    fail(name, *server, why);
     co_return;
   }
   std::vector<tool::ToolPtr> tools;
@@ -197,11 +205,31 @@ asio::awaitable<void> Manager::refresh_tools(std::string name, std::uint64_t gen
     }
     tools.push_back(std::move(*made));
   }
+  server->retries = 0;
   ServerStatus status{State::Connected, {}, {}, client->protocol_version()};
   for (const auto& t : tools)
     status.tools.push_back(t->id());
   publish_tools(name, std::move(tools));
   set_status(name, *server, std::move(status));
+}
+
+void Manager::fail(const std::string& name, Server& server, const std::string& why) {
+  set_status(name, server, ServerStatus{State::Failed, why, {}, {}});
+  // A remote server may be back in a moment (a restart, a network blip): a few tries, further
+  // apart each time. A local one that failed would most likely fail again the same way.
+  if (server.config.type != ServerType::Remote || server.retries >= kRemoteRetries) return;
+  auto delay = std::chrono::seconds(1 << server.retries);
+  ++server.retries;
+  auto timer = std::make_shared<asio::steady_timer>(deps_.executor, delay);
+  timer->async_wait([weak = weak_from_this(), timer, name,
+                     generation = server.generation](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self) return;
+    if (Server* s = self->find(name, generation); s && s->status.state == State::Failed) {
+      log::info("mcp ", name, ": trying again (", s->retries, " of ", kRemoteRetries, ")");
+      self->begin_connect(*s);
+    }
+  });
 }
 
 void Manager::end_connection(Server& server) {

@@ -4,7 +4,8 @@
 // ToolRegistry while it is connected, and its status is kept for GET /mcp and published on the
 // bus ("mcp.status", and "mcp.tools.changed" when its list changes). A server that exits or
 // breaks its stream is `failed` with the reason; its tools leave the list and its calls in flight
-// end with an error naming it. Reconnecting is by route (connect()).
+// end with an error naming it. Reconnecting is by route (connect()), and automatic for a remote
+// server (5 tries, 1 to 16 s apart).
 //
 // Not thread-safe: use from the server's executor only.
 #include <boost/asio/any_io_executor.hpp>
@@ -65,12 +66,15 @@ class Manager : public std::enable_shared_from_this<Manager> {
     ServerStatus status;
     std::shared_ptr<Client> client;
     std::uint64_t generation = 0;  // bumped by every (re)connect and disconnect
+    int retries = 0;               // automatic reconnections since it last connected
   };
 
   explicit Manager(ManagerDeps deps) : deps_(std::move(deps)) {}
   void begin_connect(Server& server);
   boost::asio::awaitable<void> run_connect(std::string name, std::uint64_t generation);
   boost::asio::awaitable<void> refresh_tools(std::string name, std::uint64_t generation);
+  // Failed with `why`; a remote server is tried again a few times.
+  void fail(const std::string& name, Server& server, const std::string& why);
   void end_connection(Server& server);
   void set_status(const std::string& name, Server& server, ServerStatus status);
   void publish_tools(const std::string& name, std::vector<tool::ToolPtr> tools);
