@@ -151,8 +151,8 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
     tools->register_tool(t);
   state->tools = tools;
   // MCP servers connect in the background once the loop runs: start-up never waits for one.
-  state->mcp = mcp::Manager::create(
-      mcp::ManagerDeps{io.get_executor(), state->bus, tools, paths.directory, paths.data_dir});
+  state->mcp = mcp::Manager::create(mcp::ManagerDeps{
+      io.get_executor(), state->bus, tools, paths.directory, paths.data_dir, state->questions});
   std::vector<std::string> mcp_notes;
   for (const auto& s : *mcp_servers)
     mcp_notes.push_back("mcp server " + s.name + (s.enabled ? ": connecting" : ": disabled"));

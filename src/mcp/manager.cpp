@@ -1,9 +1,13 @@
 #include "mcp/manager.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
+#include "mcp/elicitation.hpp"
 #include "mcp/http_transport.hpp"
 #include "mcp/stdio_transport.hpp"
 #include "mcp/tool.hpp"
@@ -145,7 +149,7 @@ asio::awaitable<void> Manager::run_connect(std::string name, std::uint64_t gener
   options.timeout = config.timeout;
   options.probe_timeout = std::min(options.probe_timeout, config.timeout);
   options.root = deps_.directory;
-  options.elicitation = false;  // not offered yet: no InputHandler
+  options.elicitation = deps_.questions != nullptr;
   Client::Callbacks callbacks;
   std::weak_ptr<Manager> weak = self;
   callbacks.tools_changed = [weak, name, generation] {
@@ -161,6 +165,13 @@ asio::awaitable<void> Manager::run_connect(std::string name, std::uint64_t gener
     log::warn("mcp ", name, ": stopped: ", reason);
     s->client.reset();
     m->fail(name, *s, reason);
+  };
+  callbacks.input = [weak](const std::string& method, json::object params,
+                           const std::string& call) -> asio::awaitable<Result<json::object>> {
+    auto m = weak.lock();
+    if (!m || method != "elicitation/create")
+      co_return make_error(ErrorCode::Forbidden, "Switchboard does not offer " + method);
+    co_return co_await m->elicit(std::move(params), call);
   };
   auto client = Client::create(deps_.executor, std::move(transport), std::move(options),
                                std::move(callbacks));
@@ -198,7 +209,7 @@ asio::awaitable<void> Manager::refresh_tools(std::string name, std::uint64_t gen
   }
   std::vector<tool::ToolPtr> tools;
   for (const auto& info : *listed) {
-    auto made = make_tool(name, info, client);
+    auto made = make_tool(name, info, client, calls_);
     if (!made) {
       log::warn("mcp ", name, ": left out a tool: ", made.error().message);
       continue;
@@ -211,6 +222,47 @@ asio::awaitable<void> Manager::refresh_tools(std::string name, std::uint64_t gen
     status.tools.push_back(t->id());
   publish_tools(name, std::move(tools));
   set_status(name, *server, std::move(status));
+}
+
+asio::awaitable<Result<json::object>> Manager::elicit(json::object params,
+                                                      const std::string& call) {
+  auto self = shared_from_this();
+  json::object decline{{"action", "decline"}};
+  auto it = calls_->find(call);
+  // Outside a call there is no session to ask in; a URL to visit is not something we show.
+  if (it == calls_->end() || !deps_.questions || params.contains("url")) co_return decline;
+  tool::ToolContext& ctx = *it->second;
+  auto questions = elicitation_questions(params);
+  if (!questions) {
+    log::warn("mcp: declined an elicitation: ", questions.error().message);
+    co_return decline;
+  }
+  question::Question q;
+  q.session_id = ctx.session_id;
+  q.message_id = ctx.message_id;
+  q.call_id = ctx.call_id;
+  q.questions = std::move(*questions);
+  // An abort of the turn withdraws the question.
+  auto give_up = std::make_shared<asio::cancellation_signal>();
+  AbortSignal::Registration on_abort(
+      ctx.abort, [give_up] { give_up->emit(asio::cancellation_type::terminal); });
+  auto abort = ctx.abort;
+  // Named, not a temporary in the co_await: GCC 12 destroys those twice.
+  auto token = asio::bind_cancellation_slot(give_up->slot(), asio::use_awaitable);
+  ctx.set_awaiting_person(true);
+  auto answer = co_await deps_.questions->async_ask(std::move(q), token);
+  // The call (and its context) may have ended meanwhile: look it up again.
+  if (auto again = calls_->find(call); again != calls_->end())
+    again->second->set_awaiting_person(false);
+  if (!answer)
+    co_return json::object{
+        {"action", answer.error().code == ErrorCode::Forbidden ? "decline" : "cancel"}};
+  auto content = elicitation_content(params, *answer);
+  if (!content) {
+    log::warn("mcp: declined an elicitation: ", content.error().message);
+    co_return decline;
+  }
+  co_return json::object{{"action", "accept"}, {"content", std::move(*content)}};
 }
 
 void Manager::fail(const std::string& name, Server& server, const std::string& why) {

@@ -20,6 +20,8 @@
 #include "bus/event_bus.hpp"
 #include "mcp/client.hpp"
 #include "mcp/config.hpp"
+#include "mcp/tool.hpp"
+#include "question/service.hpp"
 #include "tool/registry.hpp"
 
 namespace sb::mcp {
@@ -42,6 +44,8 @@ struct ManagerDeps {
   std::shared_ptr<tool::ToolRegistry> tools;
   std::filesystem::path directory;  // the project: local servers' working directory, roots/list
   std::filesystem::path data_dir;   // where their process groups are written down
+  // Asks the person what a server's elicitation/create wants to know; null: not offered.
+  std::shared_ptr<question::QuestionService> questions;
 };
 
 class Manager : public std::enable_shared_from_this<Manager> {
@@ -80,7 +84,11 @@ class Manager : public std::enable_shared_from_this<Manager> {
   void publish_tools(const std::string& name, std::vector<tool::ToolPtr> tools);
   Server* find(const std::string& name, std::uint64_t generation);
 
+  // A server's elicitation/create during a call: a question to that call's session.
+  boost::asio::awaitable<Result<json::object>> elicit(json::object params, const std::string& call);
+
   ManagerDeps deps_;
+  std::shared_ptr<ActiveCalls> calls_ = std::make_shared<ActiveCalls>();
   std::map<std::string, Server, std::less<>> servers_;
   bool shut_down_ = false;
 };

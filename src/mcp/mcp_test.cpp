@@ -14,6 +14,7 @@
 
 #include "mcp/client.hpp"
 #include "mcp/config.hpp"
+#include "mcp/elicitation.hpp"
 #include "mcp/jsonrpc.hpp"
 #include "mcp/tool.hpp"
 
@@ -165,6 +166,53 @@ TEST(McpTool, AnUnusableInputSchemaIsRefusedNamingTheTool) {
   auto made = make_tool("srv", info, {});
   ASSERT_FALSE(made);
   EXPECT_NE(made.error().message.find("srv's tool bad"), std::string::npos);
+}
+
+// ---- elicitation as questions ---------------------------------------------------------------
+
+TEST(McpElicitation, EachPropertyIsAQuestionAndAnswersComeBackTyped) {
+  auto params = obj(R"({"message": "About you", "requestedSchema": {"type": "object",
+      "properties": {
+        "name": {"type": "string", "title": "Name"},
+        "age": {"type": "integer", "description": "Your age in years"},
+        "ratio": {"type": "number"},
+        "subscribe": {"type": "boolean"},
+        "colour": {"type": "string", "enum": ["red", "blue"]},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}}},
+      "required": ["name", "colour"]}})");
+  auto questions = elicitation_questions(params);
+  ASSERT_TRUE(questions) << questions.error().message;
+  ASSERT_EQ(questions->size(), 6u);
+  EXPECT_EQ(questions->at(0).at("question").as_string(), "About you\n\nName");
+  EXPECT_EQ(questions->at(1).at("question").as_string(), "Your age in years");
+  EXPECT_EQ(questions->at(3).at("options").as_array().size(), 2u);  // yes, no
+  EXPECT_EQ(questions->at(4).at("options").at(1).at("label").as_string(), "blue");
+  EXPECT_TRUE(questions->at(5).at("multiple").as_bool());
+
+  auto content =
+      elicitation_content(params, {{"Ada"}, {"36"}, {"0.5"}, {"yes"}, {"blue"}, {"a", "c"}});
+  ASSERT_TRUE(content) << content.error().message;
+  EXPECT_EQ(
+      json::serialize(*content),
+      R"({"name":"Ada","age":36,"ratio":5E-1,"subscribe":true,"colour":"blue","tags":["a","c"]})");
+  // An empty answer to an optional property leaves it out.
+  auto partial = elicitation_content(params, {{"Ada"}, {}, {""}, {}, {"red"}, {}});
+  ASSERT_TRUE(partial);
+  EXPECT_EQ(json::serialize(*partial), R"({"name":"Ada","colour":"red"})");
+}
+
+TEST(McpElicitation, AnswersThatDoNotFitAreRefusedNamingTheProperty) {
+  auto params = obj(R"({"requestedSchema": {"type": "object", "properties": {
+      "age": {"type": "integer"}, "colour": {"type": "string", "enum": ["red"]}},
+      "required": ["colour"]}})");
+  auto not_number = elicitation_content(params, {{"old"}, {"red"}});
+  ASSERT_FALSE(not_number);
+  EXPECT_NE(not_number.error().message.find("\"old\" to age is not a whole number"),
+            std::string::npos);
+  EXPECT_FALSE(elicitation_content(params, {{"3"}, {"green"}}));  // not in the enum
+  EXPECT_FALSE(elicitation_content(params, {{"3"}, {}}));         // required, missing
+  EXPECT_FALSE(elicitation_questions(obj(R"({"requestedSchema": {"type": "object",
+      "properties": {"nested": {"type": "object"}}}})")));
 }
 
 // ---- the client against a scripted peer -----------------------------------------------------

@@ -13,12 +13,14 @@ std::string string_or(const json::object& obj, std::string_view key) {
 class McpTool final : public tool::Tool {
  public:
   McpTool(std::string server, ToolInfo info,
-          std::shared_ptr<const clienttool::CompiledSchema> schema, std::weak_ptr<Client> client)
+          std::shared_ptr<const clienttool::CompiledSchema> schema, std::weak_ptr<Client> client,
+          std::shared_ptr<ActiveCalls> calls)
       : server_(std::move(server)),
         id_(tool_id(server_, info.name)),
         info_(std::move(info)),
         schema_(std::move(schema)),
-        client_(std::move(client)) {
+        client_(std::move(client)),
+        calls_(std::move(calls)) {
     if (info_.description.empty())
       info_.description = info_.title.empty() ? info_.name : info_.title;
   }
@@ -47,6 +49,15 @@ class McpTool final : public tool::Tool {
       if (!p.message.empty()) meta["message"] = p.message;
       report(std::nullopt, json::object{{"progress", std::move(meta)}});
     };
+    // Known while it runs, for a question the server may ask.
+    struct Active {
+      std::shared_ptr<ActiveCalls> calls;
+      std::string id;
+      ~Active() {
+        if (calls) calls->erase(id);
+      }
+    } active{calls_, ctx.call_id};
+    if (calls_) (*calls_)[ctx.call_id] = &ctx;
     auto result = co_await client->call_tool(info_.name, std::move(args), ctx.call_id,
                                              std::move(progress), ctx.abort);
     if (!result) co_return result.error();
@@ -59,6 +70,7 @@ class McpTool final : public tool::Tool {
   ToolInfo info_;
   std::shared_ptr<const clienttool::CompiledSchema> schema_;
   std::weak_ptr<Client> client_;
+  std::shared_ptr<ActiveCalls> calls_;
 };
 
 }  // namespace
@@ -133,14 +145,14 @@ Result<tool::ToolResult> to_tool_result(const json::object& result, const std::s
 }
 
 Result<tool::ToolPtr> make_tool(const std::string& server, const ToolInfo& info,
-                                std::weak_ptr<Client> client) {
+                                std::weak_ptr<Client> client, std::shared_ptr<ActiveCalls> calls) {
   auto schema = clienttool::CompiledSchema::compile(info.input_schema);
   if (!schema)
     return make_error(ErrorCode::InvalidRequest, "the input schema of " + server + "'s tool " +
                                                      info.name +
                                                      " is not usable: " + schema.error().message);
-  return tool::ToolPtr(
-      std::make_shared<McpTool>(server, info, std::move(*schema), std::move(client)));
+  return tool::ToolPtr(std::make_shared<McpTool>(server, info, std::move(*schema),
+                                                 std::move(client), std::move(calls)));
 }
 
 }  // namespace sb::mcp

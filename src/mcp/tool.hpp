@@ -3,6 +3,7 @@
 // checked as a client tool's is, the tool id as its permission (so `{"fs_*": "ask"}` works),
 // progress into the tool part's metadata, and the turn's abort sent to the server as
 // notifications/cancelled.
+#include <map>
 #include <memory>
 #include <string>
 
@@ -10,6 +11,10 @@
 #include "tool/tool.hpp"
 
 namespace sb::mcp {
+
+// The calls of MCP tools in flight, by call id: what a server asks of a person during a call
+// (elicitation) goes to that call's session.
+using ActiveCalls = std::map<std::string, tool::ToolContext*, std::less<>>;
 
 // `{server}_{tool}` with every character outside [A-Za-z0-9_-] replaced by '_' (as OpenCode).
 std::string tool_id(std::string_view server, std::string_view tool);
@@ -21,6 +26,7 @@ Result<tool::ToolResult> to_tool_result(const json::object& result, const std::s
 
 // Null and an error naming the tool when its input schema is not one a client tool could have.
 Result<tool::ToolPtr> make_tool(const std::string& server, const ToolInfo& info,
-                                std::weak_ptr<Client> client);
+                                std::weak_ptr<Client> client,
+                                std::shared_ptr<ActiveCalls> calls = {});
 
 }  // namespace sb::mcp
