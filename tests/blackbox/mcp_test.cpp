@@ -1,0 +1,778 @@
+// Black-box tests of the MCP client (issue 17): the real `switchboard serve` with MCP servers in
+// its config (or added at run time) that it starts over stdio, driven by the scripted model
+// ("/call TOOL {json}" calls TOOL). The servers are the ones in tests/mcp (README.md there says
+// exactly what each does): the reference `everything` and `filesystem` servers (legacy protocol),
+// modern_server.mjs (the 2026-07-28 revision) and faulty_server.mjs (a server that misbehaves on
+// request). What is checked is what a user sees: GET /mcp, GET /tool, the tool parts of a
+// session, the events on /event, and the server's processes.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "blackbox_util.hpp"
+
+#ifndef SWITCHBOARD_SOURCE_DIR
+#error "SWITCHBOARD_SOURCE_DIR must name the source tree (for tests/mcp)"
+#endif
+
+namespace sb::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+long long elapsed_ms(Clock::time_point since) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
+}
+
+// ---- the test servers ---------------------------------------------------------------------------
+
+fs::path mcp_dir() {
+  return fs::path(SWITCHBOARD_SOURCE_DIR) / "tests" / "mcp";
+}
+
+fs::path sdk_package(std::string_view name) {
+  return mcp_dir() / "node_modules" / "@modelcontextprotocol" / name / "dist" / "index.js";
+}
+
+json::array everything_command() {
+  return json::array{"node", sdk_package("server-everything").string(), "stdio"};
+}
+
+json::array filesystem_command(const fs::path& allowed) {
+  return json::array{"node", sdk_package("server-filesystem").string(), allowed.string()};
+}
+
+json::array modern_command() {
+  return json::array{"node", (mcp_dir() / "modern_server.mjs").string()};
+}
+
+json::array faulty_command(std::string_view flag = {}) {
+  json::array out{"node", (mcp_dir() / "faulty_server.mjs").string()};
+  if (!flag.empty()) out.emplace_back(flag);
+  return out;
+}
+
+// A local (stdio) server entry of the config.
+json::object local_server(json::array command, std::optional<int> timeout_ms = std::nullopt) {
+  json::object out{{"type", "local"}, {"command", std::move(command)}};
+  if (timeout_ms) out["timeout"] = *timeout_ms;
+  return out;
+}
+
+// ---- reading JSON -------------------------------------------------------------------------------
+
+const json::array& array_at(const json::value& v, std::string_view pointer) {
+  static const json::array empty;
+  const json::value* p = find(v, pointer);
+  return p && p->is_array() ? p->get_array() : empty;
+}
+
+std::vector<std::string> strings_in(const json::array& a) {
+  std::vector<std::string> out;
+  for (const auto& v : a)
+    if (v.is_string()) out.emplace_back(v.get_string());
+  return out;
+}
+
+bool has(const std::vector<std::string>& list, std::string_view item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+bool any_starts_with(const std::vector<std::string>& list, std::string_view prefix) {
+  return std::any_of(list.begin(), list.end(),
+                     [&](const std::string& s) { return s.starts_with(prefix); });
+}
+
+std::string joined(const std::vector<std::string>& list) {
+  std::string out;
+  for (const auto& s : list)
+    out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// ---- processes ----------------------------------------------------------------------------------
+
+// Whether `pid` runs: a zombie (ended, not reaped yet) does not.
+bool process_running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z' &&
+         line[close + 2] != 'X';
+}
+
+std::optional<pid_t> parent_of(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return std::nullopt;
+  auto close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(line.substr(close + 2));
+  char state = 0;
+  pid_t ppid = 0;
+  if (!(rest >> state >> ppid)) return std::nullopt;
+  return ppid;
+}
+
+std::string cmdline_of(pid_t pid) {
+  std::string text = read_text("/proc/" + std::to_string(pid) + "/cmdline");
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  return text;
+}
+
+// The running children of `parent` whose command line contains `needle`.
+std::vector<pid_t> children_running(pid_t parent, std::string_view needle) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (parent_of(pid) != parent || !process_running(pid)) continue;
+    if (contains(cmdline_of(pid), needle)) out.push_back(pid);
+  }
+  return out;
+}
+
+// ---- the fixture --------------------------------------------------------------------------------
+
+json::object text_prompt(std::string_view text) {
+  return json::object{{"parts", json::array{json::object{{"type", "text"}, {"text", text}}}}};
+}
+
+// What one "/call" turn left: the tool part as GET /session/{id}/message shows it, and every
+// event on /event from the prompt until the session was idle.
+struct Call {
+  std::string session;
+  json::value part;  // null when the turn has no part of the tool
+  std::vector<json::object> events;
+
+  std::string status() const { return string_at(part, "/state/status"); }
+  std::string output() const { return string_at(part, "/state/output"); }
+  std::string error() const { return string_at(part, "/state/error"); }
+  std::string dump() const { return str(part); }
+};
+
+class McpServe : public ServerTest {
+ protected:
+  // The scripted model (nothing configured), the test's project and data directories, and
+  // `mcp` as the config's MCP servers; `extra` entries on top.
+  void start_server(json::object mcp, const json::object& extra = {}) {
+    json::object config = test_config();
+    if (!mcp.empty()) config["mcp"] = std::move(mcp);
+    for (const auto& kv : extra)
+      config[kv.key()] = kv.value();
+    ServerProcess::Options options;
+    options.config = std::move(config);
+    options.data_dir = data_.path();
+    options.directory = project_.path();
+    server_.emplace(std::move(options));
+  }
+
+  json::object mcp_status() {
+    auto res = http_get(port(), "/mcp");
+    if (res.status != 200) throw std::runtime_error("GET /mcp: " + res.describe());
+    return res.json().as_object();
+  }
+
+  // GET /mcp's entry of `name` once its status is `state` (null if it never is within the
+  // timeout: the last answer is in `last_mcp_`).
+  json::value wait_status(const std::string& name, std::string_view state,
+                          std::chrono::milliseconds timeout = 20s) {
+    json::value found;
+    wait_until(
+        [&] {
+          json::object all = mcp_status();
+          last_mcp_ = all;
+          if (auto it = all.find(name);
+              it != all.end() && string_at(it->value(), "/status") == state) {
+            found = it->value();
+            return true;
+          }
+          return false;
+        },
+        timeout);
+    return found;
+  }
+
+  // The tools of `name` in GET /mcp.
+  std::vector<std::string> mcp_tools(const std::string& name) {
+    json::object all = mcp_status();
+    auto it = all.find(name);
+    return it == all.end() ? std::vector<std::string>{}
+                           : strings_in(array_at(it->value(), "/tools"));
+  }
+
+  // The ids of GET /tool.
+  std::vector<std::string> tool_ids() {
+    auto res = http_get(port(), "/tool");
+    if (res.status != 200) throw std::runtime_error("GET /tool: " + res.describe());
+    std::vector<std::string> out;
+    json::value tools = res.json();
+    for (const auto& t : array_at(tools, ""))
+      out.push_back(string_at(t, "/id"));
+    return out;
+  }
+
+  std::string create_session() {
+    auto res = http_post(port(), "/session", json::object{});
+    if (res.status != 200) throw std::runtime_error("setup: POST /session: " + res.describe());
+    return string_at(res.json(), "/id");
+  }
+
+  void prompt_async(const std::string& sid, std::string_view text) {
+    auto res = http_post(port(), "/session/" + sid + "/prompt_async", text_prompt(text));
+    if (res.status != 204)
+      throw std::runtime_error("setup: prompt_async did not answer 204: " + res.describe());
+  }
+
+  json::array messages(const std::string& sid) {
+    auto res = http_get(port(), "/session/" + sid + "/message");
+    if (res.status != 200)
+      throw std::runtime_error("GET /session/" + sid + "/message: " + res.describe());
+    return res.json().as_array();
+  }
+
+  // The last part of `tool` in the session, or null.
+  json::value tool_part(const std::string& sid, std::string_view tool) {
+    json::value found;
+    for (const auto& m : messages(sid))
+      for (const auto& p : array_at(m, "/parts"))
+        if (string_at(p, "/type") == "tool" && string_at(p, "/tool") == tool) found = p;
+    return found;
+  }
+
+  // Reads /event until `sid` is idle; the events on the way. Throws on timeout.
+  std::vector<json::object> events_until_idle(BusEvents& bus, const std::string& sid,
+                                              std::chrono::milliseconds timeout) {
+    std::vector<json::object> out;
+    auto deadline = Clock::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      auto e = left.count() > 0 ? bus.sse().next_event(left) : std::nullopt;
+      if (!e)
+        throw std::runtime_error("session " + sid + " did not become idle within " +
+                                 std::to_string(timeout.count()) + " ms");
+      json::value v = e->json();
+      if (!v.is_object()) continue;
+      out.push_back(v.get_object());
+      if (string_at(v, "/type") == "session.idle" && string_at(v, "/properties/sessionID") == sid)
+        return out;
+    }
+  }
+
+  // A turn of a new session in which the scripted model calls `tool` with `input`.
+  Call call(const std::string& tool, const json::value& input,
+            std::chrono::milliseconds timeout = 30s) {
+    BusEvents bus(port());
+    Call c;
+    c.session = create_session();
+    prompt_async(c.session, "/call " + tool + " " + str(input));
+    c.events = events_until_idle(bus, c.session, timeout);
+    c.part = tool_part(c.session, tool);
+    return c;
+  }
+
+  // Waits until `name` is connected and offers `tool` (servers may announce tools late).
+  testing::AssertionResult connected_with(const std::string& name, const std::string& tool,
+                                          std::chrono::milliseconds timeout = 20s) {
+    json::value got;
+    bool ok = wait_until(
+        [&] {
+          json::object all = mcp_status();
+          last_mcp_ = all;
+          auto it = all.find(name);
+          if (it == all.end() || string_at(it->value(), "/status") != "connected") return false;
+          got = it->value();
+          return has(strings_in(array_at(got, "/tools")), tool);
+        },
+        timeout);
+    if (ok) return testing::AssertionSuccess();
+    return testing::AssertionFailure() << name << " is not connected with " << tool << " within "
+                                       << timeout.count() << " ms; GET /mcp: " << str(last_mcp_);
+  }
+
+  // faulty_ok answers "ok": the server serves calls.
+  void expect_faulty_ok() {
+    Call ok = call("faulty_ok", json::object{});
+    EXPECT_EQ(ok.status(), "completed") << ok.dump();
+    EXPECT_EQ(ok.output(), "ok") << ok.dump();
+  }
+
+  std::string project_dir() const { return project_.path().string(); }
+  // The project directory, as written or with symlinks resolved: both name it.
+  bool names_project(std::string_view text, std::string_view prefix = {}) const {
+    std::string plain = std::string(prefix) + project_.path().string();
+    std::string real = std::string(prefix) + fs::canonical(project_.path()).string();
+    return contains(text, plain) || contains(text, real);
+  }
+
+  TempDir data_{"switchboard-data"};
+  TempDir project_{"switchboard-mcp-project"};
+  json::object last_mcp_;
+};
+
+// ---- 1. server-everything -----------------------------------------------------------------------
+
+TEST_F(McpServe, EverythingServerOverStdioOffersItsToolsAndTheyWork) {
+  start_server(json::object{{"everything", local_server(everything_command())}});
+  // get-roots-list is registered after initialization (the client declares roots).
+  ASSERT_TRUE(connected_with("everything", "everything_get-roots-list"));
+  json::value entry = wait_status("everything", "connected");
+  EXPECT_EQ(string_at(entry, "/protocolVersion"), "2025-11-25") << str(entry);
+  auto tools = strings_in(array_at(entry, "/tools"));
+  EXPECT_TRUE(has(tools, "everything_echo")) << joined(tools);
+  EXPECT_FALSE(find(entry, "/error")) << str(entry);
+  auto offered = tool_ids();
+  EXPECT_TRUE(has(offered, "everything_echo")) << joined(offered);
+  // MCP tools come after the built-in ones.
+  auto echo_at = std::find(offered.begin(), offered.end(), "everything_echo");
+  auto bash_at = std::find(offered.begin(), offered.end(), "bash");
+  EXPECT_LT(bash_at, echo_at) << joined(offered);
+
+  Call echo = call("everything_echo", json::object{{"message", "hi"}});
+  EXPECT_EQ(echo.status(), "completed") << echo.dump();
+  EXPECT_TRUE(contains(echo.output(), "Echo: hi")) << echo.dump();
+
+  Call image = call("everything_get-tiny-image", json::object{});
+  EXPECT_EQ(image.status(), "completed") << image.dump();
+  const auto& attachments = array_at(image.part, "/state/attachments");
+  ASSERT_EQ(attachments.size(), 1u) << image.dump();
+  EXPECT_TRUE(string_at(attachments[0], "/url").starts_with("data:image/png;base64,"))
+      << image.dump();
+  EXPECT_EQ(string_at(attachments[0], "/mime"), "image/png") << image.dump();
+
+  Call links = call("everything_get-resource-links", json::object{{"count", 2}});
+  EXPECT_EQ(links.status(), "completed") << links.dump();
+  EXPECT_TRUE(contains(links.output(), "Resource link: ")) << links.dump();
+  EXPECT_TRUE(contains(links.output(), "(demo://resource/dynamic/")) << links.dump();
+
+  Call slow = call("everything_trigger-long-running-operation",
+                   json::object{{"duration", 2}, {"steps", 4}});
+  EXPECT_EQ(slow.status(), "completed") << slow.dump();
+  EXPECT_TRUE(contains(slow.output(), "Long running operation completed")) << slow.dump();
+  std::string call_id = string_at(slow.part, "/callID");
+  bool progress_seen = false;
+  for (const auto& e : slow.events) {
+    json::value v(e);
+    if (string_at(v, "/type") == "message.part.updated" &&
+        string_at(v, "/properties/part/callID") == call_id &&
+        string_at(v, "/properties/part/state/status") == "running" &&
+        find(v, "/properties/part/state/metadata/progress/progress"))
+      progress_seen = true;
+  }
+  EXPECT_TRUE(progress_seen) << "no message.part.updated with state.metadata.progress for "
+                             << call_id << " while it ran (" << slow.events.size() << " events)";
+
+  Call roots = call("everything_get-roots-list", json::object{});
+  EXPECT_EQ(roots.status(), "completed") << roots.dump();
+  EXPECT_TRUE(names_project(roots.output()))
+      << "expected " << project_dir() << " in " << roots.dump();
+}
+
+// ---- 2. server-filesystem and permissions -------------------------------------------------------
+
+TEST_F(McpServe, AnAskRuleOnMcpToolsAsksWithTheToolIdAndOnceLetsTheCallRun) {
+  write_file(project_.path() / "notes.txt", "the notes of the project\n");
+  start_server(json::object{{"fs", local_server(filesystem_command(project_.path()))}},
+               json::object{{"permission", json::object{{"fs_*", "ask"}}}});
+  ASSERT_TRUE(connected_with("fs", "fs_read_text_file"));
+
+  BusEvents bus(port());
+  std::string sid = create_session();
+  std::string file = (project_.path() / "notes.txt").string();
+  prompt_async(sid, "/call fs_read_text_file " + str(json::object{{"path", file}}));
+  auto asked = bus.next("permission.asked", 15s);
+  ASSERT_TRUE(asked) << "no permission.asked event";
+  json::value a(*asked);
+  EXPECT_EQ(string_at(a, "/properties/permission"), "fs_read_text_file") << str(a);
+  EXPECT_EQ(string_at(a, "/properties/sessionID"), sid) << str(a);
+  std::string id = string_at(a, "/properties/id");
+  ASSERT_TRUE(
+      IsOk(http_post(port(), "/permission/" + id + "/reply", json::object{{"reply", "once"}})));
+  events_until_idle(bus, sid, 30s);
+  json::value part = tool_part(sid, "fs_read_text_file");
+  EXPECT_EQ(string_at(part, "/state/status"), "completed") << str(part);
+  EXPECT_TRUE(contains(string_at(part, "/state/output"), "the notes of the project")) << str(part);
+}
+
+TEST_F(McpServe, ADenyRuleOnMcpToolsKeepsThemOutOfTheToolList) {
+  start_server(json::object{{"fs", local_server(filesystem_command(project_.path()))}},
+               json::object{{"permission", json::object{{"fs_*", "deny"}}}});
+  ASSERT_TRUE(connected_with("fs", "fs_read_text_file"));
+  auto offered = tool_ids();
+  EXPECT_FALSE(any_starts_with(offered, "fs_")) << joined(offered);
+  EXPECT_TRUE(has(offered, "bash")) << joined(offered);
+}
+
+// ---- 3. modern_server (2026-07-28) --------------------------------------------------------------
+
+TEST_F(McpServe, ModernServerSpeaksTheStatelessRevision) {
+  start_server(json::object{{"modern", local_server(modern_command())}});
+  ASSERT_TRUE(connected_with("modern", "modern_echo"));
+  json::value entry = wait_status("modern", "connected");
+  EXPECT_EQ(string_at(entry, "/protocolVersion"), "2026-07-28") << str(entry);
+
+  Call echo = call("modern_echo", json::object{{"text", "hello modern"}});
+  EXPECT_EQ(echo.status(), "completed") << echo.dump();
+  EXPECT_EQ(echo.output(), "hello modern") << echo.dump();
+
+  Call slow = call("modern_slow", json::object{{"steps", 3}, {"ms", 100}});
+  EXPECT_EQ(slow.status(), "completed") << slow.dump();
+  EXPECT_TRUE(contains(slow.output(), "done after 3 steps")) << slow.dump();
+
+  Call added = call("modern_add_tool", json::object{{"name", "extra"}});
+  EXPECT_EQ(added.status(), "completed") << added.dump();
+  EXPECT_TRUE(contains(added.output(), "added extra")) << added.dump();
+  ASSERT_TRUE(connected_with("modern", "modern_extra", 10s))
+      << "the list_changed notification did not bring the new tool";
+  EXPECT_TRUE(has(tool_ids(), "modern_extra"));
+  Call extra = call("modern_extra", json::object{});
+  EXPECT_EQ(extra.status(), "completed") << extra.dump();
+  EXPECT_TRUE(contains(extra.output(), "this is extra")) << extra.dump();
+
+  Call picture = call("modern_picture", json::object{});
+  EXPECT_EQ(picture.status(), "completed") << picture.dump();
+  const auto& attachments = array_at(picture.part, "/state/attachments");
+  ASSERT_EQ(attachments.size(), 1u) << picture.dump();
+  EXPECT_TRUE(string_at(attachments[0], "/url").starts_with("data:image/png;base64,iVBORw0KGgo"))
+      << picture.dump();
+  EXPECT_TRUE(contains(picture.output(), "a 1x1 red pixel")) << picture.dump();
+
+  Call fail = call("modern_fail", json::object{});
+  EXPECT_EQ(fail.status(), "error") << fail.dump();
+  EXPECT_TRUE(contains(fail.error(), "this tool always fails")) << fail.dump();
+
+  Call structured = call("modern_structured", json::object{});
+  EXPECT_EQ(structured.status(), "completed") << structured.dump();
+  EXPECT_TRUE(contains(structured.output(), "\"n\":42")) << structured.dump();
+
+  // A failed call does not end the connection.
+  EXPECT_TRUE(wait_status("modern", "connected", 1s).is_object()) << str(last_mcp_);
+}
+
+// ---- 4. faulty_server ---------------------------------------------------------------------------
+
+TEST_F(McpServe, FaultyServerToolsOverTwoPagesAndStrayOutputAreHandled) {
+  start_server(json::object{{"faulty", local_server(faulty_command())}});
+  ASSERT_TRUE(connected_with("faulty", "faulty_ok"));
+  auto tools = mcp_tools("faulty");
+  std::vector<std::string> expected{
+      "faulty_ok",       "faulty_crash", "faulty_hang",   "faulty_garbage", "faulty_huge",
+      "faulty_wrong_id", "faulty_flood", "faulty_stderr", "faulty_roots",   "faulty_elicit"};
+  EXPECT_EQ(tools.size(), expected.size()) << joined(tools);
+  auto offered = tool_ids();
+  for (const auto& t : expected) {
+    EXPECT_TRUE(has(tools, t)) << t << " is not in GET /mcp: " << joined(tools);
+    EXPECT_TRUE(has(offered, t)) << t << " is not in GET /tool: " << joined(offered);
+  }
+
+  expect_faulty_ok();
+
+  Call garbage = call("faulty_garbage", json::object{});
+  EXPECT_EQ(garbage.status(), "completed") << garbage.dump();
+  EXPECT_EQ(garbage.output(), "after garbage") << garbage.dump();
+
+  Call wrong_id = call("faulty_wrong_id", json::object{});
+  EXPECT_EQ(wrong_id.status(), "completed") << wrong_id.dump();
+  EXPECT_EQ(wrong_id.output(), "right id") << wrong_id.dump();
+
+  Call flood = call("faulty_flood", json::object{}, 60s);
+  EXPECT_EQ(flood.status(), "completed") << flood.dump();
+  EXPECT_EQ(flood.output(), "after flood") << flood.dump();
+
+  Call stderr_call = call("faulty_stderr", json::object{});
+  EXPECT_EQ(stderr_call.status(), "completed") << stderr_call.dump();
+  EXPECT_TRUE(server().wait_for_log("hello from stderr", 2s)) << "its stderr is not in the log";
+
+  Call roots = call("faulty_roots", json::object{});
+  EXPECT_EQ(roots.status(), "completed") << roots.dump();
+  EXPECT_TRUE(names_project(roots.output(), "file://"))
+      << "expected file://" << project_dir() << " in " << roots.dump();
+
+  EXPECT_TRUE(wait_status("faulty", "connected", 1s).is_object())
+      << "the server did not stay connected: " << str(last_mcp_);
+}
+
+TEST_F(McpServe, ACallNotAnsweredInTimeFailsAndTheServerStaysConnected) {
+  start_server(json::object{{"faulty", local_server(faulty_command(), 1500)}});
+  ASSERT_TRUE(connected_with("faulty", "faulty_hang"));
+  auto t0 = Clock::now();
+  Call hang = call("faulty_hang", json::object{});
+  EXPECT_EQ(hang.status(), "error") << hang.dump();
+  EXPECT_TRUE(contains(hang.error(), "MCP server faulty did not answer tools/call within 1500 ms"))
+      << hang.dump();
+  EXPECT_LT(elapsed_ms(t0), 10000) << "the timeout took far longer than 1500 ms";
+
+  json::value entry = wait_status("faulty", "connected", 1s);
+  EXPECT_TRUE(entry.is_object()) << "the server did not stay connected: " << str(last_mcp_);
+  expect_faulty_ok();
+}
+
+TEST_F(McpServe, AServerThatCrashesFailsItsCallLosesItsToolsAndCanBeReconnected) {
+  start_server(json::object{{"faulty", local_server(faulty_command())}});
+  ASSERT_TRUE(connected_with("faulty", "faulty_crash"));
+
+  Call crash = call("faulty_crash", json::object{});
+  EXPECT_EQ(crash.status(), "error") << crash.dump();
+  EXPECT_TRUE(contains(crash.error(), "MCP server faulty stopped")) << crash.dump();
+
+  json::value entry = wait_status("faulty", "failed", 5s);
+  ASSERT_TRUE(entry.is_object()) << str(last_mcp_);
+  EXPECT_TRUE(contains(string_at(entry, "/error"), "code 3")) << str(entry);
+  EXPECT_TRUE(array_at(entry, "/tools").empty()) << str(entry);
+  auto offered = tool_ids();
+  EXPECT_FALSE(any_starts_with(offered, "faulty_")) << joined(offered);
+
+  auto connect = http_post(port(), "/mcp/faulty/connect", json::object{});
+  ASSERT_TRUE(IsOk(connect));
+  ASSERT_TRUE(connected_with("faulty", "faulty_ok"));
+  EXPECT_TRUE(has(tool_ids(), "faulty_ok"));
+  expect_faulty_ok();
+}
+
+TEST_F(McpServe, AMessageOverTheSizeLimitEndsTheCallAndTheConnection) {
+  start_server(json::object{{"faulty", local_server(faulty_command())}});
+  ASSERT_TRUE(connected_with("faulty", "faulty_huge"));
+  Call huge = call("faulty_huge", json::object{});
+  EXPECT_EQ(huge.status(), "error") << huge.dump();
+  EXPECT_TRUE(contains(huge.error(), "faulty")) << huge.dump();
+
+  json::value entry = wait_status("faulty", "failed", 5s);
+  ASSERT_TRUE(entry.is_object()) << str(last_mcp_);
+  std::string error = string_at(entry, "/error");
+  EXPECT_TRUE(contains(error, "it sent a message over 16777216 bytes"))
+      << "the reason does not name the size limit: " << str(entry);
+  EXPECT_FALSE(any_starts_with(tool_ids(), "faulty_"));
+}
+
+// A server that asks the person for input (elicitation/create) gets an answer: an error while
+// Switchboard does not offer elicitation (the call then fails with the server's text), or, once it
+// does, the person's answer to the question it becomes. Either way the call does not hang.
+TEST_F(McpServe, AServerAskingForInputIsRefusedOrAskedThePerson) {
+  start_server(json::object{{"faulty", local_server(faulty_command())}});
+  ASSERT_TRUE(connected_with("faulty", "faulty_elicit"));
+  BusEvents bus(port());
+  std::string sid = create_session();
+  prompt_async(sid, "/call faulty_elicit {}");
+  std::optional<json::value> asked;
+  bool idle = false;
+  auto deadline = Clock::now() + 15s;
+  while (!asked && !idle && Clock::now() < deadline) {
+    auto e = bus.sse().next_event(1s);
+    if (!e) continue;
+    json::value v = e->json();
+    if (string_at(v, "/properties/sessionID") != sid) continue;
+    if (string_at(v, "/type") == "question.asked") asked = v;
+    if (string_at(v, "/type") == "session.idle") idle = true;
+  }
+  ASSERT_TRUE(asked || idle) << "the call neither asked nor ended within 15 s";
+  if (asked) {
+    EXPECT_TRUE(contains(str(*asked), "Your name?")) << str(*asked);
+    std::string id = string_at(*asked, "/properties/id");
+    ASSERT_TRUE(IsOk(http_post(port(), "/question/" + id + "/reply",
+                               json::object{{"answers", json::array{json::array{"Ann"}}}})));
+    events_until_idle(bus, sid, 15s);
+    json::value part = tool_part(sid, "faulty_elicit");
+    EXPECT_EQ(string_at(part, "/state/status"), "completed") << str(part);
+    EXPECT_EQ(string_at(part, "/state/output"), "hello Ann") << str(part);
+  } else {
+    json::value part = tool_part(sid, "faulty_elicit");
+    EXPECT_EQ(string_at(part, "/state/status"), "error") << str(part);
+    EXPECT_TRUE(contains(string_at(part, "/state/error"), "elicitation failed")) << str(part);
+  }
+  EXPECT_TRUE(wait_status("faulty", "connected", 1s).is_object()) << str(last_mcp_);
+}
+
+TEST_F(McpServe, AServerThatCannotStartFailsSayingWhy) {
+  start_server(json::object{
+      {"faulty", local_server(faulty_command("--exit-at-start"))},
+      {"missing", local_server(json::array{"switchboard-test-no-such-program", "--stdio"})}});
+  json::value entry = wait_status("faulty", "failed", 15s);
+  ASSERT_TRUE(entry.is_object()) << str(last_mcp_);
+  std::string error = string_at(entry, "/error");
+  EXPECT_TRUE(contains(error, "code 1")) << str(entry);
+  EXPECT_TRUE(contains(error, "boom"))
+      << "its stderr's last line is not in the reason: " << str(entry);
+  EXPECT_TRUE(array_at(entry, "/tools").empty()) << str(entry);
+
+  json::value missing = wait_status("missing", "failed", 5s);
+  ASSERT_TRUE(missing.is_object()) << str(last_mcp_);
+  EXPECT_TRUE(contains(string_at(missing, "/error"), "command not found")) << str(missing);
+  EXPECT_TRUE(contains(string_at(missing, "/error"), "switchboard-test-no-such-program"))
+      << str(missing);
+}
+
+TEST_F(McpServe, StartUpDoesNotWaitForServersAndASilentOneFailsAfterItsTimeout) {
+  start_server(json::object{{"silent", local_server(faulty_command("--no-answer"), 1500)},
+                            {"mute", local_server(faulty_command("--no-answer"), 600000)}});
+  auto started = server().started();
+  // The server answers at once although neither MCP server has answered anything.
+  auto t0 = Clock::now();
+  auto health = http_get(port(), "/health");
+  EXPECT_EQ(health.status, 200u) << health.describe();
+  EXPECT_LT(elapsed_ms(t0), 1000) << "GET /health was slow while servers were connecting";
+  json::object all = mcp_status();
+  EXPECT_EQ(string_at(json::value(all), "/mute/status"), "connecting") << str(all);
+
+  json::value entry = wait_status("silent", "failed", 15s);
+  ASSERT_TRUE(entry.is_object()) << str(last_mcp_);
+  EXPECT_LT(elapsed_ms(started), 10000)
+      << "a 1500 ms timeout took too long to fail: " << str(entry);
+  EXPECT_TRUE(contains(string_at(entry, "/error"), "did not answer")) << str(entry);
+  EXPECT_EQ(string_at(json::value(mcp_status()), "/mute/status"), "connecting");
+  EXPECT_EQ(http_get(port(), "/health").status, 200u);
+}
+
+// ---- 5. the routes ------------------------------------------------------------------------------
+
+TEST_F(McpServe, ServersCanBeAddedConnectedAndDisconnectedAtRunTime) {
+  start_server(json::object{});
+  EXPECT_TRUE(mcp_status().empty()) << str(mcp_status());
+
+  auto added = http_post(
+      port(), "/mcp", json::object{{"name", "faulty"}, {"config", local_server(faulty_command())}});
+  ASSERT_TRUE(IsOk(added));
+  std::string state = string_at(added.json(), "/faulty/status");
+  EXPECT_TRUE(state == "connecting" || state == "connected") << added.describe();
+  ASSERT_TRUE(connected_with("faulty", "faulty_ok"));
+  EXPECT_TRUE(has(tool_ids(), "faulty_ok"));
+  Call ok = call("faulty_ok", json::object{});
+  EXPECT_EQ(ok.status(), "completed") << ok.dump();
+
+  // Bad configs are refused with the field named, and change nothing.
+  auto no_command = http_post(
+      port(), "/mcp", json::object{{"name", "bad"}, {"config", json::object{{"type", "local"}}}});
+  EXPECT_EQ(no_command.status, 400u) << no_command.describe();
+  EXPECT_TRUE(contains(no_command.error_message(), "command")) << no_command.describe();
+  json::object unknown = local_server(faulty_command());
+  unknown["foo"] = 1;
+  auto unknown_field =
+      http_post(port(), "/mcp", json::object{{"name", "bad"}, {"config", unknown}});
+  EXPECT_EQ(unknown_field.status, 400u) << unknown_field.describe();
+  EXPECT_TRUE(contains(unknown_field.error_message(), "foo")) << unknown_field.describe();
+  auto no_config = http_post(port(), "/mcp", json::object{{"name", "bad"}});
+  EXPECT_EQ(no_config.status, 400u) << no_config.describe();
+  EXPECT_FALSE(mcp_status().contains("bad")) << str(mcp_status());
+
+  EXPECT_EQ(http_post(port(), "/mcp/nope/connect", json::object{}).status, 404u);
+  EXPECT_EQ(http_post(port(), "/mcp/nope/disconnect", json::object{}).status, 404u);
+
+  BusEvents bus(port());
+  ASSERT_TRUE(IsOk(http_post(port(), "/mcp/faulty/disconnect", json::object{})));
+  json::value entry = wait_status("faulty", "disabled", 5s);
+  ASSERT_TRUE(entry.is_object()) << str(last_mcp_);
+  EXPECT_TRUE(array_at(entry, "/tools").empty()) << str(entry);
+  EXPECT_FALSE(any_starts_with(tool_ids(), "faulty_"));
+  auto event = bus.next_where("mcp.status", "/properties/name", json::value("faulty"), 5s);
+  ASSERT_TRUE(event) << "no mcp.status event for the disconnect";
+  EXPECT_EQ(string_at(json::value(*event), "/properties/status"), "disabled") << str(*event);
+}
+
+// ---- 6. the config ------------------------------------------------------------------------------
+
+TEST(McpServeConfig, AnUnknownFieldOfAServerStopsStartUpNamingIt) {
+  RunOptions options;
+  options.config_text =
+      str(json::object{{"mcp", json::object{{"tools", json::object{{"type", "local"},
+                                                                   {"command", json::array{"node"}},
+                                                                   {"foo", 1}}}}}});
+  RunResult run = run_switchboard(options);
+  ASSERT_TRUE(run.status.has_value()) << "the server started despite the bad config; stderr:\n"
+                                      << run.stderr_text;
+  EXPECT_TRUE(run.status->exited && run.status->code != 0) << run.status->describe();
+  EXPECT_TRUE(contains(run.stderr_text, "mcp.tools.foo")) << run.stderr_text;
+  EXPECT_FALSE(contains(run.stderr_text, "listening on")) << run.stderr_text;
+}
+
+// ---- 7. batch -----------------------------------------------------------------------------------
+
+TEST_F(McpServe, TheBatchToolRefusesMcpTools) {
+  start_server(json::object{{"everything", local_server(everything_command())}},
+               json::object{{"experimental", json::object{{"batch_tool", true}}}});
+  ASSERT_TRUE(connected_with("everything", "everything_echo"));
+  json::object input{
+      {"tool_calls", json::array{json::object{{"tool", "everything_echo"},
+                                              {"parameters", json::object{{"message", "x"}}}}}}};
+  Call batch = call("batch", input);
+  EXPECT_TRUE(contains(batch.output(), "External tools (MCP, environment) cannot be batched"))
+      << batch.dump();
+  EXPECT_FALSE(contains(batch.output(), "Echo: x")) << batch.dump();
+}
+
+// ---- 8. the servers' processes ------------------------------------------------------------------
+
+TEST_F(McpServe, TheServersProcessesEndWithTheServer) {
+  start_server(json::object{{"faulty", local_server(faulty_command())},
+                            {"modern", local_server(modern_command())}});
+  ASSERT_TRUE(connected_with("faulty", "faulty_ok"));
+  ASSERT_TRUE(connected_with("modern", "modern_echo"));
+  auto faulty = children_running(server().pid(), "faulty_server.mjs");
+  auto modern = children_running(server().pid(), "modern_server.mjs");
+  ASSERT_EQ(faulty.size(), 1u) << "the faulty server is not a child of the server";
+  ASSERT_EQ(modern.size(), 1u) << "the modern server is not a child of the server";
+
+  server().send_signal(SIGTERM);
+  ASSERT_TRUE(exits_zero(10s));
+  for (pid_t pid : {faulty[0], modern[0]})
+    EXPECT_TRUE(wait_until([&] { return !process_running(pid); }, 5s))
+        << "MCP server process " << pid << " (" << cmdline_of(pid) << ") outlived the server";
+  for (pid_t pid : {faulty[0], modern[0]})
+    if (process_running(pid)) ::kill(pid, SIGKILL);  // not left behind by a failed test
+}
+
+// ---- 9. abort -----------------------------------------------------------------------------------
+
+TEST_F(McpServe, AbortEndsARunningCallAndTheServerStaysConnected) {
+  start_server(json::object{{"modern", local_server(modern_command())}});
+  ASSERT_TRUE(connected_with("modern", "modern_slow"));
+  BusEvents bus(port());
+  std::string sid = create_session();
+  prompt_async(sid, "/call modern_slow " + str(json::object{{"steps", 50}, {"ms", 200}}));
+  // Running on the MCP server: its first progress arrived.
+  bool progressing = false;
+  auto deadline = Clock::now() + 10s;
+  while (!progressing && Clock::now() < deadline) {
+    auto e = bus.next("message.part.updated", 1s);
+    if (e && string_at(json::value(*e), "/properties/part/tool") == "modern_slow" &&
+        find(json::value(*e), "/properties/part/state/metadata/progress"))
+      progressing = true;
+  }
+  ASSERT_TRUE(progressing) << "no progress from modern_slow";
+  auto t0 = Clock::now();
+  ASSERT_TRUE(IsOk(http_post(port(), "/session/" + sid + "/abort", json::object{})));
+  events_until_idle(bus, sid, 5s);
+  EXPECT_LT(elapsed_ms(t0), 3000) << "the abort took too long";
+  json::value part = tool_part(sid, "modern_slow");
+  EXPECT_EQ(string_at(part, "/state/status"), "error") << str(part);
+  auto status = http_get(port(), "/session/status");
+  EXPECT_FALSE(status.json().as_object().contains(sid))
+      << "the session is not idle: " << status.describe();
+  // The server was told: it stops the call (and says so on stderr).
+  EXPECT_TRUE(server().wait_for_log("slow: cancelled after", 5s))
+      << "the MCP server did not hear of the cancellation";
+
+  EXPECT_TRUE(wait_status("modern", "connected", 1s).is_object()) << str(last_mcp_);
+  Call echo = call("modern_echo", json::object{{"text", "still here"}});
+  EXPECT_EQ(echo.status(), "completed") << echo.dump();
+  EXPECT_EQ(echo.output(), "still here") << echo.dump();
+}
+
+}  // namespace
+}  // namespace sb::test
