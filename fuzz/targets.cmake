@@ -9,4 +9,5 @@ set(SWITCHBOARD_FUZZERS
   client_tools      # tool specs, JSON Schemas and inputs, result bodies
   sdk_sse           # the C++ SDK's event-stream parser
   http_server       # the whole edge in process: HTTP requests, route bodies, WebSocket messages
+  mcp_stdio         # mcp/framing + jsonrpc: what an MCP server writes on its stdout
 )

@@ -15,6 +15,7 @@
 #include "mcp/client.hpp"
 #include "mcp/config.hpp"
 #include "mcp/elicitation.hpp"
+#include "mcp/framing.hpp"
 #include "mcp/jsonrpc.hpp"
 #include "mcp/tool.hpp"
 
@@ -121,6 +122,21 @@ TEST(McpJsonRpc, EncodesOneLineThatDecodesBack) {
   ASSERT_TRUE(back);
   EXPECT_EQ(back->method, "tools/call");
   EXPECT_EQ(back->params.at("name").as_string(), "a\nb");
+}
+
+TEST(McpFraming, LinesComeWholeWhateverTheSplitAndALongOneFailsTheStream) {
+  LineFramer framer(16);
+  std::vector<std::string> lines;
+  ASSERT_TRUE(framer.feed("{\"a\":1}\r", lines));
+  ASSERT_TRUE(framer.feed("\n\n  \n{\"b\"", lines));
+  ASSERT_TRUE(framer.feed(":2}\n{\"c", lines));
+  EXPECT_EQ(lines, (std::vector<std::string>{"{\"a\":1}", "{\"b\":2}"}));
+  auto failed = framer.feed("xxxxxxxxxxxxxxxxxxxxxxx\n", lines);
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().code, ErrorCode::TooLarge);
+  EXPECT_EQ(failed.error().message, "it sent a message over 16 bytes");
+  EXPECT_FALSE(framer.feed("{}\n", lines));  // sticky
+  EXPECT_EQ(lines.size(), 2u);
 }
 
 // ---- tools --------------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 
 #include <deque>
 
+#include "mcp/framing.hpp"
 #include "tool/process_groups.hpp"
 #include "tool/process_spawn.hpp"
 #include "util/log.hpp"
@@ -103,28 +104,20 @@ class Child : public std::enable_shared_from_this<Child> {
       fail(ec == asio::error::eof ? std::string() : "its output broke: " + ec.message());
       return;
     }
-    std::string_view chunk(out_buf_.data(), n);
-    while (!chunk.empty()) {
-      auto nl = chunk.find('\n');
-      std::string_view piece = chunk.substr(0, nl);
-      if (line_.size() + piece.size() > o_.max_message_bytes) {
-        fail("it sent a message over " + std::to_string(o_.max_message_bytes) + " bytes");
-        return;
-      }
-      line_.append(piece);
-      if (nl == std::string_view::npos) break;
-      chunk.remove_prefix(nl + 1);
-      std::string line = std::move(line_);
-      line_.clear();
+    std::vector<std::string> lines;
+    auto fed = framer_.feed(std::string_view(out_buf_.data(), n), lines);
+    for (const auto& line : lines) {
       on_line(line);
       if (ended_) return;
+    }
+    if (!fed) {
+      fail(fed.error().message);
+      return;
     }
     read_out();
   }
 
   void on_line(std::string_view line) {
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.find_first_not_of(" \t") == std::string_view::npos) return;
     auto message = parse_message(line);
     if (!message) {
       if (++stray_lines_ <= kLoggedStrayLines)
@@ -254,7 +247,8 @@ class Child : public std::enable_shared_from_this<Child> {
   Transport::Events events_;
   pid_t pid_ = -1;
   bool ended_ = false;
-  std::string out_buf_, err_buf_, line_, err_line_, last_err_line_;
+  LineFramer framer_{o_.max_message_bytes};
+  std::string out_buf_, err_buf_, err_line_, last_err_line_;
   std::deque<std::string> queue_;
   std::size_t queued_bytes_ = 0;
   int stray_lines_ = 0;
