@@ -29,6 +29,10 @@ asio::awaitable<Reply> add_server(Call& c) {
   if (!body) co_return fail(c, body.error());
   auto name = require_string(*body, "name");
   if (!name) co_return fail(c, name.error());
+  if (!mcp::valid_server_name(*name))
+    co_return fail(c, make_error(ErrorCode::InvalidRequest,
+                                 "name must be 1 to 64 letters, digits, '_', '-' or '.', got \"" +
+                                     *name + "\""));
   auto config = body->find("config");
   if (config == body->end())
     co_return fail(c, make_error(ErrorCode::InvalidRequest,
