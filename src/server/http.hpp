@@ -111,6 +111,15 @@ struct ServerState {
   std::shared_ptr<tool::ToolRegistry> tools;
   std::shared_ptr<session::SessionService> sessions;
   std::shared_ptr<mcp::Manager> mcp;  // the MCP servers (GET /mcp)
+  // /client-tools/mcp: the MCP sessions of legacy hosts (Mcp-Session-Id -> the version agreed),
+  // and their tool calls in flight, which notifications/cancelled ends ("SESSION ID" -> signal).
+  struct McpServedSession {
+    std::string version;
+    std::uint64_t opened = 0;
+  };
+  std::unordered_map<std::string, McpServedSession> mcp_sessions;
+  std::uint64_t mcp_sessions_opened = 0;
+  std::unordered_map<std::string, std::shared_ptr<asio::cancellation_signal>> mcp_served_calls;
   // Client tokens (clientTools.clientTokens); null when they are switched off.
   std::shared_ptr<clienttool::ClientCredentials> credentials;
   ConnectionSet connections;

@@ -319,6 +319,42 @@ asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Requ
   conn->disconnect();
 }
 
+asio::awaitable<void> run_message_stream(ServerState& state, tcp::socket socket, Request req,
+                                         MessageStreamBody run) {
+  static const auto keepalive = std::make_shared<const std::string>(":\n\n");
+  auto conn = std::make_shared<SseConnection>(
+      std::move(socket), state.config.server.subscriber_queue_limit,
+      state.config.client_tools.keepalive_interval, write_timeout(state), keepalive);
+  TrackedPush tracked(state, conn);
+  const std::string no_token;
+  bool head_ok = co_await conn->write_head(state, req, no_token);
+  req = Request();
+  if (!head_ok) {
+    conn->disconnect();
+    co_return;
+  }
+  // The peer's leaving, watched beside the body; shared, as the watch may end after it.
+  struct Watch {
+    asio::cancellation_signal left;
+    bool over = false;
+  };
+  auto watch = std::make_shared<Watch>();
+  asio::co_spawn(
+      conn->executor(),
+      [conn, watch]() -> asio::awaitable<void> {
+        co_await wait_until_closed(conn->socket());
+        if (!watch->over) watch->left.emit(asio::cancellation_type::terminal);
+      },
+      asio::detached);
+  SendMessage send = [weak = std::weak_ptr<PushChannel>(conn)](std::string json) {
+    if (auto ch = weak.lock())
+      ch->post(std::make_shared<const std::string>("event: message\ndata: " + json + "\n\n"));
+  };
+  co_await run(std::move(send), watch->left.slot());
+  watch->over = true;
+  conn->close("answered");
+}
+
 // ---- WebSocket ------------------------------------------------------------------------------
 
 namespace {

@@ -81,6 +81,16 @@ asio::awaitable<void> run_client_sse(ServerState& state, tcp::socket socket, Req
 // GET /event: every bus event.
 asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Request req);
 
+// A response streamed as SSE events of JSON-RPC messages (MCP's Streamable HTTP): the head goes
+// out, then `run` sends messages (each one `event: message`) until it returns, and the stream
+// ends after what it sent. `left` fires when the peer goes away first (MCP's cancellation of the
+// request the stream answers).
+using SendMessage = std::function<void(std::string json)>;
+using MessageStreamBody =
+    std::function<asio::awaitable<void>(SendMessage send, asio::cancellation_slot left)>;
+asio::awaitable<void> run_message_stream(ServerState& state, tcp::socket socket, Request req,
+                                         MessageStreamBody run);
+
 // GET /client-tools/ws/{clientID}: the WebSocket handshake, then the client's session.
 // `issued_token`, when not empty, is sent first: {"type": "credentials", clientID, clientToken}.
 asio::awaitable<void> run_client_websocket(ServerState& state, tcp::socket socket, Request req,

@@ -43,6 +43,16 @@ std::vector<Route> mcp_routes();          // /mcp: the MCP servers
 Result<json::object> body_object(const ServerState& state, const Request& req,
                                  json::storage_ptr sp = {});
 
+// A route that waits for an answer from elsewhere (a client tool's result) watches its caller:
+// `left` fires when the caller's connection closes meanwhile, to give the wait up through its
+// cancellation slot. The route sets `finished` when it has its outcome, then cancels the
+// socket's wait.
+struct CallerWatch {
+  asio::cancellation_signal left;
+  bool finished = false;  // the route has its outcome: a wake-up queued before then is moot
+};
+void watch_caller(tcp::socket& socket, std::shared_ptr<CallerWatch> watch);
+
 Reply fail(const Call& c, const Error& e);
 Reply ok(const Call& c, const json::value& body);
 Reply ok_text(const Call& c, std::string body);  // a body serialized already

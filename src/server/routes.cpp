@@ -2,6 +2,10 @@
 
 #include <boost/url/parse.hpp>
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include "server/access.hpp"
 #include "server/decode.hpp"
 #include "server/route.hpp"
@@ -72,6 +76,20 @@ Result<json::object> body_object(const ServerState& state, const Request& req,
     return make_error(ErrorCode::InvalidRequest,
                       "the body must be a JSON object, got " + std::string(kind_name(*doc)));
   return std::move(doc->get_object());
+}
+
+void watch_caller(tcp::socket& socket, std::shared_ptr<CallerWatch> watch) {
+  socket.async_wait(tcp::socket::wait_read,
+                    [&socket, watch = std::move(watch)](boost::system::error_code ec) {
+                      // Only while the route waits is the socket known to be alive.
+                      if (ec || watch->finished) return;
+                      char byte;
+                      ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+                      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+                        watch->left.emit(asio::cancellation_type::terminal);
+                      // Otherwise the caller pipelined another request: it is still there; wait for
+                      // the result alone.
+                    });
 }
 
 Reply fail(const Call& c, const Error& e) {

@@ -6,9 +6,6 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/beast/websocket.hpp>
 
-#include <sys/socket.h>
-
-#include <cerrno>
 #include <charconv>
 
 #include "clienttool/wire.hpp"
@@ -60,27 +57,6 @@ asio::awaitable<Reply> unregister_tools(Call& c) {
   if (auto r = verify_client(c, request->client_id); !r) co_return fail(c, r.error());
   auto removed = c.state.registry->unregister(*request->client_id, request->tool_ids);
   co_return ok(c, json::object{{"success", true}, {"unregistered", clienttool::to_json(removed)}});
-}
-
-// The execute route's watch of its caller: the call is given up (through its cancellation slot)
-// when the caller's connection closes while it waits for the result.
-struct CallerWatch {
-  asio::cancellation_signal left;
-  bool finished = false;  // the route has its outcome: a wake-up queued before then is moot
-};
-
-void watch_caller(tcp::socket& socket, std::shared_ptr<CallerWatch> watch) {
-  socket.async_wait(tcp::socket::wait_read,
-                    [&socket, watch = std::move(watch)](boost::system::error_code ec) {
-                      // Only while the route waits is the socket known to be alive.
-                      if (ec || watch->finished) return;
-                      char byte;
-                      ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-                      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
-                        watch->left.emit(asio::cancellation_type::terminal);
-                      // Otherwise the caller pipelined another request: it is still there; wait for
-                      // the result alone.
-                    });
 }
 
 asio::awaitable<Reply> execute(Call& c) {
