@@ -10,10 +10,13 @@
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -55,6 +58,24 @@ inline bool wait_until(const std::function<bool()>& done, std::chrono::milliseco
     std::this_thread::sleep_for(10ms);
   }
   return true;
+}
+
+// The whole of a file ("" when it cannot be read).
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// Whether `pid` runs: a zombie (ended, waiting to be reaped) does not, nor does a pid that is gone.
+inline bool process_running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z' &&
+         line[close + 2] != 'X';
 }
 
 // Short timeouts everywhere, no rate limit, no reconnect grace; tests override what they test.

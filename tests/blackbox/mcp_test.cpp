@@ -1,5 +1,6 @@
 // Black-box tests of the MCP client (issue 17): the real `switchboard serve` with MCP servers in
-// its config (or added at run time) that it starts over stdio, driven by the scripted model
+// its config (or added at run time) that it starts over stdio, or that the test runs itself and
+// Switchboard reaches over Streamable HTTP (McpServeRemote), driven by the scripted model
 // ("/call TOOL {json}" calls TOOL). The servers are the ones in tests/mcp (README.md there says
 // exactly what each does): the reference `everything` and `filesystem` servers (legacy protocol),
 // modern_server.mjs (the 2026-07-28 revision) and faulty_server.mjs (a server that misbehaves on
@@ -9,9 +10,13 @@
 
 #include <signal.h>
 
+#include <boost/asio/ip/tcp.hpp>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -67,6 +72,92 @@ json::object local_server(json::array command, std::optional<int> timeout_ms = s
   return out;
 }
 
+// A remote (Streamable HTTP) server entry of the config.
+json::object remote_server(const std::string& url, const json::object& headers = {}) {
+  json::object out{{"type", "remote"}, {"url", url}};
+  if (!headers.empty()) out["headers"] = headers;
+  return out;
+}
+
+// A TCP port of 127.0.0.1 that nothing listens on at the moment (bound, then let go).
+unsigned short free_port() {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor acceptor(
+      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  return acceptor.local_endpoint().port();
+}
+
+// Loaded into node with --import: writes the method and headers of every HTTP request the
+// process receives to stderr, one line each, because neither test server shows them itself.
+constexpr std::string_view kLogRequests =
+    "data:text/javascript,import dc from \"node:diagnostics_channel\";"
+    "dc.subscribe(\"http.server.request.start\", ({ request }) => process.stderr.write("
+    "\"request \" + JSON.stringify({ method: request.method, headers: request.headers }) + "
+    "\"\\n\"));";
+
+// An MCP server over Streamable HTTP that the test runs as its own child process (stopped with
+// the object): modern_server.mjs --http PORT or server-everything's streamableHttp, with
+// kLogRequests loaded. Its stdout and stderr are kept (log()).
+class HttpMcpServer {
+ public:
+  enum class Kind { Modern, Everything };
+
+  // Starts the server on `port` (0: any free port, for the modern server only) and waits until
+  // it listens; throws (with its output) when it does not.
+  HttpMcpServer(Kind kind, unsigned short port) : port_(port) {
+    ServerProcess::Options o;
+    o.prefix = {"node", "--import", std::string(kLogRequests)};
+    if (kind == Kind::Modern) {
+      o.command = {(mcp_dir() / "modern_server.mjs").string(), "--http", std::to_string(port)};
+    } else {
+      if (port == 0) throw std::logic_error("server-everything needs a port of its own");
+      o.command = {sdk_package("server-everything").string(), "streamableHttp"};
+      o.env = {"PORT=" + std::to_string(port)};
+    }
+    o.wait_listening = false;
+    process_.emplace(std::move(o));
+    std::string_view ready = kind == Kind::Modern ? "listening on " : "listening on port ";
+    std::string text;
+    std::size_t at = std::string::npos;
+    auto listening = [&] {
+      text = log();
+      at = text.find(ready);
+      return at != std::string::npos && text.find('\n', at) != std::string::npos;
+    };
+    if (!wait_until(listening, 15s))
+      throw std::runtime_error("the MCP server did not listen within 15 s:\n" + text);
+    if (port_ == 0) port_ = static_cast<unsigned short>(std::stoi(text.substr(at + ready.size())));
+  }
+
+  unsigned short port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/mcp"; }
+  std::string log() const { return process_->log(); }
+
+  // SIGKILL, and waits until the process is gone.
+  void kill() {
+    process_->send_signal(SIGKILL);
+    process_->wait_exit(5s);
+  }
+
+  // The requests it received, as {method, headers}, in order.
+  std::vector<json::value> requests() const {
+    std::vector<json::value> out;
+    std::istringstream lines(log());
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (!line.starts_with("request {")) continue;
+      boost::system::error_code ec;
+      json::value v = json::parse(std::string_view(line).substr(8), ec);
+      if (!ec) out.push_back(std::move(v));
+    }
+    return out;
+  }
+
+ private:
+  unsigned short port_;
+  std::optional<ServerProcess> process_;
+};
+
 // ---- reading JSON -------------------------------------------------------------------------------
 
 const json::array& array_at(const json::value& v, std::string_view pointer) {
@@ -98,24 +189,7 @@ std::string joined(const std::vector<std::string>& list) {
   return out;
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 // ---- processes ----------------------------------------------------------------------------------
-
-// Whether `pid` runs: a zombie (ended, not reaped yet) does not.
-bool process_running(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z' &&
-         line[close + 2] != 'X';
-}
 
 std::optional<pid_t> parent_of(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -167,6 +241,36 @@ struct Call {
   std::string output() const { return string_at(part, "/state/output"); }
   std::string error() const { return string_at(part, "/state/error"); }
   std::string dump() const { return str(part); }
+
+  // The part has one attachment: a PNG image whose base64 data starts with `data_prefix`.
+  testing::AssertionResult one_png(std::string_view data_prefix = {}) const {
+    const json::value* attachments = find(part, "/state/attachments");
+    if (!attachments || !attachments->is_array() || attachments->get_array().size() != 1)
+      return testing::AssertionFailure() << "not one attachment: " << dump();
+    const json::value& a = attachments->get_array()[0];
+    if (string_at(a, "/mime") != "image/png" ||
+        !string_at(a, "/url").starts_with("data:image/png;base64," + std::string(data_prefix)))
+      return testing::AssertionFailure()
+             << "not a PNG data: URL starting with " << data_prefix << ": " << dump();
+    return testing::AssertionSuccess();
+  }
+
+  // Whether /event showed the server's progress while the call ran: a message.part.updated of
+  // the running part with state.metadata.progress.
+  testing::AssertionResult progressed() const {
+    std::string call_id = string_at(part, "/callID");
+    for (const auto& e : events) {
+      json::value v(e);
+      if (string_at(v, "/type") == "message.part.updated" &&
+          string_at(v, "/properties/part/callID") == call_id &&
+          string_at(v, "/properties/part/state/status") == "running" &&
+          find(v, "/properties/part/state/metadata/progress/progress"))
+        return testing::AssertionSuccess();
+    }
+    return testing::AssertionFailure()
+           << "no message.part.updated with state.metadata.progress for " << call_id
+           << " while it ran (" << events.size() << " events)";
+  }
 };
 
 class McpServe : public ServerTest {
@@ -315,6 +419,99 @@ class McpServe : public ServerTest {
     EXPECT_EQ(ok.output(), "ok") << ok.dump();
   }
 
+  // The tools of server-everything, connected as "everything", work: echo, get-tiny-image (an
+  // attachment), trigger-long-running-operation with `long_running` (progress on /event) and
+  // get-roots-list (the server asks Switchboard for roots/list: the project directory).
+  void expect_everything_tools_work(const json::object& long_running) {
+    Call echo = call("everything_echo", json::object{{"message", "hi"}});
+    EXPECT_EQ(echo.status(), "completed") << echo.dump();
+    EXPECT_TRUE(contains(echo.output(), "Echo: hi")) << echo.dump();
+
+    Call image = call("everything_get-tiny-image", json::object{});
+    EXPECT_EQ(image.status(), "completed") << image.dump();
+    EXPECT_TRUE(image.one_png());
+
+    Call slow = call("everything_trigger-long-running-operation", long_running);
+    EXPECT_EQ(slow.status(), "completed") << slow.dump();
+    EXPECT_TRUE(contains(slow.output(), "Long running operation completed")) << slow.dump();
+    EXPECT_TRUE(slow.progressed());
+
+    Call roots = call("everything_get-roots-list", json::object{});
+    EXPECT_EQ(roots.status(), "completed") << roots.dump();
+    EXPECT_TRUE(names_project(roots.output()))
+        << "expected " << project_dir() << " in " << roots.dump();
+  }
+
+  // The tools of modern_server.mjs, connected as "modern", work: echo, slow (progress on
+  // /event), add_tool (the new tool is announced, offered, and answers), picture (an
+  // attachment and its caption), and fail (the part ends in error with the server's text).
+  void expect_modern_tools_work() {
+    Call echo = call("modern_echo", json::object{{"text", "hello modern"}});
+    EXPECT_EQ(echo.status(), "completed") << echo.dump();
+    EXPECT_EQ(echo.output(), "hello modern") << echo.dump();
+
+    Call slow = call("modern_slow", json::object{{"steps", 3}, {"ms", 200}});
+    EXPECT_EQ(slow.status(), "completed") << slow.dump();
+    EXPECT_TRUE(contains(slow.output(), "done after 3 steps")) << slow.dump();
+    EXPECT_TRUE(slow.progressed());
+
+    Call added = call("modern_add_tool", json::object{{"name", "extra"}});
+    EXPECT_EQ(added.status(), "completed") << added.dump();
+    EXPECT_TRUE(contains(added.output(), "added extra")) << added.dump();
+    EXPECT_TRUE(connected_with("modern", "modern_extra", 10s))
+        << "the list_changed notification did not bring the new tool";
+    EXPECT_TRUE(has(tool_ids(), "modern_extra"));
+    Call extra = call("modern_extra", json::object{});
+    EXPECT_EQ(extra.status(), "completed") << extra.dump();
+    EXPECT_TRUE(contains(extra.output(), "this is extra")) << extra.dump();
+
+    Call picture = call("modern_picture", json::object{});
+    EXPECT_EQ(picture.status(), "completed") << picture.dump();
+    EXPECT_TRUE(picture.one_png("iVBORw0KGgo"));
+    EXPECT_TRUE(contains(picture.output(), "a 1x1 red pixel")) << picture.dump();
+
+    Call fail = call("modern_fail", json::object{});
+    EXPECT_EQ(fail.status(), "error") << fail.dump();
+    EXPECT_TRUE(contains(fail.error(), "this tool always fails")) << fail.dump();
+  }
+
+  // Starts NAME_slow of a modern_server (50 steps, 200 ms apart) in a new session, waits for its
+  // first progress, and aborts the turn: the part must end in error at once and the session be
+  // idle; `server_heard()` must hold (the MCP server stopped the call: it says so on its stderr),
+  // and the server must stay connected and answer NAME_echo.
+  void expect_abort_stops_slow_call(const std::string& name,
+                                    const std::function<bool()>& server_heard) {
+    const std::string slow = name + "_slow";
+    BusEvents bus(port());
+    std::string sid = create_session();
+    prompt_async(sid, "/call " + slow + " " + str(json::object{{"steps", 50}, {"ms", 200}}));
+    // Running on the MCP server: its first progress arrived.
+    bool progressing = false;
+    auto deadline = Clock::now() + 10s;
+    while (!progressing && Clock::now() < deadline) {
+      auto e = bus.next("message.part.updated", 1s);
+      if (e && string_at(json::value(*e), "/properties/part/tool") == slow &&
+          find(json::value(*e), "/properties/part/state/metadata/progress"))
+        progressing = true;
+    }
+    ASSERT_TRUE(progressing) << "no progress from " << slow;
+    auto t0 = Clock::now();
+    ASSERT_TRUE(IsOk(http_post(port(), "/session/" + sid + "/abort", json::object{})));
+    events_until_idle(bus, sid, 5s);
+    EXPECT_LT(elapsed_ms(t0), 3000) << "the abort took too long";
+    json::value part = tool_part(sid, slow);
+    EXPECT_EQ(string_at(part, "/state/status"), "error") << str(part);
+    auto status = http_get(port(), "/session/status");
+    EXPECT_FALSE(status.json().as_object().contains(sid))
+        << "the session is not idle: " << status.describe();
+    EXPECT_TRUE(server_heard()) << "the MCP server did not hear of the cancellation";
+
+    EXPECT_TRUE(wait_status(name, "connected", 1s).is_object()) << str(last_mcp_);
+    Call echo = call(name + "_echo", json::object{{"text", "still here"}});
+    EXPECT_EQ(echo.status(), "completed") << echo.dump();
+    EXPECT_EQ(echo.output(), "still here") << echo.dump();
+  }
+
   std::string project_dir() const { return project_.path().string(); }
   // The project directory, as written or with symlinks resolved: both name it.
   bool names_project(std::string_view text, std::string_view prefix = {}) const {
@@ -346,44 +543,12 @@ TEST_F(McpServe, EverythingServerOverStdioOffersItsToolsAndTheyWork) {
   auto bash_at = std::find(offered.begin(), offered.end(), "bash");
   EXPECT_LT(bash_at, echo_at) << joined(offered);
 
-  Call echo = call("everything_echo", json::object{{"message", "hi"}});
-  EXPECT_EQ(echo.status(), "completed") << echo.dump();
-  EXPECT_TRUE(contains(echo.output(), "Echo: hi")) << echo.dump();
-
-  Call image = call("everything_get-tiny-image", json::object{});
-  EXPECT_EQ(image.status(), "completed") << image.dump();
-  const auto& attachments = array_at(image.part, "/state/attachments");
-  ASSERT_EQ(attachments.size(), 1u) << image.dump();
-  EXPECT_TRUE(string_at(attachments[0], "/url").starts_with("data:image/png;base64,"))
-      << image.dump();
-  EXPECT_EQ(string_at(attachments[0], "/mime"), "image/png") << image.dump();
+  expect_everything_tools_work(json::object{{"duration", 2}, {"steps", 4}});
 
   Call links = call("everything_get-resource-links", json::object{{"count", 2}});
   EXPECT_EQ(links.status(), "completed") << links.dump();
   EXPECT_TRUE(contains(links.output(), "Resource link: ")) << links.dump();
   EXPECT_TRUE(contains(links.output(), "(demo://resource/dynamic/")) << links.dump();
-
-  Call slow = call("everything_trigger-long-running-operation",
-                   json::object{{"duration", 2}, {"steps", 4}});
-  EXPECT_EQ(slow.status(), "completed") << slow.dump();
-  EXPECT_TRUE(contains(slow.output(), "Long running operation completed")) << slow.dump();
-  std::string call_id = string_at(slow.part, "/callID");
-  bool progress_seen = false;
-  for (const auto& e : slow.events) {
-    json::value v(e);
-    if (string_at(v, "/type") == "message.part.updated" &&
-        string_at(v, "/properties/part/callID") == call_id &&
-        string_at(v, "/properties/part/state/status") == "running" &&
-        find(v, "/properties/part/state/metadata/progress/progress"))
-      progress_seen = true;
-  }
-  EXPECT_TRUE(progress_seen) << "no message.part.updated with state.metadata.progress for "
-                             << call_id << " while it ran (" << slow.events.size() << " events)";
-
-  Call roots = call("everything_get-roots-list", json::object{});
-  EXPECT_EQ(roots.status(), "completed") << roots.dump();
-  EXPECT_TRUE(names_project(roots.output()))
-      << "expected " << project_dir() << " in " << roots.dump();
 }
 
 // ---- 2. server-filesystem and permissions -------------------------------------------------------
@@ -429,35 +594,7 @@ TEST_F(McpServe, ModernServerSpeaksTheStatelessRevision) {
   json::value entry = wait_status("modern", "connected");
   EXPECT_EQ(string_at(entry, "/protocolVersion"), "2026-07-28") << str(entry);
 
-  Call echo = call("modern_echo", json::object{{"text", "hello modern"}});
-  EXPECT_EQ(echo.status(), "completed") << echo.dump();
-  EXPECT_EQ(echo.output(), "hello modern") << echo.dump();
-
-  Call slow = call("modern_slow", json::object{{"steps", 3}, {"ms", 100}});
-  EXPECT_EQ(slow.status(), "completed") << slow.dump();
-  EXPECT_TRUE(contains(slow.output(), "done after 3 steps")) << slow.dump();
-
-  Call added = call("modern_add_tool", json::object{{"name", "extra"}});
-  EXPECT_EQ(added.status(), "completed") << added.dump();
-  EXPECT_TRUE(contains(added.output(), "added extra")) << added.dump();
-  ASSERT_TRUE(connected_with("modern", "modern_extra", 10s))
-      << "the list_changed notification did not bring the new tool";
-  EXPECT_TRUE(has(tool_ids(), "modern_extra"));
-  Call extra = call("modern_extra", json::object{});
-  EXPECT_EQ(extra.status(), "completed") << extra.dump();
-  EXPECT_TRUE(contains(extra.output(), "this is extra")) << extra.dump();
-
-  Call picture = call("modern_picture", json::object{});
-  EXPECT_EQ(picture.status(), "completed") << picture.dump();
-  const auto& attachments = array_at(picture.part, "/state/attachments");
-  ASSERT_EQ(attachments.size(), 1u) << picture.dump();
-  EXPECT_TRUE(string_at(attachments[0], "/url").starts_with("data:image/png;base64,iVBORw0KGgo"))
-      << picture.dump();
-  EXPECT_TRUE(contains(picture.output(), "a 1x1 red pixel")) << picture.dump();
-
-  Call fail = call("modern_fail", json::object{});
-  EXPECT_EQ(fail.status(), "error") << fail.dump();
-  EXPECT_TRUE(contains(fail.error(), "this tool always fails")) << fail.dump();
+  expect_modern_tools_work();
 
   Call structured = call("modern_structured", json::object{});
   EXPECT_EQ(structured.status(), "completed") << structured.dump();
@@ -730,36 +867,178 @@ TEST_F(McpServe, TheServersProcessesEndWithTheServer) {
 TEST_F(McpServe, AbortEndsARunningCallAndTheServerStaysConnected) {
   start_server(json::object{{"modern", local_server(modern_command())}});
   ASSERT_TRUE(connected_with("modern", "modern_slow"));
-  BusEvents bus(port());
-  std::string sid = create_session();
-  prompt_async(sid, "/call modern_slow " + str(json::object{{"steps", 50}, {"ms", 200}}));
-  // Running on the MCP server: its first progress arrived.
-  bool progressing = false;
-  auto deadline = Clock::now() + 10s;
-  while (!progressing && Clock::now() < deadline) {
-    auto e = bus.next("message.part.updated", 1s);
-    if (e && string_at(json::value(*e), "/properties/part/tool") == "modern_slow" &&
-        find(json::value(*e), "/properties/part/state/metadata/progress"))
-      progressing = true;
+  // The server's stderr is in Switchboard's log.
+  expect_abort_stops_slow_call("modern",
+                               [&] { return server().wait_for_log("slow: cancelled after", 5s); });
+}
+
+// ---- 10. remote servers over Streamable HTTP ----------------------------------------------------
+
+// The MCP servers run as the test's own children, at http://127.0.0.1:PORT/mcp, and are stopped
+// at its end; a failing test prints their output after Switchboard's log.
+class McpServeRemote : public McpServe {
+ protected:
+  void TearDown() override {
+    McpServe::TearDown();
+    if (HasFailure())
+      for (const auto& s : mcp_servers_)
+        std::cerr << "--- MCP server on port " << s->port() << " ---\n"
+                  << s->log() << "--- end of MCP server log ---\n";
+    mcp_servers_.clear();
   }
-  ASSERT_TRUE(progressing) << "no progress from modern_slow";
-  auto t0 = Clock::now();
-  ASSERT_TRUE(IsOk(http_post(port(), "/session/" + sid + "/abort", json::object{})));
-  events_until_idle(bus, sid, 5s);
-  EXPECT_LT(elapsed_ms(t0), 3000) << "the abort took too long";
-  json::value part = tool_part(sid, "modern_slow");
-  EXPECT_EQ(string_at(part, "/state/status"), "error") << str(part);
-  auto status = http_get(port(), "/session/status");
-  EXPECT_FALSE(status.json().as_object().contains(sid))
-      << "the session is not idle: " << status.describe();
-  // The server was told: it stops the call (and says so on stderr).
-  EXPECT_TRUE(server().wait_for_log("slow: cancelled after", 5s))
-      << "the MCP server did not hear of the cancellation";
+
+  HttpMcpServer& start_mcp(HttpMcpServer::Kind kind, unsigned short port) {
+    return *mcp_servers_.emplace_back(std::make_unique<HttpMcpServer>(kind, port));
+  }
+  HttpMcpServer& start_modern(unsigned short port = 0) {
+    return start_mcp(HttpMcpServer::Kind::Modern, port);
+  }
+  HttpMcpServer& start_everything(unsigned short port) {
+    return start_mcp(HttpMcpServer::Kind::Everything, port);
+  }
+
+  // Every request `mcp` received carried `header` (lower case) with `value`.
+  testing::AssertionResult every_request_has(const HttpMcpServer& mcp, const std::string& header,
+                                             std::string_view value) {
+    auto requests = mcp.requests();
+    if (requests.empty()) return testing::AssertionFailure() << "the server logged no requests";
+    for (const auto& r : requests)
+      if (string_at(r, "/headers/" + header) != value)
+        return testing::AssertionFailure() << "a request without " << header << ": " << value
+                                           << ": " << str(r) << " (of " << requests.size() << ")";
+    return testing::AssertionSuccess();
+  }
+
+  // Runs an MCP server of `kind`, connected as `name`, and kills it while it is idle; then
+  // NAME_echo (with `echo_input`) must end in an error naming the server, and GET /mcp must show
+  // the server failed, "cannot reach". Then the MCP server starts again on the same port, and
+  // Switchboard must reconnect by itself within 20 s (its automatic retries), or, if the retries
+  // were used up by then, on POST /mcp/NAME/connect.
+  void expect_kill_then_reconnect(HttpMcpServer::Kind kind, const std::string& name,
+                                  const json::object& echo_input) {
+    unsigned short mcp_port = kind == HttpMcpServer::Kind::Everything ? free_port() : 0;
+    HttpMcpServer& mcp = start_mcp(kind, mcp_port);
+    mcp_port = mcp.port();
+    const std::string echo = name + "_echo";
+    start_server(json::object{{name, remote_server(mcp.url())}});
+    ASSERT_TRUE(connected_with(name, echo));
+
+    mcp.kill();
+    Call after = call(echo, echo_input);
+    EXPECT_EQ(after.status(), "error") << after.dump();
+    EXPECT_TRUE(contains(after.error(), "MCP server " + name)) << after.dump();
+
+    json::value failed = wait_status(name, "failed", 5s);
+    ASSERT_TRUE(failed.is_object()) << str(last_mcp_);
+    EXPECT_TRUE(contains(string_at(failed, "/error"), "cannot reach")) << str(failed);
+    EXPECT_TRUE(array_at(failed, "/tools").empty()) << str(failed);
+    EXPECT_FALSE(any_starts_with(tool_ids(), name + "_"));
+
+    start_mcp(kind, mcp_port);
+    auto t0 = Clock::now();
+    bool back = connected_with(name, echo, 20s);
+    if (!back && contains(server().log(), "mcp " + name + ": trying again (5 of 5)")) {
+      ASSERT_TRUE(wait_status(name, "failed", 5s).is_object()) << str(last_mcp_);
+      ASSERT_TRUE(IsOk(http_post(port(), "/mcp/" + name + "/connect", json::object{})));
+      back = connected_with(name, echo, 10s);
+    }
+    ASSERT_TRUE(back) << "not reconnected " << elapsed_ms(t0)
+                      << " ms after the restart; GET /mcp: " << str(last_mcp_);
+    Call again = call(echo, echo_input);
+    EXPECT_EQ(again.status(), "completed") << again.dump();
+  }
+
+  std::vector<std::unique_ptr<HttpMcpServer>> mcp_servers_;
+};
+
+TEST_F(McpServeRemote, ModernServerOverHttpSpeaksTheStatelessRevision) {
+  HttpMcpServer& mcp = start_modern();
+  json::object headers{{"X-Switchboard-Test", "modern-header"}};
+  start_server(json::object{{"modern", remote_server(mcp.url(), headers)}});
+  ASSERT_TRUE(connected_with("modern", "modern_echo"));
+  json::value entry = wait_status("modern", "connected");
+  EXPECT_EQ(string_at(entry, "/protocolVersion"), "2026-07-28") << str(entry);
+  EXPECT_FALSE(find(entry, "/error")) << str(entry);
+  EXPECT_TRUE(has(tool_ids(), "modern_slow"));
+
+  expect_modern_tools_work();
 
   EXPECT_TRUE(wait_status("modern", "connected", 1s).is_object()) << str(last_mcp_);
-  Call echo = call("modern_echo", json::object{{"text", "still here"}});
+  // The config's headers, on every request; and the revision's own headers.
+  EXPECT_TRUE(every_request_has(mcp, "x-switchboard-test", "modern-header"));
+  EXPECT_TRUE(every_request_has(mcp, "mcp-protocol-version", "2026-07-28"));
+}
+
+TEST_F(McpServeRemote, EverythingServerOverHttpKeepsItsSessionAndAsksForRoots) {
+  HttpMcpServer& mcp = start_everything(free_port());
+  json::object headers{{"X-Switchboard-Test", "legacy-header"}};
+  start_server(json::object{{"everything", remote_server(mcp.url(), headers)}});
+  ASSERT_TRUE(connected_with("everything", "everything_echo"));
+  json::value entry = wait_status("everything", "connected");
+  EXPECT_EQ(string_at(entry, "/protocolVersion"), "2025-11-25") << str(entry);
+
+  // get-roots-list is registered after initialization, and its call makes the server ask
+  // Switchboard for roots/list: a request of the server's own, over the session's streams.
+  ASSERT_TRUE(connected_with("everything", "everything_get-roots-list", 10s));
+  expect_everything_tools_work(json::object{{"duration", 1}, {"steps", 2}});
+
+  EXPECT_TRUE(wait_status("everything", "connected", 1s).is_object()) << str(last_mcp_);
+  EXPECT_TRUE(every_request_has(mcp, "x-switchboard-test", "legacy-header"));
+  // The server/discover probe (answered 400: no session), the initialize, then one session:
+  // every later request carries the Mcp-Session-Id the initialize answer gave, and (as the
+  // transport's spec says: MUST, on all requests after initialization) MCP-Protocol-Version.
+  auto requests = mcp.requests();
+  ASSERT_GE(requests.size(), 4u);
+  EXPECT_EQ(string_at(requests[0], "/headers/mcp-method"), "server/discover") << str(requests[0]);
+  EXPECT_EQ(string_at(requests[1], "/headers/mcp-session-id"), "") << str(requests[1]);
+  std::string session = string_at(requests[2], "/headers/mcp-session-id");
+  EXPECT_FALSE(session.empty()) << str(requests[2]);
+  bool listened = false;
+  for (std::size_t i = 2; i < requests.size(); ++i) {
+    EXPECT_EQ(string_at(requests[i], "/headers/mcp-session-id"), session) << str(requests[i]);
+    EXPECT_EQ(string_at(requests[i], "/headers/mcp-protocol-version"), "2025-11-25")
+        << "request " << i << ": " << str(requests[i]);
+    if (string_at(requests[i], "/method") == "GET") listened = true;
+  }
+  EXPECT_TRUE(listened) << "no GET stream for the server's own messages";
+}
+
+TEST_F(McpServeRemote, AbortEndsARunningRemoteCallAndTheServerStaysUsable) {
+  HttpMcpServer& mcp = start_modern();
+  start_server(json::object{{"modern", remote_server(mcp.url())}});
+  ASSERT_TRUE(connected_with("modern", "modern_slow"));
+  // Over HTTP the server hears of it as its response stream closing; its stderr is its own.
+  expect_abort_stops_slow_call("modern", [&] {
+    return wait_until([&] { return contains(mcp.log(), "slow: cancelled after"); }, 5s);
+  });
+}
+
+TEST_F(McpServeRemote, AModernServerThatDiesFailsTheNextCallAndIsReconnectedWhenBack) {
+  expect_kill_then_reconnect(HttpMcpServer::Kind::Modern, "modern", {{"text", "hi"}});
+}
+
+TEST_F(McpServeRemote, ALegacyServerThatDiesFailsTheNextCallAndIsReconnectedWhenBack) {
+  expect_kill_then_reconnect(HttpMcpServer::Kind::Everything, "everything", {{"message", "hi"}});
+}
+
+TEST_F(McpServeRemote, AUrlWhereNothingListensFailsWithCannotReach) {
+  unsigned short nowhere = free_port();
+  std::string url = "http://127.0.0.1:" + std::to_string(nowhere) + "/mcp";
+  start_server(json::object{{"nowhere", remote_server(url)}});
+  json::value entry = wait_status("nowhere", "failed", 10s);
+  ASSERT_TRUE(entry.is_object()) << str(last_mcp_);
+  EXPECT_TRUE(contains(string_at(entry, "/error"), "cannot reach")) << str(entry);
+  EXPECT_TRUE(contains(string_at(entry, "/error"), url)) << str(entry);
+  EXPECT_TRUE(array_at(entry, "/tools").empty()) << str(entry);
+  EXPECT_EQ(http_get(port(), "/health").status, 200u);
+
+  // A server there now: POST /mcp/NAME/connect connects to it.
+  start_modern(nowhere);
+  ASSERT_TRUE(IsOk(http_post(port(), "/mcp/nowhere/connect", json::object{})));
+  ASSERT_TRUE(connected_with("nowhere", "nowhere_echo", 10s));
+  Call echo = call("nowhere_echo", json::object{{"text", "found"}});
   EXPECT_EQ(echo.status(), "completed") << echo.dump();
-  EXPECT_EQ(echo.output(), "still here") << echo.dump();
+  EXPECT_EQ(echo.output(), "found") << echo.dump();
 }
 
 }  // namespace

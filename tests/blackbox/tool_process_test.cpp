@@ -15,16 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Whether `pid` runs: a zombie, killed and waiting for its new parent to reap it, does not.
-bool running(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z' &&
-         line[close + 2] != 'X';
-}
-
 std::optional<pid_t> pid_in(const fs::path& file) {
   std::ifstream in(file);
   pid_t pid = 0;
@@ -68,7 +58,7 @@ class ToolProcessTest : public ServerTest {
   // Kills what a failed test left running; only sleeps and shells that it started.
   void TearDown() override {
     for (pid_t pid : started_)
-      if (running(pid)) ::kill(pid, SIGKILL);
+      if (process_running(pid)) ::kill(pid, SIGKILL);
     ServerTest::TearDown();
   }
 
@@ -89,18 +79,18 @@ TEST_F(ToolProcessTest, ABashCommandDoesNotOutliveAServerKilledWithSigkill) {
   auto sleep = pid_in(project_.path() / "sleep.pid");
   ASSERT_TRUE(sleep);
   started_ = {shell, *sleep};
-  ASSERT_TRUE(running(shell) && running(*sleep));
+  ASSERT_TRUE(process_running(shell) && process_running(*sleep));
 
   server().send_signal(SIGKILL);
   auto exited = server().wait_exit(5s);
   ASSERT_TRUE(exited && exited->signaled) << "SIGKILL did not end the server";
-  EXPECT_TRUE(wait_until([&] { return !running(shell); }, 5s))
+  EXPECT_TRUE(wait_until([&] { return !process_running(shell); }, 5s))
       << "the tool's shell outlived the server";
 
   // What the shell started lives on in its process group until the next start on this data
   // directory stops it.
   restart_server();
-  EXPECT_TRUE(wait_until([&] { return !running(*sleep); }, 5s))
+  EXPECT_TRUE(wait_until([&] { return !process_running(*sleep); }, 5s))
       << "the sleep that the tool started outlived the restart";
   EXPECT_TRUE(server().wait_for_log("that the last server left running", 1s)) << server().log();
 }
@@ -122,7 +112,7 @@ TEST_F(ToolProcessTest, WhatAFinishedCommandLeftRunningIsLeftAlone) {
   server().send_signal(SIGKILL);
   ASSERT_TRUE(server().wait_exit(5s));
   restart_server();
-  EXPECT_TRUE(running(sleep)) << "a background process of a finished command was stopped";
+  EXPECT_TRUE(process_running(sleep)) << "a background process of a finished command was stopped";
 }
 
 }  // namespace
