@@ -170,6 +170,9 @@ asio::awaitable<Result<void>> Client::initialize() {
   version_ = std::move(version);
   if (auto caps = object_at(*result, "capabilities")) capabilities_ = *caps;
   if (auto info = object_at(*result, "serverInfo")) server_info_ = string_or(*info, "name");
+  // The version goes on every request after initialize, this notification too (HTTP's
+  // MCP-Protocol-Version header).
+  transport_->set_protocol_version(version_);
   transport_->send(notification("notifications/initialized"));
   co_return Result<void>{};
 }

@@ -54,13 +54,15 @@ class State : public std::enable_shared_from_this<State> {
       return;
     }
     asio::co_spawn(ex_, post(shared_from_this(), m), asio::detached);
+    // A legacy session is set up once the server was told so: its GET stream opens after.
+    if (m.method == "notifications/initialized" && !modern() && !session_id_.empty() &&
+        !listening_) {
+      listening_ = true;
+      asio::co_spawn(ex_, listen(shared_from_this()), asio::detached);
+    }
   }
 
-  void set_version(const std::string& version) {
-    version_ = version;
-    if (!modern() && !session_id_.empty() && !listening_)
-      asio::co_spawn(ex_, listen(shared_from_this()), asio::detached);
-  }
+  void set_version(const std::string& version) { version_ = version; }
 
   void close() {
     if (ended_) return;
@@ -81,6 +83,9 @@ class State : public std::enable_shared_from_this<State> {
     s.url = o_.url;
     s.headers = o_.headers;
     s.connect_timeout = o_.connect_timeout;
+    // One connection for the many small requests of a session (plain http; https connects per
+    // request): a connection each cost a quarter of an HTTP call's server CPU (docs/benchmarks.md).
+    s.keep_alive = true;
     s.max_body_bytes = 256 * 1024 * 1024;
     if (!session_id_.empty()) s.headers.emplace_back("Mcp-Session-Id", session_id_);
     return s;
@@ -216,7 +221,6 @@ class State : public std::enable_shared_from_this<State> {
 
   // The GET stream of a legacy session: the server's own requests and notifications.
   static asio::awaitable<void> listen(std::shared_ptr<State> self) {
-    self->listening_ = true;
     asio::steady_timer wait(self->ex_);
     for (int failures = 0; !self->ended_ && failures < 5;) {
       auto s = self->spec("GET");

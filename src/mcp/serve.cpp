@@ -15,6 +15,14 @@ void mark_complete(json::object& result, bool modern) {
   if (modern) result["resultType"] = "complete";
 }
 
+// 2026-07-28 list results say how long a host may cache them: not at all (tools come and go with
+// their clients), and only for this caller (what it sees depends on ?clientID=).
+void no_caching(json::object& result, bool modern) {
+  if (!modern) return;
+  result["ttlMs"] = 0;
+  result["cacheScope"] = "private";
+}
+
 }  // namespace
 
 bool served_version(std::string_view version) {
@@ -63,6 +71,7 @@ json::object list_result(const clienttool::ClientToolRegistry& registry,
   }
   json::object out{{"tools", std::move(tools)}};
   mark_complete(out, modern);
+  no_caching(out, modern);
   return out;
 }
 
