@@ -515,26 +515,8 @@ class Driver {
   // only has to contain `expected`).
   static std::string check_turn(const http::response<http::string_body>& res,
                                 const std::string& expected, bool contains) {
-    if (res.result() != http::status::ok)
-      return "expected 200, got " + std::to_string(res.result_int()) + " " + clip(res.body());
-    auto body = parse_json(res.body());
-    const json::object* o = body ? body->if_object() : nullptr;
-    const json::value* info = o ? o->if_contains("info") : nullptr;
-    const json::value* parts = o ? o->if_contains("parts") : nullptr;
-    if (!info || !info->is_object() || !parts || !parts->is_array())
-      return "expected {info, parts}, got " + clip(res.body());
-    auto* role = string_field(*info, "role");
-    auto* finish = string_field(*info, "finish");
-    if (!role || *role != "assistant" || !finish || *finish != "stop" ||
-        info->get_object().contains("error"))
-      return "expected an assistant message with finish \"stop\" and no error, got " +
-             clip(json::serialize(*info));
     std::string text;
-    for (const auto& p : parts->get_array()) {
-      auto* type = string_field(p, "type");
-      auto* t = string_field(p, "text");
-      if (type && *type == "text" && t) text += std::string_view(*t);
-    }
+    if (auto wrong = assistant_text(res, text); !wrong.empty()) return wrong;
     constexpr std::string_view kPrefix = "Tool results:\n";
     bool ok = text.starts_with(kPrefix) &&
               (contains ? text.find(expected) != std::string::npos

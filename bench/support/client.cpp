@@ -37,6 +37,30 @@ Target Target::loopback(asio::io_context& io, unsigned short port,
                 "127.0.0.1:" + std::to_string(port), op_timeout};
 }
 
+std::string assistant_text(const http::response<http::string_body>& res, std::string& text) {
+  if (res.result() != http::status::ok)
+    return "expected 200, got " + std::to_string(res.result_int()) + " " + clip(res.body());
+  auto body = parse_json(res.body());
+  const json::object* o = body ? body->if_object() : nullptr;
+  const json::value* info = o ? o->if_contains("info") : nullptr;
+  const json::value* parts = o ? o->if_contains("parts") : nullptr;
+  if (!info || !info->is_object() || !parts || !parts->is_array())
+    return "expected {info, parts}, got " + clip(res.body());
+  auto* role = string_field(*info, "role");
+  auto* finish = string_field(*info, "finish");
+  if (!role || *role != "assistant" || !finish || *finish != "stop" ||
+      info->get_object().contains("error"))
+    return "expected an assistant message with finish \"stop\" and no error, got " +
+           clip(json::serialize(*info));
+  text.clear();
+  for (const auto& p : parts->get_array()) {
+    auto* type = string_field(p, "type");
+    auto* t = string_field(p, "text");
+    if (type && *type == "text" && t) text += std::string_view(*t);
+  }
+  return {};
+}
+
 const json::string* string_field(const json::value& v, std::string_view key) {
   const auto* o = v.if_object();
   if (!o) return nullptr;

@@ -65,6 +65,11 @@ struct Target {
 const json::string* string_field(const json::value& v, std::string_view key);
 std::optional<json::value> parse_json(std::string_view text);
 
+// A prompt's answer as the benches check it: 200 {info, parts}, an assistant message that
+// finished with "stop" and no error. Its text parts, joined, go to `text`; returns "" or what is
+// wrong.
+std::string assistant_text(const http::response<http::string_body>& res, std::string& text);
+
 // A keep-alive request with the program's User-Agent, and a JSON Content-Type if it has a body.
 http::request<http::string_body> make_request(http::verb verb, std::string_view target,
                                               const std::string& host, std::string body);
