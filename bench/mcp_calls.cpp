@@ -13,6 +13,21 @@
 //                     registered `echo` for every session and answers each request at once;
 //  (f) read           the built-in `read` of a small file of the project directory.
 //
+// and two kinds that are not turns but single calls of a client tool, without a session or a
+// model: another WsEchoClient registers `echo` for every session (an open tool) and answers;
+//
+//  (g) execute        POST /client-tools/execute {tool, input} of that tool;
+//  (h) client-mcp     the same tool called as an MCP host calls it over /client-tools/mcp with
+//                     protocol 2025-11-25: one `initialize` (its Mcp-Session-Id kept) and
+//                     `notifications/initialized` before the first block, then one `tools/call`
+//                     POST per call (no progressToken: a plain JSON answer) with Mcp-Session-Id
+//                     and MCP-Protocol-Version. The answer must be 200, the request's id, one text
+//                     content that is the echoed text, and isError false.
+//
+// (g) and (h) are blocks of --session-turns calls in the same rounds as the turn kinds, on the
+// driver's connection, and are reported in a table of their own, (h) as a ratio to (g). The open
+// tool is registered only when (g) or (h) runs; the sessions of the turn kinds then see it too.
+//
 // The two HTTP servers are started by this program (they are remote servers to Switchboard), the
 // stdio ones by Switchboard. One driver on one keep-alive connection does the turns one after
 // another (POST /session/{id}/message), in sessions of --session-turns turns; the kinds take turns
@@ -68,10 +83,11 @@ constexpr std::string_view kUsage = R"(usage: mcp_calls [options]
   --mcp-dir DIR           tests/mcp with its node_modules (default: the source tree's;
                           install with scripts/npm-deps.sh tests/mcp)
   --node PATH             node (default: node, looked up in PATH)
-  --kinds LIST            stdio-legacy,stdio-modern,http-modern,http-legacy,client,read
-                          (default: all six)
-  --turns N               measured turns per kind (default 2000)
-  --session-turns N       turns per session (default 20)
+  --kinds LIST            stdio-legacy,stdio-modern,http-modern,http-legacy,client,read,
+                          execute,client-mcp (default: all eight)
+  --turns N               measured turns (calls, for execute and client-mcp) per kind
+                          (default 2000)
+  --session-turns N       turns per session, calls per block (default 20)
   --warmup-sessions N     sessions per kind before the measured ones (default 2)
   --connect-timeout MS    how long the MCP servers may take to connect (default 60000)
   --op-timeout MS         limit for every network operation (default 10000)
@@ -82,7 +98,16 @@ constexpr std::string_view kUsage = R"(usage: mcp_calls [options]
 
 // ---- the kinds of turn ----------------------------------------------------------------------
 
-enum class Kind { StdioLegacy, StdioModern, HttpModern, HttpLegacy, Client, Read };
+enum class Kind {
+  StdioLegacy,
+  StdioModern,
+  HttpModern,
+  HttpLegacy,
+  Client,
+  Read,
+  Execute,
+  ServedMcp
+};
 
 struct KindSpec {
   Kind kind;
@@ -101,7 +126,10 @@ constexpr KindSpec kKinds[] = {
      "ev_http", true},
     {Kind::Client, "client", "(e) client tool over WebSocket", ""},
     {Kind::Read, "read", "(f) built-in `read`", ""},
+    {Kind::Execute, "execute", "(g) POST /client-tools/execute", ""},
+    {Kind::ServedMcp, "client-mcp", "(h) tools/call on /client-tools/mcp (2025-11-25)", ""},
 };
+constexpr std::size_t kKindCount = std::size(kKinds);
 
 const KindSpec& spec(Kind k) {
   return kKinds[static_cast<int>(k)];
@@ -110,6 +138,14 @@ const KindSpec& spec(Kind k) {
 bool is_mcp(Kind k) {
   return !spec(k).server.empty();
 }
+
+// A single call of the open client tool, not a turn: (g) and (h).
+bool is_call(Kind k) {
+  return k == Kind::Execute || k == Kind::ServedMcp;
+}
+
+// The protocol (h) speaks on /client-tools/mcp.
+constexpr std::string_view kServedProtocol = "2025-11-25";
 
 // ---- options --------------------------------------------------------------------------------
 
@@ -401,7 +437,8 @@ struct Run {
   pid_t mcp_pid[4] = {0, 0, 0, 0};  // per MCP kind, its server's process
   fs::path read_file;
   std::unique_ptr<WsEchoClient> client;
-  Tally tally[6];
+  std::unique_ptr<WsEchoClient> open_client;  // (g) and (h): `echo` for every session
+  Tally tally[kKindCount];
   std::optional<Snapshot> measured_begin, measured_end;  // the server, around all measured rounds
 };
 
@@ -413,21 +450,63 @@ class Driver {
     co_return co_await connect_stream(stream_, run_.target.endpoint, run_.target.op_timeout);
   }
 
-  // A session of `turns` turns of `kind`; counted in the kind's tally when `measured`. False
-  // when the connection broke.
+  // (h): initialize, keeping the Mcp-Session-Id, and notifications/initialized; "" or what went
+  // wrong.
+  asio::awaitable<std::string> initialize_served() {
+    json::object init{
+        {"jsonrpc", "2.0"},
+        {"id", 0},
+        {"method", "initialize"},
+        {"params",
+         json::object{{"protocolVersion", kServedProtocol},
+                      {"capabilities", json::object{}},
+                      {"clientInfo", json::object{{"name", program_name()}, {"version", "1"}}}}}};
+    auto req = served_request(json::serialize(init));
+    auto r = co_await http_call(stream_, buffer_, req, run_.target.op_timeout);
+    if (!r.error.empty()) co_return "initialize: " + r.error;
+    auto body = parse_json(r.res.body());
+    const json::value* result =
+        body && body->is_object() ? body->get_object().if_contains("result") : nullptr;
+    auto* version = result ? string_field(*result, "protocolVersion") : nullptr;
+    auto id = r.res.find("Mcp-Session-Id");
+    if (r.res.result() != http::status::ok || !version || *version != kServedProtocol ||
+        id == r.res.end() || id->value().empty())
+      co_return "initialize: expected 200 with Mcp-Session-Id and protocolVersion " +
+          std::string(kServedProtocol) + ", got " + std::to_string(r.res.result_int()) + " " +
+          clip(r.res.body());
+    mcp_session_ = std::string(id->value());
+    auto note = served_request(
+        json::serialize(json::object{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}));
+    r = co_await http_call(stream_, buffer_, note, run_.target.op_timeout);
+    if (!r.error.empty()) co_return "notifications/initialized: " + r.error;
+    if (r.res.result() != http::status::accepted)
+      co_return "notifications/initialized: expected 202, got " +
+          std::to_string(r.res.result_int()) + " " + clip(r.res.body());
+    co_return "";
+  }
+
+  // A session of `turns` turns of `kind`, or for (g) and (h) a block of `turns` calls; counted in
+  // the kind's tally when `measured`. False when the connection broke.
   asio::awaitable<bool> session(Kind kind, int turns, bool measured) {
     Tally& t = run_.tally[static_cast<int>(kind)];
     pid_t mcp = is_mcp(kind) ? run_.mcp_pid[static_cast<int>(kind)] : 0;
     Snapshot a = snapshot(run_.server, mcp);
     std::size_t errors_before = problems().count;
     bool alive = true;
-    if (auto err = co_await new_session(kind); !err.empty()) {
+    if (is_call(kind)) {
+      // No session: the calls only.
+    } else if (auto err = co_await new_session(kind); !err.empty()) {
       problems().add(std::string(spec(kind).name) + ": a new session: " + err);
       alive = false;
     }
     std::vector<double> latency;
     for (int i = 0; alive && i < turns; ++i) {
-      auto [ok, ms, broken] = co_await turn(kind);
+      TurnOutcome outcome{};
+      if (is_call(kind))
+        outcome = co_await call(kind);
+      else
+        outcome = co_await turn(kind);
+      auto [ok, ms, broken] = outcome;
       if (ok) latency.push_back(ms);
       if (broken) alive = false;
     }
@@ -496,6 +575,18 @@ class Driver {
         http::verb::post, "/session/" + session_ + "/message", run_.target.host,
         json::serialize(
             json::object{{"parts", json::array{json::object{{"type", "text"}, {"text", text}}}}}));
+    auto check = [&](const http::response<http::string_body>& res) {
+      return check_turn(res, expected, kind == Kind::Read);
+    };
+    auto outcome = co_await timed(token, std::move(req), check);
+    co_return outcome;
+  }
+
+  // Sends `req` and times its round trip; `check` says what is wrong with the answer ("" when
+  // nothing is). A problem is counted under `token`.
+  template <class Check>
+  asio::awaitable<TurnOutcome> timed(std::string token, http::request<http::string_body> req,
+                                     Check check) {
     auto t0 = Clock::now();
     auto r = co_await http_call(stream_, buffer_, req, run_.target.op_timeout);
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -503,11 +594,89 @@ class Driver {
       problems().add(token + ": " + r.error);
       co_return TurnOutcome{false, ms, true};
     }
-    if (auto err = check_turn(r.res, expected, kind == Kind::Read); !err.empty()) {
+    if (auto err = check(r.res); !err.empty()) {
       problems().add(token + ": " + err);
       co_return TurnOutcome{false, ms, false};
     }
     co_return TurnOutcome{true, ms, false};
+  }
+
+  // One call of the open client tool: (g) POST /client-tools/execute, (h) tools/call.
+  asio::awaitable<TurnOutcome> call(Kind kind) {
+    std::string token = std::string(spec(kind).name) + " call " + std::to_string(++turns_);
+    std::string tool = run_.open_client->tool_id();
+    json::object input{{"text", token}};
+    std::int64_t id = ++rpc_id_;
+    http::request<http::string_body> req;
+    if (kind == Kind::Execute)
+      req = make_request(http::verb::post, "/client-tools/execute", run_.target.host,
+                         json::serialize(json::object{{"tool", tool}, {"input", input}}));
+    else
+      req = served_request(json::serialize(
+          json::object{{"jsonrpc", "2.0"},
+                       {"id", id},
+                       {"method", "tools/call"},
+                       {"params", json::object{{"name", tool}, {"arguments", input}}}}));
+    auto check = [&](const http::response<http::string_body>& res) {
+      return kind == Kind::Execute ? check_execute(res, token) : check_served_call(res, id, token);
+    };
+    auto outcome = co_await timed(token, std::move(req), check);
+    co_return outcome;
+  }
+
+  // A POST to /client-tools/mcp as a 2025-11-25 host sends it: after initialize, with the
+  // session and the protocol version.
+  http::request<http::string_body> served_request(std::string body) {
+    auto req =
+        make_request(http::verb::post, "/client-tools/mcp", run_.target.host, std::move(body));
+    req.set(http::field::accept, "application/json, text/event-stream");
+    if (!mcp_session_.empty()) {
+      req.set("Mcp-Session-Id", mcp_session_);
+      req.set("MCP-Protocol-Version", kServedProtocol);
+    }
+    return req;
+  }
+
+  // 200 {status: "success", output: the echoed text}.
+  static std::string check_execute(const http::response<http::string_body>& res,
+                                   const std::string& expected) {
+    auto body = parse_json(res.body());
+    auto* status = body ? string_field(*body, "status") : nullptr;
+    auto* output = body ? string_field(*body, "output") : nullptr;
+    if (res.result() != http::status::ok || !status || *status != "success" || !output ||
+        *output != expected)
+      return "POST /client-tools/execute: expected 200 {status: success, output: \"" +
+             clip(expected, 100) + "\"}, got " + std::to_string(res.result_int()) + " " +
+             clip(res.body());
+    return "";
+  }
+
+  // 200 {jsonrpc, id, result: {content: [{type: text, text: the echoed text}], isError: false}}.
+  static std::string check_served_call(const http::response<http::string_body>& res,
+                                       std::int64_t id, const std::string& expected) {
+    auto body = parse_json(res.body());
+    const json::object* o = body ? body->if_object() : nullptr;
+    const json::value* got_id = o ? o->if_contains("id") : nullptr;
+    const json::value* result = o ? o->if_contains("result") : nullptr;
+    const json::object* r = result ? result->if_object() : nullptr;
+    const json::value* content = r ? r->if_contains("content") : nullptr;
+    const json::value* is_error = r ? r->if_contains("isError") : nullptr;
+    bool ok = res.result() == http::status::ok && got_id && got_id->is_int64() &&
+              got_id->get_int64() == id && is_error && is_error->is_bool() &&
+              !is_error->get_bool() && content && content->is_array() &&
+              content->get_array().size() == 1;
+    if (ok) {
+      const json::value& part = content->get_array()[0];
+      auto* type = string_field(part, "type");
+      auto* text = string_field(part, "text");
+      ok = type && *type == "text" && text && *text == expected;
+    }
+    if (!ok)
+      return "tools/call: expected 200 {id: " + std::to_string(id) +
+             ", result: {content: [{type: text, text: \"" + clip(expected, 100) +
+             "\"}], isError: false}}, got " + std::to_string(res.result_int()) + " " +
+             clip(res.body());
+    return "";
   }
 
   // 200 {info, parts}: an assistant message that finished with "stop", no error, and the
@@ -531,6 +700,8 @@ class Driver {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::string session_;
+  std::string mcp_session_;  // (h)
+  std::int64_t rpc_id_ = 0;
   int turns_ = 0;
 };
 
@@ -597,8 +768,24 @@ asio::awaitable<void> run_all(Run& run, const std::vector<std::string>& mcp_name
     });
   }
 
+  if (opt.has(Kind::Execute) || opt.has(Kind::ServedMcp)) {
+    run.open_client = std::make_unique<WsEchoClient>(run.target, "bench-open");
+    if (auto err = co_await run.open_client->connect(); !err.empty())
+      throw Fatal("open client: " + err);
+    if (auto err = co_await run.open_client->register_tool(); !err.empty())
+      throw Fatal("open client: register: " + err);
+    client_ended.add();
+    asio::co_spawn(run.target.io, run.open_client->serve(), [&](std::exception_ptr e) {
+      if (e) problems().add("open client: " + describe(e));
+      client_ended.count_down();
+    });
+  }
+
   Driver driver(run);
   if (auto err = co_await driver.connect(); !err.empty()) throw Fatal("driver: " + err);
+  if (opt.has(Kind::ServedMcp))
+    if (auto err = co_await driver.initialize_served(); !err.empty())
+      throw Fatal("/client-tools/mcp: " + err);
   bool alive = true;
   std::cerr << "warm-up: " << opt.warmup_sessions << " sessions of " << opt.session_turns
             << " turns per kind" << std::endl;
@@ -620,10 +807,11 @@ asio::awaitable<void> run_all(Run& run, const std::vector<std::string>& mcp_name
   run.measured_end = snapshot(run.server, 0);
   if (!alive) problems().add("the driver's connection broke; the run stopped early");
   driver.close();
-  if (run.client) {
+  if (run.client || run.open_client) {
     run.target.stopping = true;
-    run.client->close();
-    if (!co_await client_ended.wait(10s)) throw Fatal("the WebSocket client did not end");
+    for (auto* c : {&run.client, &run.open_client})
+      if (*c) (*c)->close();
+    if (!co_await client_ended.wait(10s)) throw Fatal("the WebSocket clients did not end");
     run.target.stopping = false;
   }
 }
@@ -632,6 +820,44 @@ asio::awaitable<void> run_all(Run& run, const std::vector<std::string>& mcp_name
 
 std::string ratio(double v, double base) {
   return base > 0 ? fmt(v / base, 2) : "n/a";
+}
+
+// The turn kinds against (e), with their MCP server's CPU; or (`calls`) the single calls, (g) and
+// (h), against (g).
+void print_table(const Options& opt, const Run& run, bool calls) {
+  Kind base_kind = calls ? Kind::Execute : Kind::Client;
+  std::string b = calls ? "(g)" : "(e)", unit = calls ? "call" : "turn";
+  const Tally& base = run.tally[static_cast<int>(base_kind)];
+  bool have_base = opt.has(base_kind) && base.turns > 0;
+  double base_cpu = have_base ? base.server_ms() : 0;
+  double base_p50 = have_base ? percentile(base.latency_ms, 0.5) : 0;
+  double base_p99 = have_base ? percentile(base.latency_ms, 0.99) : 0;
+  std::cout << "| " << unit << " | " << unit << "s | server CPU ms/" << unit << " | x " << b
+            << " | - " << b << " ms | of which kernel % | utime+stime ms/" << unit
+            << " | p50 ms | x " << b << " | p99 ms | x " << b << " |"
+            << (calls ? "" : " MCP server (node) CPU ms/turn |") << " bench µs/" << unit
+            << " | other load % | errors |\n"
+            << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" << (calls ? "" : "---:|")
+            << "---:|---:|---:|\n";
+  for (Kind k : opt.kinds) {
+    if (is_call(k) != calls) continue;
+    const Tally& t = run.tally[static_cast<int>(k)];
+    if (t.turns == 0) {
+      std::cout << "| " << spec(k).label << " | 0 | | | | | | | | | | |" << (calls ? "" : " |")
+                << " | " << t.errors << " |\n";
+      continue;
+    }
+    double p50 = percentile(t.latency_ms, 0.5), p99 = percentile(t.latency_ms, 0.99);
+    std::cout << "| " << spec(k).label << " | " << fmt_int(static_cast<double>(t.turns)) << " | "
+              << fmt(t.server_ms(), 3) << " | " << ratio(t.server_ms(), base_cpu) << " | "
+              << (have_base ? fmt(t.server_ms() - base_cpu, 3) : "n/a") << " | "
+              << fmt(t.kernel_share() * 100, 0) << " | " << fmt(t.server_ticks_ms(), 3) << " | "
+              << fmt(p50, 2) << " | " << ratio(p50, base_p50) << " | " << fmt(p99, 2) << " | "
+              << ratio(p99, base_p99) << " | ";
+    if (!calls) std::cout << (is_mcp(k) ? fmt(t.mcp_ms(), 3) : "") << " | ";
+    std::cout << fmt_int(t.bench_us_per_turn()) << " | " << fmt(t.other_load() * 100, 0) << " | "
+              << t.errors << " |\n";
+  }
 }
 
 void print_report(const Options& opt, const Run& run, const std::string& load_before) {
@@ -646,30 +872,13 @@ void print_report(const Options& opt, const Run& run, const std::string& load_be
             << " (after " << opt.warmup_sessions
             << " warm-up sessions per kind), the kinds a session at a time\n\n";
 
-  const Tally& base = run.tally[static_cast<int>(Kind::Client)];
-  bool have_base = opt.has(Kind::Client) && base.turns > 0;
-  double base_cpu = have_base ? base.server_ms() : 0;
-  double base_p50 = have_base ? percentile(base.latency_ms, 0.5) : 0;
-  double base_p99 = have_base ? percentile(base.latency_ms, 0.99) : 0;
-  std::cout << "| turn | turns | server CPU ms/turn | x (e) | - (e) ms | of which kernel % |"
-               " utime+stime ms/turn | p50 ms | x (e) | p99 ms | x (e) |"
-               " MCP server (node) CPU ms/turn | bench µs/turn | other load % | errors |\n"
-            << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  for (Kind k : opt.kinds) {
-    const Tally& t = run.tally[static_cast<int>(k)];
-    if (t.turns == 0) {
-      std::cout << "| " << spec(k).label << " | 0 | | | | | | | | | | | | | " << t.errors << " |\n";
-      continue;
-    }
-    double p50 = percentile(t.latency_ms, 0.5), p99 = percentile(t.latency_ms, 0.99);
-    std::cout << "| " << spec(k).label << " | " << fmt_int(static_cast<double>(t.turns)) << " | "
-              << fmt(t.server_ms(), 3) << " | " << ratio(t.server_ms(), base_cpu) << " | "
-              << (have_base ? fmt(t.server_ms() - base_cpu, 3) : "n/a") << " | "
-              << fmt(t.kernel_share() * 100, 0) << " | " << fmt(t.server_ticks_ms(), 3) << " | "
-              << fmt(p50, 2) << " | " << ratio(p50, base_p50) << " | " << fmt(p99, 2) << " | "
-              << ratio(p99, base_p99) << " | " << (is_mcp(k) ? fmt(t.mcp_ms(), 3) : "") << " | "
-              << fmt_int(t.bench_us_per_turn()) << " | " << fmt(t.other_load() * 100, 0) << " | "
-              << t.errors << " |\n";
+  bool any_turn =
+      std::any_of(opt.kinds.begin(), opt.kinds.end(), [](Kind k) { return !is_call(k); });
+  if (any_turn) print_table(opt, run, false);
+  if (opt.has(Kind::Execute) || opt.has(Kind::ServedMcp)) {
+    std::cout << (any_turn ? "\n" : "")
+              << "Single calls of an open client tool (no session, no model; not turns):\n\n";
+    print_table(opt, run, true);
   }
   if (run.measured_begin && run.measured_end) {
     const Snapshot &a = *run.measured_begin, &b = *run.measured_end;
