@@ -219,18 +219,6 @@ ClientToolRegistry::Definition ClientToolRegistry::get_tool(const std::string& t
   return def->second;
 }
 
-std::optional<std::string> ClientToolRegistry::find_client_for_tool(
-    const std::string& tool_id) const {
-  std::lock_guard lock(mutex_);
-  auto it = tool_owner_.find(tool_id);
-  if (it == tool_owner_.end()) return std::nullopt;
-  return it->second;
-}
-
-bool ClientToolRegistry::is_client_tool(const std::string& tool_id) const {
-  return find_client_for_tool(tool_id).has_value();
-}
-
 std::optional<std::string> ClientToolRegistry::resolve_locked(const std::string& tool,
                                                               const std::string& client_id) const {
   if (!client_id.empty()) {

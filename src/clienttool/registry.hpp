@@ -114,8 +114,6 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   std::map<std::string, Definition> get_all_tools() const;
   // One registered tool by its full id; null when there is none.
   Definition get_tool(const std::string& tool_id) const;
-  std::optional<std::string> find_client_for_tool(const std::string& tool_id) const;
-  bool is_client_tool(const std::string& tool_id) const;
 
   // A call to a client tool, as an Asio operation completing with the call's outcome: the
   // client's response, or why it could not be made or the server gave up (below). Emitting on

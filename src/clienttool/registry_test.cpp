@@ -304,16 +304,17 @@ TEST_F(RegistryTest, GetAllToolsSpansClients) {
   EXPECT_EQ(all.at("client_c2_a")->id, "client_c2_a");
 }
 
-TEST_F(RegistryTest, FindClientForToolAndIsClientTool) {
+TEST_F(RegistryTest, GetToolFindsAToolByItsFullIdOnly) {
   register_ok("c1", {spec("a")});
   register_ok("my-client", {spec("search-docs")});
-  EXPECT_EQ(registry_->find_client_for_tool("client_c1_a"), "c1");
-  EXPECT_EQ(registry_->find_client_for_tool("client_my-client_search-docs"), "my-client");
-  EXPECT_EQ(registry_->find_client_for_tool("a"), std::nullopt);  // a name is not an id
-  EXPECT_EQ(registry_->find_client_for_tool("client_c2_a"), std::nullopt);
-  EXPECT_TRUE(registry_->is_client_tool("client_c1_a"));
-  EXPECT_FALSE(registry_->is_client_tool("read"));
-  EXPECT_FALSE(registry_->is_client_tool("client_c1_b"));
+  ASSERT_TRUE(registry_->get_tool("client_c1_a"));
+  EXPECT_EQ(registry_->get_tool("client_c1_a")->client_id, "c1");
+  ASSERT_TRUE(registry_->get_tool("client_my-client_search-docs"));
+  EXPECT_EQ(registry_->get_tool("client_my-client_search-docs")->client_id, "my-client");
+  EXPECT_FALSE(registry_->get_tool("a"));  // a name is not an id
+  EXPECT_FALSE(registry_->get_tool("client_c2_a"));
+  EXPECT_FALSE(registry_->get_tool("read"));
+  EXPECT_FALSE(registry_->get_tool("client_c1_b"));
 }
 
 TEST_F(RegistryTest, AToolIdOwnedByAnotherClientIsAConflict) {
@@ -323,7 +324,8 @@ TEST_F(RegistryTest, AToolIdOwnedByAnotherClientIsAConflict) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::Conflict);
   EXPECT_NE(r.error().message.find("client_a_b_c"), std::string::npos) << r.error().message;
-  EXPECT_EQ(registry_->find_client_for_tool("client_a_b_c"), "a");
+  ASSERT_TRUE(registry_->get_tool("client_a_b_c"));
+  EXPECT_EQ(registry_->get_tool("client_a_b_c")->client_id, "a");
   EXPECT_TRUE(registry_->get_tools("a_b").empty());
   ASSERT_EQ(registry_->get_tools("a").size(), 1u);
   EXPECT_EQ(registry_->get_tools("a")[0]->description, "first");
@@ -433,7 +435,7 @@ TEST_F(RegistryTest, RegistrationIsAllOrNothing) {
   auto tools = registry_->get_tools("c1");
   ASSERT_EQ(tools.size(), 1u);
   EXPECT_EQ(tools[0]->description, "v1");
-  EXPECT_FALSE(registry_->is_client_tool("client_c1_fresh"));
+  EXPECT_FALSE(registry_->get_tool("client_c1_fresh"));
   EXPECT_EQ(events_.of_type("client-tool.registered").size(), 1u);
 }
 
@@ -445,8 +447,8 @@ TEST_F(RegistryTest, UnregisterByFullIdOrByNameSkipsUnknownIds) {
       "c1", Strings{"client_c1_a", "b", "nope", "client_c1_nope", "client_c1_a"});
   EXPECT_EQ(removed, (Strings{"client_c1_a", "client_c1_b"}));
   EXPECT_EQ(tool_ids("c1"), (Strings{"client_c1_c"}));
-  EXPECT_FALSE(registry_->is_client_tool("client_c1_a"));
-  EXPECT_FALSE(registry_->is_client_tool("client_c1_b"));
+  EXPECT_FALSE(registry_->get_tool("client_c1_a"));
+  EXPECT_FALSE(registry_->get_tool("client_c1_b"));
 
   auto e = events_.wait_for("client-tool.unregistered");
   ASSERT_NE(e, nullptr);
@@ -461,7 +463,7 @@ TEST_F(RegistryTest, UnregisterWithoutIdsRemovesAllOfTheClientsTools) {
   std::sort(removed.begin(), removed.end());
   EXPECT_EQ(removed, (Strings{"client_c1_a", "client_c1_b"}));
   EXPECT_TRUE(registry_->get_tools("c1").empty());
-  EXPECT_EQ(registry_->find_client_for_tool("client_c1_a"), std::nullopt);
+  EXPECT_FALSE(registry_->get_tool("client_c1_a"));
   EXPECT_EQ(tool_ids("c2"), (Strings{"client_c2_a"}));
 
   // Nothing left: nothing removed, no event.
@@ -474,7 +476,7 @@ TEST_F(RegistryTest, UnregisterCannotRemoveAnotherClientsTools) {
   register_ok("c1", {spec("a")});
   register_ok("c2", {spec("b")});
   EXPECT_TRUE(registry_->unregister("c2", Strings{"client_c1_a", "a"}).empty());
-  EXPECT_TRUE(registry_->is_client_tool("client_c1_a"));
+  EXPECT_TRUE(registry_->get_tool("client_c1_a"));
 }
 
 // ---- execute ----------------------------------------------------------------------------------
@@ -1107,7 +1109,7 @@ TEST_F(RegistryTest, DetachWithoutGraceFailsCallsAndRemovesTools) {
   EXPECT_EQ(outcome->error().message, "Client disconnected");
   EXPECT_FALSE(registry_->is_connected("c1"));
   EXPECT_TRUE(registry_->get_tools("c1").empty());
-  EXPECT_FALSE(registry_->is_client_tool("client_c1_t"));
+  EXPECT_FALSE(registry_->get_tool("client_c1_t"));
   EXPECT_NE(events_.wait_for("client-tool.disconnected"), nullptr);
   auto unregistered = events_.wait_for("client-tool.unregistered");
   ASSERT_NE(unregistered, nullptr);
@@ -1115,7 +1117,7 @@ TEST_F(RegistryTest, DetachWithoutGraceFailsCallsAndRemovesTools) {
 
   // Other clients are untouched.
   EXPECT_EQ(other.count(), 0u);
-  EXPECT_TRUE(registry_->is_client_tool("client_c2_t"));
+  EXPECT_TRUE(registry_->get_tool("client_c2_t"));
 }
 
 TEST_F(RegistryTest, CleanupFailsCallsAndRemovesTools) {
@@ -1249,7 +1251,7 @@ TEST_F(RegistryTest, GraceExpiryFailsCallsAndRemovesTools) {
   EXPECT_EQ(outcome->error().message, "Client disconnected");
   ASSERT_NE(events_.wait_for("client-tool.unregistered"), nullptr);
   EXPECT_TRUE(registry_->get_tools("c1").empty());
-  EXPECT_FALSE(registry_->is_client_tool("client_c1_t"));
+  EXPECT_FALSE(registry_->get_tool("client_c1_t"));
 }
 
 TEST_F(RegistryTest, SecondConnectionReplacesAndClosesTheFirst) {
@@ -1281,7 +1283,7 @@ TEST_F(RegistryTest, SecondConnectionReplacesAndClosesTheFirst) {
   // The old connection closing afterwards does not disconnect the client.
   registry_->detach("c1", conn1);
   EXPECT_TRUE(registry_->is_connected("c1"));
-  EXPECT_TRUE(registry_->is_client_tool("client_c1_t"));
+  EXPECT_TRUE(registry_->get_tool("client_c1_t"));
   EXPECT_EQ(d1.count(), 0u);
 
   registry_->detach("c1", conn2);
