@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "fake_model_server.hpp"
 #include "net_client.hpp"
@@ -212,6 +213,25 @@ class BusEvents {
       json::value event(std::move(*e));
       const json::value* got = find(event, pointer);
       if (got && *got == value) return event.get_object();
+    }
+  }
+
+  // Every event until `sid` is idle, in order, the session.idle last. Throws on timeout.
+  std::vector<json::object> until_idle(const std::string& sid,
+                                       std::chrono::milliseconds timeout = 10s) {
+    std::vector<json::object> out;
+    auto deadline = Clock::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      auto e = left.count() > 0 ? sse_.next_event(left) : std::nullopt;
+      if (!e)
+        throw std::runtime_error("session " + sid + " did not become idle within " +
+                                 std::to_string(timeout.count()) + " ms");
+      json::value v = e->json();
+      if (!v.is_object()) continue;
+      out.push_back(v.get_object());
+      if (string_at(v, "/type") == "session.idle" && string_at(v, "/properties/sessionID") == sid)
+        return out;
     }
   }
 

@@ -362,25 +362,6 @@ class McpServe : public ServerTest {
     return found;
   }
 
-  // Reads /event until `sid` is idle; the events on the way. Throws on timeout.
-  std::vector<json::object> events_until_idle(BusEvents& bus, const std::string& sid,
-                                              std::chrono::milliseconds timeout) {
-    std::vector<json::object> out;
-    auto deadline = Clock::now() + timeout;
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      auto e = left.count() > 0 ? bus.sse().next_event(left) : std::nullopt;
-      if (!e)
-        throw std::runtime_error("session " + sid + " did not become idle within " +
-                                 std::to_string(timeout.count()) + " ms");
-      json::value v = e->json();
-      if (!v.is_object()) continue;
-      out.push_back(v.get_object());
-      if (string_at(v, "/type") == "session.idle" && string_at(v, "/properties/sessionID") == sid)
-        return out;
-    }
-  }
-
   // A turn of a new session in which the scripted model calls `tool` with `input`.
   Call call(const std::string& tool, const json::value& input,
             std::chrono::milliseconds timeout = 30s) {
@@ -388,7 +369,7 @@ class McpServe : public ServerTest {
     Call c;
     c.session = create_session();
     prompt_async(c.session, "/call " + tool + " " + str(input));
-    c.events = events_until_idle(bus, c.session, timeout);
+    c.events = bus.until_idle(c.session, timeout);
     c.part = tool_part(c.session, tool);
     return c;
   }
@@ -497,7 +478,7 @@ class McpServe : public ServerTest {
     ASSERT_TRUE(progressing) << "no progress from " << slow;
     auto t0 = Clock::now();
     ASSERT_TRUE(IsOk(http_post(port(), "/session/" + sid + "/abort", json::object{})));
-    events_until_idle(bus, sid, 5s);
+    bus.until_idle(sid, 5s);
     EXPECT_LT(elapsed_ms(t0), 3000) << "the abort took too long";
     json::value part = tool_part(sid, slow);
     EXPECT_EQ(string_at(part, "/state/status"), "error") << str(part);
@@ -571,7 +552,7 @@ TEST_F(McpServe, AnAskRuleOnMcpToolsAsksWithTheToolIdAndOnceLetsTheCallRun) {
   std::string id = string_at(a, "/properties/id");
   ASSERT_TRUE(
       IsOk(http_post(port(), "/permission/" + id + "/reply", json::object{{"reply", "once"}})));
-  events_until_idle(bus, sid, 30s);
+  bus.until_idle(sid, 30s);
   json::value part = tool_part(sid, "fs_read_text_file");
   EXPECT_EQ(string_at(part, "/state/status"), "completed") << str(part);
   EXPECT_TRUE(contains(string_at(part, "/state/output"), "the notes of the project")) << str(part);
@@ -718,7 +699,7 @@ TEST_F(McpServe, AServerAskingForInputAsksThePerson) {
   std::string id = string_at(q, "/properties/id");
   ASSERT_TRUE(IsOk(http_post(port(), "/question/" + id + "/reply",
                              json::object{{"answers", json::array{json::array{"Ann"}}}})));
-  events_until_idle(bus, sid, 15s);
+  bus.until_idle(sid, 15s);
   json::value part = tool_part(sid, "faulty_elicit");
   EXPECT_EQ(string_at(part, "/state/status"), "completed") << str(part);
   EXPECT_EQ(string_at(part, "/state/output"), "hello Ann") << str(part);

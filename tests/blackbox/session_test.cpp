@@ -160,25 +160,6 @@ class SessionTest : public ServerTest {
 
   json::object status() { return http_get(port(), "/session/status").json().as_object(); }
 
-  // Reads /event until `sid` is idle; the events on the way, in order. Throws on timeout.
-  std::vector<json::object> events_until_idle(BusEvents& bus, const std::string& sid,
-                                              std::chrono::milliseconds timeout = 10s) {
-    std::vector<json::object> out;
-    auto deadline = Clock::now() + timeout;
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      auto e = left.count() > 0 ? bus.sse().next_event(left) : std::nullopt;
-      if (!e)
-        throw std::runtime_error("session " + sid + " did not become idle within " +
-                                 std::to_string(timeout.count()) + " ms");
-      json::value v = e->json();
-      if (!v.is_object()) continue;
-      out.push_back(v.get_object());
-      if (string_at(v, "/type") == "session.idle" && string_at(v, "/properties/sessionID") == sid)
-        return out;
-    }
-  }
-
   void wait_idle(BusEvents& bus, const std::string& sid, std::chrono::milliseconds timeout = 10s) {
     if (!bus.next_where("session.idle", "/properties/sessionID", json::value(sid), timeout))
       throw std::runtime_error("session " + sid + " did not become idle within " +
@@ -845,7 +826,7 @@ TEST_F(SessionPermission, AlwaysAllowsTheSameKindOfCallForTheRestOfTheSession) {
   std::string id = string_at(json::value(*asked), "/properties/id");
   ASSERT_TRUE(
       IsOk(http_post(port(), "/permission/" + id + "/reply", json::object{{"reply", "always"}})));
-  auto events = events_until_idle(bus, sid);
+  auto events = bus.until_idle(sid);
   for (const auto& e : events)
     EXPECT_NE(string_at(json::value(e), "/type"), "permission.asked")
         << "asked again after \"always\": " << str(e);
@@ -1039,7 +1020,7 @@ TEST_F(SessionTurn, SyncPromptAnswersWithTheAssistantMessage) {
   EXPECT_EQ(list[1], v) << "GET message differs from the prompt's answer";
 
   // The text and the reasoning streamed as deltas on /event, each to its own part.
-  auto events = events_until_idle(bus, sid);
+  auto events = bus.until_idle(sid);
   std::map<std::string, std::string> streamed;  // by part id
   for (const auto& e : events)
     if (string_at(json::value(e), "/type") == "message.part.delta" &&
@@ -1075,7 +1056,7 @@ TEST_F(SessionTurn, ABurstOfThousandsOfDeltasReachesEverySubscriberWhole) {
   ASSERT_TRUE(IsOk(reply));
   EXPECT_EQ(text_of(reply.json()), text);
   for (BusEvents* bus : {&first, &second}) {
-    auto events = events_until_idle(*bus, sid);
+    auto events = bus->until_idle(sid);
     std::string streamed;
     std::size_t deltas = 0;
     for (const auto& e : events)
@@ -1108,7 +1089,7 @@ TEST_F(SessionProvider, ServerErrorsAreRetriedThenNamedOnTheMessage) {
   EXPECT_EQ(value_at(v, "/info/error/data/statusCode"), 500) << reply.describe();
   EXPECT_EQ(model_.request_count(), 3u) << "retry.attempts is 2: three tries in all";
 
-  auto events = events_until_idle(bus, sid);
+  auto events = bus.until_idle(sid);
   std::vector<std::int64_t> attempts;
   bool session_error = false;
   for (const auto& e : events) {
@@ -1294,7 +1275,7 @@ TEST_F(SessionProvider, UnauthorizedIsAProviderAuthErrorWithoutRetries) {
   auto first = model_.wait_for_request(0, 1s);
   ASSERT_TRUE(first);
   EXPECT_EQ(first->header("authorization").value_or(""), "Bearer sk-test");
-  for (const auto& e : events_until_idle(bus, sid))
+  for (const auto& e : bus.until_idle(sid))
     EXPECT_NE(string_at(json::value(e), "/properties/status/type"), "retry") << str(e);
 }
 
@@ -1487,7 +1468,7 @@ TEST_F(SessionTurn, TheTruncationNoteCanBeFollowedWithoutAnAsk) {
   json::value r(*rest);
   EXPECT_EQ(string_at(r, "/state/status"), "completed") << str(r);
   EXPECT_TRUE(contains(string_at(r, "/state/output"), "2001")) << str(r);
-  for (const auto& e : events_until_idle(bus, t.session))
+  for (const auto& e : bus.until_idle(t.session))
     EXPECT_NE(string_at(json::value(e), "/type"), "permission.asked") << str(json::value(e));
 }
 
