@@ -27,6 +27,8 @@ constexpr std::string_view kMetaSubscription = "io.modelcontextprotocol/subscrip
 constexpr int kMaxToolPages = 100;
 constexpr std::size_t kMaxTools = 1000;
 constexpr int kMaxInputRounds = 10;
+// Requests of the server answered at once (ping aside).
+constexpr int kMaxServing = 16;
 
 bool known_legacy(std::string_view version) {
   return std::find(std::begin(kLegacyVersions), std::end(kLegacyVersions), version) !=
@@ -453,11 +455,24 @@ void Client::on_request(Message m) {
     transport_->send(response(m.id, {}));
     return;
   }
-  std::string call = calls_.empty() ? std::string() : calls_.back();
+  // A server that floods us with requests (each may become a question to a person) gets an
+  // error for those beyond a few at once.
+  if (serving_ >= kMaxServing) {
+    transport_->send(error_response(
+        m.id, rpc_code::kInternalError,
+        "too many requests at once: " + std::to_string(kMaxServing) + " are being answered"));
+    return;
+  }
+  ++serving_;
+  // A legacy server's request names no call: it belongs to the one call in flight. With several
+  // (maybe of different sessions) it could be any of them, and a question must not go to the
+  // wrong person: it is answered without a call (an elicitation is declined).
+  std::string call = calls_.size() == 1 ? calls_.front() : std::string();
   asio::co_spawn(
       executor_,
       [self = shared_from_this(), m = std::move(m), call]() mutable -> asio::awaitable<void> {
         auto answer = co_await self->answer_input(m.method, std::move(m.params), call);
+        --self->serving_;
         if (self->closed_) co_return;
         if (answer)
           self->transport_->send(response(m.id, std::move(*answer)));

@@ -170,9 +170,10 @@ class Client : public std::enable_shared_from_this<Client> {
   std::string version_;
   json::object capabilities_;
   std::string server_info_;
-  // The calls in flight, newest last: a legacy server's elicitation goes to the newest.
+  // The calls in flight: a legacy server's elicitation goes to the call when there is one alone.
   std::vector<std::string> calls_;
   std::optional<std::int64_t> subscription_;
+  int serving_ = 0;  // the server's requests being answered
 };
 
 }  // namespace sb::mcp

@@ -81,6 +81,7 @@ Result<void> Manager::connect(const std::string& name) {
     return make_error(ErrorCode::NotFound, "no MCP server named \"" + name + "\"");
   if (shut_down_) return make_error(ErrorCode::Unavailable, "the server is shutting down");
   end_connection(it->second);
+  it->second.retries = 0;  // a person asked: the automatic tries start over
   begin_connect(it->second);
   return {};
 }
@@ -110,9 +111,15 @@ void Manager::shutdown() {
 
 void Manager::begin_connect(Server& server) {
   ++server.generation;
+  server.refreshing = server.refresh_again = false;
   set_status(server.config.name, server, ServerStatus{State::Connecting, {}, {}, {}});
-  asio::co_spawn(deps_.executor, run_connect(server.config.name, server.generation),
-                 asio::detached);
+  // The lambda holds the manager until the coroutine ends (co_spawn keeps it that long).
+  asio::co_spawn(
+      deps_.executor,
+      [self = shared_from_this(), name = server.config.name, generation = server.generation] {
+        return self->run_connect(name, generation);
+      },
+      asio::detached);
 }
 
 Manager::Server* Manager::find(const std::string& name, std::uint64_t generation) {
@@ -153,8 +160,7 @@ asio::awaitable<void> Manager::run_connect(std::string name, std::uint64_t gener
   Client::Callbacks callbacks;
   std::weak_ptr<Manager> weak = self;
   callbacks.tools_changed = [weak, name, generation] {
-    if (auto m = weak.lock())
-      asio::co_spawn(m->deps_.executor, m->refresh_tools(name, generation), asio::detached);
+    if (auto m = weak.lock()) m->request_refresh(name, generation);
   };
   callbacks.closed = [weak, name, generation](const std::string& reason) {
     auto m = weak.lock();
@@ -188,7 +194,34 @@ asio::awaitable<void> Manager::run_connect(std::string name, std::uint64_t gener
   log::info("mcp ", name, ": connected (",
             client->server_name().empty() ? "" : client->server_name() + ", ", "protocol ",
             client->protocol_version(), ")");
-  co_await refresh_tools(name, generation);
+  request_refresh(name, generation);
+}
+
+void Manager::request_refresh(const std::string& name, std::uint64_t generation) {
+  Server* server = find(name, generation);
+  if (!server) return;
+  // One list at a time: change notices that come meanwhile make one more, not one each (a
+  // server sending thousands must not make thousands of tools/list, published out of order).
+  if (server->refreshing) {
+    server->refresh_again = true;
+    return;
+  }
+  server->refreshing = true;
+  asio::co_spawn(
+      deps_.executor,
+      [self = shared_from_this(), name, generation]() -> asio::awaitable<void> {
+        for (;;) {
+          co_await self->refresh_tools(name, generation);
+          Server* s = self->find(name, generation);
+          if (!s) co_return;  // a new connection resets the flags
+          if (!s->refresh_again) {
+            s->refreshing = false;
+            co_return;
+          }
+          s->refresh_again = false;
+        }
+      },
+      asio::detached);
 }
 
 asio::awaitable<void> Manager::refresh_tools(std::string name, std::uint64_t generation) {
@@ -286,6 +319,7 @@ void Manager::fail(const std::string& name, Server& server, const std::string& w
 
 void Manager::end_connection(Server& server) {
   ++server.generation;
+  server.refreshing = server.refresh_again = false;
   if (server.client) {
     auto client = std::move(server.client);
     client->close("disconnected");

@@ -71,11 +71,15 @@ class Manager : public std::enable_shared_from_this<Manager> {
     std::shared_ptr<Client> client;
     std::uint64_t generation = 0;  // bumped by every (re)connect and disconnect
     int retries = 0;               // automatic reconnections since it last connected
+    bool refreshing = false;       // a tools/list is under way
+    bool refresh_again = false;    // the list changed again meanwhile
   };
 
   explicit Manager(ManagerDeps deps) : deps_(std::move(deps)) {}
   void begin_connect(Server& server);
   boost::asio::awaitable<void> run_connect(std::string name, std::uint64_t generation);
+  // Reads its tools again (coalesced: at most one tools/list at a time per server).
+  void request_refresh(const std::string& name, std::uint64_t generation);
   boost::asio::awaitable<void> refresh_tools(std::string name, std::uint64_t generation);
   // Failed with `why`; a remote server is tried again a few times.
   void fail(const std::string& name, Server& server, const std::string& why);

@@ -265,6 +265,7 @@ class McpClientTest : public ::testing::Test {
     Client::Callbacks callbacks;
     callbacks.tools_changed = [this] { ++tools_changed_; };
     callbacks.closed = [this](const std::string& why) { closed_ = why; };
+    callbacks.input = input_;
     return Client::create(io_.get_executor(), std::make_unique<ScriptedTransport>(peer_),
                           std::move(options), std::move(callbacks));
   }
@@ -322,6 +323,7 @@ class McpClientTest : public ::testing::Test {
   std::shared_ptr<ScriptedTransport::Shared> peer_ = std::make_shared<ScriptedTransport::Shared>();
   int tools_changed_ = 0;
   std::optional<std::string> closed_;
+  InputHandler input_;  // what a person would answer an elicitation with
 };
 
 TEST_F(McpClientTest, ALegacyServerIsProbedThenInitialized) {
@@ -539,6 +541,43 @@ TEST_F(McpClientTest, AnswersServerRequestsForPingAndRootsAndRefusesSampling) {
   EXPECT_EQ(answers["0"]->result.at("roots").at(0).at("uri").as_string(), "file:///work/project");
   ASSERT_TRUE(answers["s1"]->error);
   EXPECT_NE(answers["s1"]->error->message.find("does not offer"), std::string::npos);
+}
+
+TEST_F(McpClientTest, AFloodOfServerRequestsIsAnsweredSixteenAtATimeAndRefusedBeyond) {
+  legacy_peer();
+  // A person takes 300 ms to answer each question.
+  input_ = [this](const std::string&, json::object,
+                  const std::string&) -> asio::awaitable<Result<json::object>> {
+    asio::steady_timer person(io_, 300ms);
+    co_await person.async_wait(asio::use_awaitable);
+    co_return json::object{{"action", "decline"}};
+  };
+  auto client = make();
+  ASSERT_TRUE(run(client->connect()));
+  asio::post(io_, [this] {
+    for (int i = 0; i < 20; ++i) {
+      Message ask;
+      ask.kind = Message::Kind::Request;
+      ask.id = "e" + std::to_string(i);
+      ask.method = "elicitation/create";
+      ask.params = obj(R"({"message": "?", "requestedSchema": {"type": "object"}})");
+      peer_->events.message(ask);
+    }
+  });
+  io_.restart();
+  io_.run_for(1s);
+  int answered = 0, refused = 0;
+  for (const auto& m : peer_->sent) {
+    if (m.kind != Message::Kind::Response) continue;
+    if (m.error) {
+      ++refused;
+      EXPECT_NE(m.error->message.find("too many requests at once"), std::string::npos);
+    } else {
+      ++answered;
+    }
+  }
+  EXPECT_EQ(answered, 16);
+  EXPECT_EQ(refused, 4);
 }
 
 TEST_F(McpClientTest, AModernServerAskingForInputIsAskedAgainWithTheAnswersAndItsState) {

@@ -117,11 +117,7 @@ asio::awaitable<mcp::Message> served_call(ServerState& state, mcp::Message m,
                                           SendMessage send_progress) {
   auto params = mcp::call_params(*state.registry, m.params, client_id);
   if (!params)
-    co_return mcp::error_response(m.id,
-                                  params.error().code == ErrorCode::NotFound
-                                      ? mcp::rpc_code::kInvalidParams
-                                      : mcp::rpc_code::kInvalidParams,
-                                  params.error().message);
+    co_return mcp::error_response(m.id, mcp::rpc_code::kInvalidParams, params.error().message);
   params->cancel_reason = [] { return std::string("the MCP host cancelled the call"); };
   // Given up when the host leaves, or (legacy) says notifications/cancelled.
   auto give_up = std::make_shared<asio::cancellation_signal>();
@@ -141,7 +137,10 @@ asio::awaitable<mcp::Message> served_call(ServerState& state, mcp::Message m,
   auto bound = asio::bind_cancellation_slot(give_up->slot(), asio::use_awaitable);
   auto outcome =
       co_await state.registry->async_execute(std::move(*params), std::move(progress), bound);
-  if (!key.empty()) state.mcp_served_calls.erase(key);
+  // A host that reused the id meanwhile owns the entry now.
+  if (auto it = state.mcp_served_calls.find(key);
+      !key.empty() && it != state.mcp_served_calls.end() && it->second == give_up)
+    state.mcp_served_calls.erase(it);
   if (left.is_connected()) left.clear();
   co_return mcp::response(m.id, mcp::call_result(outcome, modern));
 }
@@ -276,7 +275,9 @@ asio::awaitable<Reply> served_post(Call& c) {
     c.take_over = [&state = c.state, id = m.id](tcp::socket socket, Request req) {
       MessageStreamBody body = [&state, id](SendMessage send,
                                             asio::cancellation_slot left) -> asio::awaitable<void> {
-        co_await served_changes(state, std::move(send), left, id);
+        // Named, not a conversion in the co_await: GCC 12 destroys those twice.
+        std::optional<json::value> subscription = id;
+        co_await served_changes(state, std::move(send), left, std::move(subscription));
       };
       return run_message_stream(state, std::move(socket), std::move(req), std::move(body));
     };
@@ -299,7 +300,8 @@ asio::awaitable<Reply> served_get(Call& c) {
   c.take_over = [&state = c.state](tcp::socket socket, Request req) {
     MessageStreamBody body = [&state](SendMessage send,
                                       asio::cancellation_slot left) -> asio::awaitable<void> {
-      co_await served_changes(state, std::move(send), left, std::nullopt);
+      std::optional<json::value> no_subscription;
+      co_await served_changes(state, std::move(send), left, std::move(no_subscription));
     };
     return run_message_stream(state, std::move(socket), std::move(req), std::move(body));
   };
