@@ -208,8 +208,12 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
       loaded += (i ? ", " : " ") + custom.tools[i]->id() + " (" + custom.files[i].string() + ")";
     out.notes.push_back(loaded);
   }
+  auto chat_store = deps.store;
   state->sessions = session::SessionService::create(std::move(deps), std::move(service_options));
   *service_slot = state->sessions;
+  state->chats = chat::ChatService::create(
+      chat::ChatDeps{io.get_executor(), state->bus, state->sessions, std::move(chat_store),
+                     state->registry, state->tools, state->permissions});
   auto recovered = state->sessions->recover();
   if (!recovered) return recovered.error();
   if (*recovered)

@@ -65,7 +65,8 @@ ClientToolRegistry::~ClientToolRegistry() {
 
 Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::string& client_id,
                                                                     std::vector<ToolSpec> specs,
-                                                                    const std::string& session_id) {
+                                                                    const std::string& session_id,
+                                                                    bool plain_names) {
   if (!valid_name(client_id))
     return make_error(
         ErrorCode::InvalidRequest,
@@ -91,6 +92,7 @@ Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::s
     def->schema = std::move(*schema);
     def->interactive = spec.interactive;
     def->session_id = session_id;
+    def->plain_name = plain_names && !session_id.empty();
     defs.push_back(std::move(def));
   }
 

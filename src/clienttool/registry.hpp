@@ -99,10 +99,12 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
 
   // Validates every spec (name of letters, digits, '_' and '-'; a compilable object schema) and
   // registers all or none. An id that exists is replaced. Returns the tool ids.
-  // `session_id`, when not empty, offers the tools to that session only.
+  // `session_id`, when not empty, offers the tools to that session only; with `plain_names`
+  // too, the model is offered them by their names (ToolDefinition::plain_name).
   Result<std::vector<std::string>> register_tools(const std::string& client_id,
                                                   std::vector<ToolSpec> specs,
-                                                  const std::string& session_id = {});
+                                                  const std::string& session_id = {},
+                                                  bool plain_names = false);
   // Removes the named tools (full ids or the client's names), or all when `ids` is nullopt.
   // Calls waiting on a removed tool fail. Returns the ids that were removed.
   std::vector<std::string> unregister(const std::string& client_id,

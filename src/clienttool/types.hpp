@@ -27,6 +27,9 @@ struct ToolDefinition {
   std::shared_ptr<const CompiledSchema> schema;
   bool interactive = false;
   std::string session_id;  // offered only to this session; empty = to every session
+  // Offered to the model by `name` rather than `id`: a chat's own tools (one session each), named
+  // as the app named them.
+  bool plain_name = false;
 };
 
 // What the server sends a client to run ("client-tool-request"), besides the input (which is

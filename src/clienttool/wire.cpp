@@ -16,6 +16,16 @@ bool valid_name(std::string_view name) {
   return true;
 }
 
+Result<void> parse_spec_options(const json::object& tool, std::string_view at, ToolSpec& spec) {
+  auto description = get_string(tool, "description", at);
+  if (!description) return description.error();
+  spec.description = description->value_or("");
+  auto interactive = get_bool(tool, "interactive", at);
+  if (!interactive) return interactive.error();
+  spec.interactive = interactive->value_or(false);
+  return {};
+}
+
 Result<std::vector<ToolSpec>> parse_tool_specs(const json::value* tools, std::string_view path) {
   if (!tools || tools->is_null())
     return make_error(ErrorCode::InvalidRequest, std::string(path) + " is required");
@@ -43,12 +53,7 @@ Result<std::vector<ToolSpec>> parse_tool_specs(const json::value* tools, std::st
                         at + ".id \"" + **id + "\" is already " + std::string(path) + "[" +
                             std::to_string(first->second) + "].id: each tool once");
     spec.name = std::move(**id);
-    auto description = get_string(t, "description", at);
-    if (!description) return description.error();
-    spec.description = description->value_or("");
-    auto interactive = get_bool(t, "interactive", at);
-    if (!interactive) return interactive.error();
-    spec.interactive = interactive->value_or(false);
+    if (auto r = parse_spec_options(t, at, spec); !r) return r.error();
     if (auto p = t.find("parameters"); p != t.end() && !p->value().is_null())
       spec.parameters = p->value();
     else

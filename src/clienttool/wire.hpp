@@ -15,6 +15,8 @@ bool valid_name(std::string_view name);
 // `tools` as sent to /client-tools/register or a WebSocket "register": an array of
 // {id, description, parameters}. Errors name the element ("tools[2].description must be a string").
 Result<std::vector<ToolSpec>> parse_tool_specs(const json::value* tools, std::string_view path);
+// A spec's optional fields as both shapes of tools write them: description, interactive.
+Result<void> parse_spec_options(const json::object& tool, std::string_view at, ToolSpec& spec);
 
 // What one client may register (clientTools.maxToolsPerClient, maxDescriptionBytes,
 // maxSchemaBytes): a model's context and a server's memory are not for one client to fill.

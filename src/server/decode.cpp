@@ -224,4 +224,148 @@ Result<std::string> decode_login(const json::object& body) {
   return require_string(body, "password");
 }
 
+namespace {
+
+// The app's tools: {NAME: {description?, inputSchema?, interactive?}}.
+Result<std::vector<clienttool::ToolSpec>> decode_chat_tools(const json::object& tools) {
+  std::vector<clienttool::ToolSpec> specs;
+  for (const auto& [name, value] : tools) {
+    std::string at = field_path("tools", name);
+    if (!clienttool::valid_name(name))
+      return invalid(at + ": a tool name must be 1-128 letters, digits, '_' or '-'");
+    if (!value.is_object())
+      return invalid(at + " must be an object, got " + std::string(kind_name(value)));
+    const json::object& t = value.get_object();
+    clienttool::ToolSpec spec;
+    spec.name = std::string(name);
+    if (auto r = clienttool::parse_spec_options(t, at, spec); !r) return r.error();
+    auto schema = t.find("inputSchema");
+    if (schema == t.end() || schema->value().is_null())
+      spec.parameters = json::object{{"type", "object"}, {"properties", json::object{}}};
+    else
+      spec.parameters = json::value(schema->value(), json::storage_ptr());
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+// A tool part of the last assistant message: its output or its approval answer, if it has one.
+Result<void> decode_tool_part(const json::object& part, const std::string& at,
+                              chat::ChatRequest& out) {
+  auto call_id = require_string(part, "toolCallId", at);
+  if (!call_id) return call_id.error();
+  auto state = require_string(part, "state", at);
+  if (!state) return state.error();
+  if (*state == "output-available" || *state == "output-error") {
+    chat::ToolOutput output;
+    output.call_id = *call_id;
+    output.ok = *state == "output-available";
+    if (output.ok) {
+      if (auto o = part.find("output"); o != part.end())
+        output.output = json::value(o->value(), json::storage_ptr());
+    } else {
+      auto error = get_string(part, "errorText", at);
+      if (!error) return error.error();
+      output.error = error->value_or("the tool failed");
+    }
+    out.outputs.push_back(std::move(output));
+  } else if (*state == "approval-responded") {
+    auto approval = get_object(part, "approval", at);
+    if (!approval) return approval.error();
+    if (!*approval) return invalid(at + ".approval is required in state approval-responded");
+    std::string where = at + ".approval";
+    chat::ApprovalAnswer answer;
+    answer.call_id = *call_id;
+    if (auto r = take(require_string(**approval, "id", where), answer.approval_id); !r) return r;
+    auto approved = get_bool(**approval, "approved", where);
+    if (!approved) return approved.error();
+    if (!*approved) return invalid(where + ".approved is required");
+    answer.approved = **approved;
+    if (auto r = take(get_string(**approval, "reason", where), answer.reason); !r) return r;
+    out.approvals.push_back(std::move(answer));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<chat::ChatRequest> decode_chat_request(const json::object& request,
+                                              const json::object& body) {
+  chat::ChatRequest out;
+  if (auto r = take(require_string(request, "id"), out.chat_id); !r) return r.error();
+  if (out.chat_id.size() > 256) return invalid("id must be at most 256 characters");
+  auto trigger = get_string(request, "trigger");
+  if (!trigger) return trigger.error();
+  if (!*trigger || **trigger == "submit-message")
+    out.trigger = chat::ChatRequest::Trigger::Submit;
+  else if (**trigger == "regenerate-message")
+    out.trigger = chat::ChatRequest::Trigger::Regenerate;
+  else
+    return invalid("trigger must be \"submit-message\" or \"regenerate-message\", got \"" +
+                   **trigger + "\"");
+  if (auto r = take(get_string(request, "messageId"), out.message_id); !r) return r.error();
+
+  auto messages = get_array(request, "messages");
+  if (!messages) return messages.error();
+  if (!*messages) return invalid("messages is required (the chat's UI messages)");
+  for (std::size_t i = 0; i < (*messages)->size(); ++i) {
+    std::string at = "messages[" + std::to_string(i) + "]";
+    const json::value& m = (**messages)[i];
+    if (!m.is_object()) return invalid(at + " must be an object, got " + std::string(kind_name(m)));
+    auto role = require_string(m.get_object(), "role", at);
+    if (!role) return role.error();
+    if (*role != "user" && *role != "assistant" && *role != "system")
+      return invalid(at + ".role must be \"user\", \"assistant\" or \"system\", got \"" + *role +
+                     "\"");
+    auto parts = get_array(m.get_object(), "parts", at);
+    if (!parts) return parts.error();
+    if (!*parts) return invalid(at + ".parts is required");
+    for (std::size_t k = 0; k < (*parts)->size(); ++k) {
+      std::string part_at = at + ".parts[" + std::to_string(k) + "]";
+      const json::value& p = (**parts)[k];
+      if (!p.is_object())
+        return invalid(part_at + " must be an object, got " + std::string(kind_name(p)));
+      auto type = require_string(p.get_object(), "type", part_at);
+      if (!type) return type.error();
+      if (i + 1 != (*messages)->size()) continue;  // only the last message is read
+      const json::object& part = p.get_object();
+      if (*role == "user") {
+        if (*type == "text") {
+          auto text = require_string(part, "text", part_at);
+          if (!text) return text.error();
+          out.user_text = out.user_text.value_or("") + (out.user_text ? "\n" : "") + *text;
+        } else if (*type == "file") {
+          return invalid(part_at +
+                         ": file parts are not supported; send the file's content as "
+                         "text, or let a tool read it");
+        }
+      } else if (*role == "assistant" && (type->starts_with("tool-") || *type == "dynamic-tool")) {
+        if (auto r = decode_tool_part(part, part_at, out); !r) return r.error();
+      }
+    }
+    if (i + 1 == (*messages)->size() && *role == "user" && !out.user_text)
+      return invalid(at + " has no text part");
+  }
+  if (out.trigger == chat::ChatRequest::Trigger::Submit &&
+      ((*messages)->empty() || (*messages)->back().get_object().at("role").as_string() == "system"))
+    return invalid(
+        "messages must end with the user's message (or the assistant's, carrying tool "
+        "outputs): nothing to answer");
+
+  if (auto r = take(get_string(body, "model"), out.model); !r) return r.error();
+  if (auto r = take(get_string(body, "agent"), out.agent); !r) return r.error();
+  if (auto r = take(optional_client_id(body), out.client_id); !r) return r.error();
+  auto resumable = get_bool(body, "resumable");
+  if (!resumable) return resumable.error();
+  out.resumable = resumable->value_or(false);
+  auto tools = get_object(body, "tools");
+  if (!tools) return tools.error();
+  if (*tools) {
+    auto specs = decode_chat_tools(**tools);
+    if (!specs) return specs.error();
+    out.tools = std::move(*specs);
+  }
+  return out;
+}
+
 }  // namespace sb::server

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/types.hpp"
 #include "clienttool/registry.hpp"
 #include "clienttool/types.hpp"
 #include "permission/service.hpp"
@@ -85,5 +86,13 @@ Result<std::optional<std::string>> decode_answerer(const json::object& body);
 
 // POST /auth: {password}.
 Result<std::string> decode_login(const json::object& body);
+
+// A chat request of the AI SDK (POST /api/chat, a WebSocket `send`): `request` has {id,
+// messages: UIMessage[], trigger, messageId?}; `body` the app's own fields {model?, agent?,
+// clientID?, tools?: {NAME: {description?, inputSchema?, interactive?}}, resumable?} (over HTTP
+// both are the one body). Only the last message is read for what it asks; every message must be
+// {role, parts: [...]}.
+Result<chat::ChatRequest> decode_chat_request(const json::object& request,
+                                              const json::object& body);
 
 }  // namespace sb::server

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <optional>
 
+#include "chat/service.hpp"
 #include "clienttool/wire.hpp"
 #include "server/access.hpp"
 #include "server/decode.hpp"
@@ -146,11 +147,14 @@ class SseConnection final : public PushChannel {
 
   // Writes the response head, then lets frames go out. False when the peer is gone.
   // `issued_token`, when not empty, goes out in the X-Switchboard-Client-Token header.
+  // `ui_message_stream`: the AI SDK's UI message stream, which says so in a header of its own.
   asio::awaitable<bool> write_head(const ServerState& state, const Request& req,
-                                   const std::string& issued_token) {
+                                   const std::string& issued_token,
+                                   bool ui_message_stream = false) {
     http::response<http::empty_body> res{http::status::ok, req.version()};
     add_cors_headers(state, req, res);
     if (!issued_token.empty()) res.set(kClientTokenHeader, issued_token);
+    if (ui_message_stream) res.set("x-vercel-ai-ui-message-stream", "v1");
     res.set(http::field::content_type, "text/event-stream");
     res.set(http::field::cache_control, "no-cache");
     res.set(http::field::connection, "keep-alive");
@@ -355,6 +359,42 @@ asio::awaitable<void> run_message_stream(ServerState& state, tcp::socket socket,
   conn->close("answered");
 }
 
+asio::awaitable<void> run_ui_message_stream(ServerState& state, tcp::socket socket, Request req,
+                                            std::shared_ptr<chat::ChatResponse> response,
+                                            std::function<void()> left) {
+  static const auto keepalive = std::make_shared<const std::string>(":\n\n");
+  static const auto done = std::make_shared<const std::string>("data: [DONE]\n\n");
+  auto conn = std::make_shared<SseConnection>(
+      std::move(socket), state.config.server.subscriber_queue_limit,
+      state.config.client_tools.keepalive_interval, write_timeout(state), keepalive);
+  TrackedPush tracked(state, conn);
+  const std::string no_token;
+  bool head_ok = co_await conn->write_head(state, req, no_token, true);
+  req = Request();
+  bool finished = false;
+  std::uint64_t reader = 0;
+  if (head_ok)
+    reader = response->follow(0, [weak = std::weak_ptr<PushChannel>(conn), &finished](
+                                     std::uint64_t, const chat::ChatResponse::Chunk& chunk) {
+      auto ch = weak.lock();
+      if (!chunk) {
+        finished = true;
+        if (ch) {
+          ch->post(done);
+          ch->close("answered");
+        }
+        return;
+      }
+      if (ch) ch->post(std::make_shared<const std::string>("data: " + *chunk + "\n\n"));
+    });
+  if (head_ok) co_await wait_until_closed(conn->socket());
+  conn->disconnect();
+  if (!finished) {
+    response->unfollow(reader);
+    if (left) left();
+  }
+}
+
 // ---- WebSocket ------------------------------------------------------------------------------
 
 namespace {
@@ -403,6 +443,21 @@ class WsConnection final : public PushChannel {
   WsStream ws_;
   std::optional<websocket::close_code> code_;
 };
+
+// A WebSocket before its handshake, with the server's timeouts (keep-alive pings at the
+// keepalive interval). Its read loop enforces server.maxWebSocketMessageBytes itself: Beast's own
+// limit would end the connection with code 1009 and no word of why.
+std::shared_ptr<WsConnection> make_websocket(const ServerState& state, tcp::socket socket) {
+  auto conn =
+      std::make_shared<WsConnection>(std::move(socket), state.config.server.subscriber_queue_limit);
+  websocket::stream_base::timeout timeouts;
+  timeouts.handshake_timeout = std::chrono::seconds(30);
+  timeouts.idle_timeout = state.config.client_tools.keepalive_interval;
+  timeouts.keep_alive_pings = true;
+  conn->ws().set_option(timeouts);
+  conn->ws().read_message_max(0);
+  return conn;
+}
 
 std::shared_ptr<const std::string> ws_error(const Error& e, const std::string& request_id = {}) {
   json::object msg{{"type", "error"}, {"error", e.message}, {"code", error_code_name(e.code)}};
@@ -479,42 +534,63 @@ void handle_ws_message(ServerState& state, const std::string& client_id, PushCha
                                        "\" (expected register, unregister, result or progress)")));
 }
 
-// A message over server.maxWebSocketMessageBytes: the client hears why (an error message, then
-// the close frame with code 1009, "message too big", and the reason), and the rest of what it
-// sends is read and dropped until the close handshake ends (or its timeout does). The client may
-// connect again within its reconnect grace and keeps its tools.
-asio::awaitable<void> refuse_oversized_message(WsConnection& conn, const std::string& client_id,
-                                               std::size_t max_message) {
-  log::warn("client ", client_id, " sent a WebSocket message over ", max_message,
+// Reads the peer's messages until the socket ends: each whole text message goes to `on_text`. A
+// binary message is refused (`refuse` gets an InvalidRequest). One over
+// server.maxWebSocketMessageBytes ends the connection: the peer hears why (`refuse` gets a
+// TooLarge, then the close frame with code 1009, "message too big", and the reason), and the rest
+// of what it sends is read and dropped until the close handshake ends (or its timeout does).
+// `who` names the peer in the log.
+using TextHandler = std::function<asio::awaitable<void>(std::string text)>;
+using Refuse = std::function<void(const Error& why)>;
+asio::awaitable<void> read_messages(WsConnection& conn, std::size_t max_message, std::string who,
+                                    TextHandler on_text, Refuse refuse) {
+  WsStream& ws = conn.ws();
+  beast::flat_buffer buffer;
+  for (;;) {
+    // A message arrives in pieces of at most what the limit leaves (a frame may announce any
+    // length), so that the buffer never grows past one byte over it.
+    auto [ec, n] =
+        co_await ws.async_read_some(buffer, max_message + 1 - buffer.size(), tuple_awaitable);
+    if (ec) co_return;
+    if (buffer.size() > max_message) break;
+    if (!ws.is_message_done()) continue;
+    if (!ws.got_text()) {
+      refuse(
+          make_error(ErrorCode::InvalidRequest, "binary frames are not accepted; send JSON text"));
+    } else {
+      auto data = buffer.cdata();
+      co_await on_text(std::string(static_cast<const char*>(data.data()), data.size()));
+    }
+    // An idle connection keeps no read buffer: the next message gets a fresh one.
+    buffer = beast::flat_buffer();
+  }
+  log::warn(who, " sent a WebSocket message over ", max_message,
             " bytes (server.maxWebSocketMessageBytes): closing it");
   std::string why =
       "message over " + std::to_string(max_message) + " bytes (server.maxWebSocketMessageBytes)";
-  conn.post(
-      ws_error(make_error(ErrorCode::TooLarge, "WebSocket " + why + "; the connection closes")));
+  refuse(make_error(ErrorCode::TooLarge, "WebSocket " + why + "; the connection closes"));
   conn.close_with(websocket::close_code::too_big, why);
   beast::flat_buffer discard;
   for (;;) {
-    auto [ec, n] = co_await conn.ws().async_read_some(discard, 65536, tuple_awaitable);
+    auto [ec, n] = co_await ws.async_read_some(discard, 65536, tuple_awaitable);
     if (ec) break;
     discard.clear();
   }
+}
+
+// handle_ws_message as read_messages calls it.
+asio::awaitable<void> handle_client_text(ServerState& state, const std::string& client_id,
+                                         WsConnection& conn, std::string text) {
+  handle_ws_message(state, client_id, conn, text);
+  co_return;
 }
 
 }  // namespace
 
 asio::awaitable<void> run_client_websocket(ServerState& state, tcp::socket socket, Request req,
                                            std::string client_id, std::string issued_token) {
-  auto conn =
-      std::make_shared<WsConnection>(std::move(socket), state.config.server.subscriber_queue_limit);
+  auto conn = make_websocket(state, std::move(socket));
   WsStream& ws = conn->ws();
-  websocket::stream_base::timeout timeouts;
-  timeouts.handshake_timeout = std::chrono::seconds(30);
-  timeouts.idle_timeout = state.config.client_tools.keepalive_interval;
-  timeouts.keep_alive_pings = true;
-  ws.set_option(timeouts);
-  // The read loop below enforces server.maxWebSocketMessageBytes itself: Beast's own limit would
-  // end the connection with code 1009 and no word of why.
-  ws.read_message_max(0);
   ws.set_option(websocket::stream_base::decorator([issued_token](websocket::response_type& res) {
     res.set(http::field::server, "switchboard/" SWITCHBOARD_VERSION);
     // For clients that can read the handshake's headers; browsers get the first message.
@@ -541,35 +617,170 @@ asio::awaitable<void> run_client_websocket(ServerState& state, tcp::socket socke
   conn->start();
 
   // This coroutine reads; writes are driven by the channel. When the channel ends the stream
-  // (close frame, overflow, write error), the read fails and the loop ends.
-  const std::size_t max_message = state.config.server.max_websocket_message_bytes;
-  beast::flat_buffer buffer;
-  for (;;) {
-    // A message arrives in pieces of at most what the limit leaves (a frame may announce any
-    // length), so that the buffer never grows past one byte over it.
-    auto [rec, n] =
-        co_await ws.async_read_some(buffer, max_message + 1 - buffer.size(), tuple_awaitable);
-    if (rec) break;
-    if (buffer.size() > max_message) {
-      co_await refuse_oversized_message(*conn, client_id, max_message);
-      break;
-    }
-    if (!ws.is_message_done()) continue;
-    if (!ws.got_text()) {
-      conn->post(ws_error(
-          make_error(ErrorCode::InvalidRequest, "binary frames are not accepted; send JSON text")));
-    } else {
-      auto data = buffer.cdata();
-      handle_ws_message(state, client_id, *conn,
-                        std::string_view(static_cast<const char*>(data.data()), data.size()));
-    }
-    // An idle connection keeps no read buffer: the next message gets a fresh one.
-    buffer = beast::flat_buffer();
-  }
+  // (close frame, overflow, write error), the read fails and the loop ends. A client that went
+  // for a message too big may connect again within its reconnect grace and keeps its tools.
+  TextHandler on_text = [&state, &client_id, &conn = *conn](std::string text) {
+    return handle_client_text(state, client_id, conn, std::move(text));
+  };
+  Refuse refuse = [&conn = *conn](const Error& why) { conn.post(ws_error(why)); };
+  co_await read_messages(*conn, state.config.server.max_websocket_message_bytes,
+                         "client " + client_id, std::move(on_text), std::move(refuse));
   conn->disconnect();
   state.registry->detach(client_id, connection);
   log::debug("client ", client_id,
              " WebSocket ended: ", conn->closed() ? conn->close_reason() : "peer closed");
+}
+
+// ---- the AI SDK's chat WebSocket ------------------------------------------------------------
+
+namespace {
+
+// The requests of one chat socket that are being answered: requestId -> what it reads.
+struct ChatRequestStream {
+  std::string chat_id;
+  std::shared_ptr<chat::ChatResponse> response;
+  std::uint64_t reader = 0;
+};
+using ChatRequests = std::map<std::string, ChatRequestStream>;
+
+std::shared_ptr<const std::string> chat_frame(std::string_view type, const std::string& request_id,
+                                              const std::string& error_text = {}) {
+  json::object frame{{"type", type}, {"requestId", request_id}};
+  if (!error_text.empty()) frame["errorText"] = error_text;
+  return std::make_shared<const std::string>(json::serialize(frame));
+}
+
+// Follows `response` from `from` for the request: each chunk as {type: "chunk", requestId,
+// sequence, chunk}, then {type: "end"}.
+void follow_chat(WsConnection& conn, ChatRequests& requests, const std::string& request_id,
+                 std::string chat_id, std::shared_ptr<chat::ChatResponse> response,
+                 std::uint64_t from) {
+  conn.post(chat_frame("start", request_id));
+  std::string prefix = "{\"type\":\"chunk\",\"requestId\":";
+  append_json_string(prefix, request_id);
+  prefix += ",\"sequence\":";
+  requests[request_id] = ChatRequestStream{std::move(chat_id), response, 0};
+  // A response that has ended is replayed whole at once, and its request is over on return.
+  auto reader = response->follow(
+      from, [weak = std::weak_ptr<PushChannel>(conn.shared_from_this()), &requests, request_id,
+             prefix](std::uint64_t sequence, const chat::ChatResponse::Chunk& chunk) {
+        auto ch = weak.lock();
+        if (!chunk) {
+          requests.erase(request_id);
+          if (ch) ch->post(chat_frame("end", request_id));
+          return;
+        }
+        if (ch)
+          ch->post(std::make_shared<const std::string>(prefix + std::to_string(sequence) +
+                                                       ",\"chunk\":" + *chunk + "}"));
+      });
+  if (auto it = requests.find(request_id); it != requests.end()) it->second.reader = reader;
+}
+
+asio::awaitable<void> handle_chat_frame(ServerState& state, WsConnection& conn,
+                                        ChatRequests& requests, std::string text) {
+  auto doc = parse_request_json(state, text);
+  if (!doc || !doc->is_object()) {
+    conn.post(chat_frame("error", "", doc ? "a frame must be a JSON object" : doc.error().message));
+    co_return;
+  }
+  const json::object& frame = doc->get_object();
+  std::string request_id;
+  if (auto it = frame.find("requestId"); it != frame.end() && it->value().is_string())
+    request_id = std::string(it->value().get_string());
+  auto type = get_string(frame, "type");
+  if (!type || !*type || request_id.empty()) {
+    conn.post(chat_frame("error", request_id, "a frame needs a string type and requestId"));
+    co_return;
+  }
+  if (**type == "abort") {
+    auto it = requests.find(request_id);
+    if (it == requests.end()) co_return;
+    ChatRequestStream stream = std::move(it->second);
+    requests.erase(it);
+    stream.response->unfollow(stream.reader);
+    // The app's stop(): the turn stops, unless the response had ended (it waits for the app).
+    if (!stream.response->ended()) (void)state.chats->stop(stream.chat_id);
+    co_return;
+  }
+  auto chat_id = get_string(frame, "id");
+  if (!chat_id || !*chat_id) {
+    conn.post(chat_frame("error", request_id, "id (the chat's id) is required"));
+    co_return;
+  }
+  if (**type == "resume") {
+    auto last = get_int(frame, "lastSequence");
+    if (!last || (*last && **last < -1)) {
+      conn.post(chat_frame("error", request_id, "lastSequence must be a sequence number"));
+      co_return;
+    }
+    auto active = state.chats->active(**chat_id);
+    if (!active) {
+      conn.post(chat_frame("error", request_id, active.error().message));
+      co_return;
+    }
+    if (!*active) {
+      conn.post(chat_frame("no-active", request_id));
+      co_return;
+    }
+    std::uint64_t from = *last ? static_cast<std::uint64_t>(**last + 1) : 0;
+    follow_chat(conn, requests, request_id, **chat_id, std::move(*active), from);
+    co_return;
+  }
+  if (**type != "send") {
+    conn.post(chat_frame("error", request_id,
+                         "unknown frame type \"" + **type + "\" (expected send, resume or abort)"));
+    co_return;
+  }
+  static const json::object no_body;
+  auto body = get_object(frame, "body");
+  if (!body) {
+    conn.post(chat_frame("error", request_id, body.error().message));
+    co_return;
+  }
+  auto request = decode_chat_request(frame, *body ? **body : no_body);
+  if (!request) {
+    conn.post(chat_frame("error", request_id, request.error().message));
+    co_return;
+  }
+  std::string id = request->chat_id;
+  auto response = co_await state.chats->send(std::move(*request));
+  if (!response) {
+    conn.post(chat_frame("error", request_id, response.error().message));
+    co_return;
+  }
+  follow_chat(conn, requests, request_id, std::move(id), std::move(*response), 0);
+}
+
+}  // namespace
+
+asio::awaitable<void> run_chat_websocket(ServerState& state, tcp::socket socket, Request req) {
+  auto conn = make_websocket(state, std::move(socket));
+  WsStream& ws = conn->ws();
+  ws.set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
+    res.set(http::field::server, "switchboard/" SWITCHBOARD_VERSION);
+  }));
+  auto [ec] = co_await ws.async_accept(req, tuple_awaitable);
+  req = Request();
+  if (ec) {
+    conn->disconnect();
+    co_return;
+  }
+  TrackedPush tracked(state, conn);
+  conn->start();
+  ChatRequests requests;
+  TextHandler on_text = [&state, &conn = *conn, &requests](std::string text) {
+    return handle_chat_frame(state, conn, requests, std::move(text));
+  };
+  Refuse refuse = [&conn = *conn](const Error& why) {
+    conn.post(chat_frame("error", "", why.message));
+  };
+  co_await read_messages(*conn, state.config.server.max_websocket_message_bytes, "a chat socket",
+                         std::move(on_text), std::move(refuse));
+  conn->disconnect();
+  // A dropped socket does not stop the chats it carried: `resume` on a new one picks them up.
+  for (auto& [id, stream] : requests)
+    stream.response->unfollow(stream.reader);
 }
 
 }  // namespace sb::server

@@ -91,6 +91,17 @@ using MessageStreamBody =
 asio::awaitable<void> run_message_stream(ServerState& state, tcp::socket socket, Request req,
                                          MessageStreamBody run);
 
+// A chat's response as the AI SDK's UI message stream (POST /api/chat, GET
+// /api/chat/{id}/stream): `data: {chunk}` events from the first chunk on, then `data: [DONE]`.
+// `left` is called when the peer goes before the end.
+asio::awaitable<void> run_ui_message_stream(ServerState& state, tcp::socket socket, Request req,
+                                            std::shared_ptr<chat::ChatResponse> response,
+                                            std::function<void()> left);
+
+// GET /api/chat/ws: the WebSocket of the AI SDK's WebSocketChatTransport (docs/ai-sdk.md): many
+// chats' requests (send, resume, abort) on one socket, each answered by its chunks in sequence.
+asio::awaitable<void> run_chat_websocket(ServerState& state, tcp::socket socket, Request req);
+
 // GET /client-tools/ws/{clientID}: the WebSocket handshake, then the client's session.
 // `issued_token`, when not empty, is sent first: {"type": "credentials", clientID, clientToken}.
 asio::awaitable<void> run_client_websocket(ServerState& state, tcp::socket socket, Request req,

@@ -37,6 +37,7 @@ struct Route {
 std::vector<Route> client_tool_routes();  // /client-tools/...
 std::vector<Route> session_routes();      // OpenCode's V1 API: /event, /session, /permission, ...
 std::vector<Route> mcp_routes();          // /mcp: the MCP servers
+std::vector<Route> chat_routes();         // /api/chat: the AI SDK's chats
 
 // The body as a JSON object. `sp`: where the document lives; a route that is done with the body
 // before it returns parses into a monotonic resource on its stack instead of the heap.

@@ -154,6 +154,7 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
       {"external_directory", (tool::session_output_dir(truncate_dir_, session_id) / "*").string(),
        permission::Action::Allow});
   if (!offered) co_return offered.error();
+  turn->offered = std::move(*offered);
   turn->session_rules = turn->session.permission;
 
   // Read before the user's message is added to it.
@@ -174,7 +175,7 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
   if (deps_.bus->has_subscribers())
     deps_.bus->publish("session.updated", json::object{{"info", to_json(turn->session)}});
 
-  provider::ToolSet tool_set = tool_sets_.get(*offered);
+  provider::ToolSet tool_set = tool_sets_.get(turn->offered);
 
   std::optional<std::size_t> last;  // the last step's message in turn->messages
   for (int step_no = 0; step_no < turn->agent.max_steps; ++step_no) {
@@ -215,16 +216,7 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
       co_await run_step(step);
     }
 
-    // The step's end: usage, finish reason, errors.
-    Part finish = new_part(m, Part::Type::StepFinish);
-    if (step->finish) {
-      const auto& u = step->finish->usage;
-      m.tokens = {u.input, u.output, u.reasoning, u.cache_read, u.cache_write};
-      m.finish = std::string(provider::finish_reason_name(step->finish->reason));
-      finish.reason = m.finish;
-      finish.tokens = m.tokens;
-      deps_.writer->stage_part(*turn, finish);
-    }
+    // The step's end: errors (its usage and finish reason were staged when the model finished).
     if (turn->abort->aborted()) {
       m.error = NamedError{"MessageAbortedError", turn->abort->reason(), {}};
     } else if (step->error) {
@@ -362,6 +354,18 @@ asio::awaitable<void> Processor::run_step(std::shared_ptr<Step> step) {
   }
 
   publish_delta(*step);
+  // The model is done with the step: its usage and finish reason go out now, before the tools'
+  // results, so that a watcher (a chat's stream) knows that no more calls come in this step.
+  if (step->finish) {
+    MessageInfo& m = step->message;
+    const auto& u = step->finish->usage;
+    m.tokens = {u.input, u.output, u.reasoning, u.cache_read, u.cache_write};
+    m.finish = std::string(provider::finish_reason_name(step->finish->reason));
+    Part finish = new_part(m, Part::Type::StepFinish);
+    finish.reason = m.finish;
+    finish.tokens = m.tokens;
+    deps_.writer->stage_part(turn, finish);
+  }
   // Server tools run concurrently and client calls wait for their clients; the step ends when
   // every call has its result (design.md decision 7).
   co_await step->running->wait();
@@ -429,15 +433,19 @@ asio::awaitable<void> Processor::run_tool(std::shared_ptr<Step> step, provider::
   json::value input = call.input;
   tool::ToolPtr tool;
   std::optional<std::string> invalid_reason;
+  // The tools of this step's request (none on the agent's last step), as the turn offered them:
+  // a chat's own tools are offered by their plain names, which only the offer resolves.
   std::vector<std::string> available;
   for (const auto& t : step->request.tools)
     available.push_back(t.name);
   if (!call.input_valid) {
     invalid_reason = call.input_error;
-  } else if (std::find(available.begin(), available.end(), call.name) == available.end() ||
-             !(tool = deps_.tools->find(call.name, session_id))) {
-    invalid_reason = tool::unknown_tool_error(call.name, available);
+  } else if (std::find(available.begin(), available.end(), call.name) != available.end()) {
+    auto offered = std::find_if(turn.offered.begin(), turn.offered.end(),
+                                [&](const tool::ToolPtr& t) { return t->id() == call.name; });
+    if (offered != turn.offered.end()) tool = *offered;
   }
+  if (!invalid_reason && !tool) invalid_reason = tool::unknown_tool_error(call.name, available);
   json::object args;
   if (!invalid_reason) {
     auto prepared = tool::prepare_arguments(*tool, input);

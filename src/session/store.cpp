@@ -28,6 +28,11 @@ CREATE TABLE IF NOT EXISTS todo (
   session_id TEXT PRIMARY KEY REFERENCES session(id) ON DELETE CASCADE,
   data TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS chat (
+  id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS chat_by_session ON chat(session_id);
 )sql";
 
 // Version 1 (the first release, every row keyed by its own id): the old tables are renamed, the
@@ -267,7 +272,8 @@ Result<bool> SessionStore::delete_session(const std::string& id) {
   store::Database::Transaction tx(*db_);
   if (!tx.begun()) return tx.begun().error();
   for (auto sql :
-       {"DELETE FROM message WHERE session_id = ?1", "DELETE FROM todo WHERE session_id = ?1"}) {
+       {"DELETE FROM message WHERE session_id = ?1", "DELETE FROM todo WHERE session_id = ?1",
+        "DELETE FROM chat WHERE session_id = ?1"}) {
     auto st = db_->prepare(sql);
     if (!st) return st.error();
     st->bind(1, id);
@@ -403,6 +409,37 @@ Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(const std:
   }
   if (auto r = tx.commit(); !r) return r.error();
   return failed;
+}
+
+Result<std::size_t> SessionStore::delete_messages_from(const std::string& session_id,
+                                                       const std::string& message_id) {
+  std::lock_guard lock(db_->mutex());
+  auto st = db_->prepare("DELETE FROM message WHERE session_id = ?1 AND id >= ?2");
+  if (!st) return st.error();
+  st->bind(1, session_id).bind(2, message_id);
+  if (auto r = st->run(); !r) return r.error();
+  return static_cast<std::size_t>(db_->changes());
+}
+
+Result<std::optional<std::string>> SessionStore::get_chat(const std::string& chat_id) {
+  std::lock_guard lock(db_->mutex());
+  auto st = db_->prepare("SELECT session_id FROM chat WHERE id = ?1");
+  if (!st) return st.error();
+  st->bind(1, chat_id);
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<std::string>{};
+  return std::optional<std::string>{std::string(st->text(0))};
+}
+
+Result<void> SessionStore::put_chat(const std::string& chat_id, const std::string& session_id) {
+  std::lock_guard lock(db_->mutex());
+  auto st = db_->prepare(
+      "INSERT INTO chat(id, session_id) VALUES(?1, ?2) "
+      "ON CONFLICT(id) DO UPDATE SET session_id = excluded.session_id");
+  if (!st) return st.error();
+  st->bind(1, chat_id).bind(2, session_id);
+  return st->run();
 }
 
 }  // namespace sb::session

@@ -65,6 +65,16 @@ class SessionStore {
   Result<std::string> get_todos(const std::string& session_id);
   Result<void> put_todos(const std::string& session_id, std::string_view todos_json);
 
+  // Deletes the session's messages from `message_id` on (ids sort by creation time): what a
+  // regenerated answer replaces. Returns how many went.
+  Result<std::size_t> delete_messages_from(const std::string& session_id,
+                                           const std::string& message_id);
+
+  // A chat (POST /api/chat's `id`) names its session: nullopt when the chat was never used.
+  // Deleted with the session.
+  Result<std::optional<std::string>> get_chat(const std::string& chat_id);
+  Result<void> put_chat(const std::string& chat_id, const std::string& session_id);
+
   // After a crash: every assistant message that never completed gets an error and a completion
   // time, and its pending/running tool parts become errors. Returns the messages it changed.
   Result<std::vector<MessageInfo>> fail_interrupted_turns(const std::string& reason);

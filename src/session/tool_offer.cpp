@@ -36,8 +36,9 @@ Result<std::vector<tool::ToolPtr>> offered_tools(const Agent& agent, const Sessi
   for (auto& t : registry.tools("", session_id)) {
     const std::string& id = t->id();
     const auto* def = tool::client_definition(*t);
-    // A session that a client created offers the model that client's tools only.
-    if (def && !owner.empty() && def->client_id != owner) continue;
+    // A session that a client created offers the model that client's tools only (and the tools
+    // registered for the session itself: a chat's own).
+    if (def && !owner.empty() && def->client_id != owner && def->session_id != session_id) continue;
     if (auto s = switches.find(id); s != switches.end() && !s->second) continue;
     if (auto s = agent.tools.find(id); s != agent.tools.end() && !s->second) continue;
     bool client = def != nullptr;

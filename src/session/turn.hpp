@@ -16,6 +16,7 @@
 #include "session/agent.hpp"
 #include "session/store.hpp"
 #include "session/types.hpp"
+#include "tool/tool.hpp"
 #include "util/abort.hpp"
 #include "util/wait_group.hpp"
 
@@ -37,6 +38,9 @@ struct Turn {
   Agent agent;
   permission::Ruleset session_rules;
   std::shared_ptr<Conversation> conversation;
+  // What the model is offered in this turn; its calls are resolved here (a chat's own client
+  // tools have plain names that no registry lookup knows).
+  std::vector<tool::ToolPtr> offered;
   // The turn's messages as they are now (the user's, then one per step), each with its parts
   // in id order; those changed since the last write are stored by the next one (TurnWriter).
   std::vector<MessageWithParts> messages;

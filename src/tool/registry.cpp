@@ -65,7 +65,8 @@ std::vector<ToolPtr> ToolRegistry::tools(const std::string& /*provider_id*/,
       server_ids.insert(t->id());
     for (auto& [id, def] : client_tools_->get_all_tools()) {
       if (!def->session_id.empty() && def->session_id != session_id) continue;
-      if (!server_ids.count(id)) out.push_back(make_client_tool(client_tools_, std::move(def)));
+      if (!server_ids.count(def->plain_name ? def->name : id))
+        out.push_back(make_client_tool(client_tools_, std::move(def)));
     }
   }
   return out;
@@ -87,7 +88,7 @@ class ClientTool final : public Tool {
   ClientTool(std::shared_ptr<clienttool::ClientToolRegistry> registry,
              clienttool::ClientToolRegistry::Definition def)
       : registry_(std::move(registry)), def_(std::move(def)) {}
-  const std::string& id() const override { return def_->id; }
+  const std::string& id() const override { return def_->plain_name ? def_->name : def_->id; }
   const std::string& description() const override { return def_->description; }
   // Registration accepts object schemas only.
   const json::object& parameters() const override { return def_->parameters.get_object(); }

@@ -1,0 +1,380 @@
+#include "chat/service.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "util/ids.hpp"
+#include "util/log.hpp"
+#include "util/text.hpp"
+
+namespace sb::chat {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// The session an event is about, wherever its shape keeps it.
+std::string session_of_event(const json::object& props) {
+  auto from = [](const json::object& o) -> std::string {
+    auto it = o.find("sessionID");
+    return it != o.end() && it->value().is_string() ? std::string(it->value().get_string())
+                                                    : std::string();
+  };
+  if (auto id = from(props); !id.empty()) return id;
+  for (std::string_view key : {"part", "info", "request"}) {
+    auto it = props.find(key);
+    if (it != props.end() && it->value().is_object())
+      if (auto id = from(it->value().get_object()); !id.empty()) return id;
+  }
+  return {};
+}
+
+json::object error_chunk(std::string text) {
+  return json::object{{"type", "error"}, {"errorText", std::move(text)}};
+}
+
+// What the app's tool returned, as the model reads it: text as it is, anything else as JSON.
+clienttool::ToolResponse tool_response(const ToolOutput& output) {
+  clienttool::ToolResponse response;
+  response.success = output.ok;
+  if (!output.ok)
+    response.error = output.error;
+  else if (output.output.is_string())
+    response.output = std::string(output.output.get_string());
+  else if (!output.output.is_null())
+    response.output = json::serialize(output.output);
+  return response;
+}
+
+}  // namespace
+
+std::shared_ptr<ChatService> ChatService::create(ChatDeps deps, ChatOptions options) {
+  return std::shared_ptr<ChatService>(new ChatService(std::move(deps), options));
+}
+
+ChatService::ChatService(ChatDeps deps, ChatOptions options)
+    : deps_(std::move(deps)), options_(options) {}
+
+Result<std::optional<std::string>> ChatService::session_of(const std::string& chat_id) {
+  if (auto it = chats_.find(chat_id); it != chats_.end())
+    return std::optional<std::string>{it->second->session_id};
+  auto stored = deps_.store->get_chat(chat_id);
+  if (!stored) return stored.error();
+  if (!*stored) return std::optional<std::string>{};
+  // A chat whose session was deleted is a chat never used.
+  auto session = deps_.store->get_session(**stored);
+  if (!session) return session.error();
+  if (!*session) return std::optional<std::string>{};
+  return stored;
+}
+
+Result<std::shared_ptr<ChatService::Chat>> ChatService::open_chat(const ChatRequest& request) {
+  if (auto it = chats_.find(request.chat_id); it != chats_.end()) {
+    auto& chat = it->second;
+    if (auto own = deps_.sessions->validate_client_session(request.client_id.value_or(""),
+                                                           chat->session_id);
+        !own)
+      return own.error();
+    return chat;
+  }
+  auto stored = session_of(request.chat_id);
+  if (!stored) return stored.error();
+  std::string session_id;
+  if (*stored) {
+    session_id = **stored;
+    if (auto own =
+            deps_.sessions->validate_client_session(request.client_id.value_or(""), session_id);
+        !own)
+      return own.error();
+  } else {
+    session::CreateInput input;
+    if (request.user_text) input.title = std::string(utf8_prefix(trim(*request.user_text), 80));
+    input.client_id = request.client_id.value_or("");
+    auto created = deps_.sessions->create_session(std::move(input));
+    if (!created) return created.error();
+    session_id = created->id;
+    if (auto r = deps_.store->put_chat(request.chat_id, session_id); !r) return r.error();
+  }
+  auto chat = std::make_shared<Chat>();
+  chat->id = request.chat_id;
+  chat->session_id = session_id;
+  chat->app_client = "chat-" + session_id;
+  chats_.emplace(chat->id, chat);
+  by_session_[session_id] = chat->id;
+  if (chats_.size() == 1)
+    subscription_ = deps_.bus->subscribe([weak = weak_from_this()](const bus::EventPtr& event) {
+      if (auto self = weak.lock()) self->on_event(event);
+    });
+  return chat;
+}
+
+void ChatService::forget(const std::string& chat_id) {
+  auto it = chats_.find(chat_id);
+  if (it == chats_.end()) return;
+  auto chat = it->second;
+  chats_.erase(it);
+  by_session_.erase(chat->session_id);
+  if (!chat->app_tools.empty()) deps_.client_tools->cleanup(chat->app_client);
+  for (auto& waiter : chat->idle_waiters)
+    waiter->cancel();
+  if (chat->response) chat->response->end();
+  // Nothing else to follow: the bus no longer builds events for a chat.
+  if (chats_.empty()) subscription_.reset();
+}
+
+void ChatService::on_event(const bus::EventPtr& event) {
+  std::string session_id = session_of_event(event->properties);
+  if (session_id.empty()) return;
+  auto id = by_session_.find(session_id);
+  if (id == by_session_.end()) return;
+  auto it = chats_.find(id->second);
+  if (it == chats_.end()) return;
+  std::shared_ptr<Chat> chat = it->second;  // held: forget() may drop the table's
+  if (!chat->stream) return;
+  switch (chat->stream->on_event(*event)) {
+    case TurnStream::Effect::Suspended:
+      if (chat->response) chat->response->end();
+      break;
+    case TurnStream::Effect::Ended:
+      if (chat->response) chat->response->end();
+      forget(chat->id);
+      break;
+    case TurnStream::Effect::None:
+      break;
+  }
+}
+
+void ChatService::emit(Chat& chat, const json::object& chunk) {
+  if (chat.response && !chat.response->ended())
+    chat.response->append(chunk);
+  else
+    chat.backlog.push_back(chunk);
+}
+
+std::shared_ptr<ChatResponse> ChatService::new_response(Chat& chat) {
+  chat.response = std::make_shared<ChatResponse>();
+  chat.response->append(json::object{{"type", "start"}, {"messageId", chat.message_id}});
+  chat.response->append(
+      json::object{{"type", "data-session"},
+                   {"id", "session"},
+                   {"data", json::object{{"sessionID", chat.session_id}, {"chatID", chat.id}}}});
+  for (auto& chunk : std::exchange(chat.backlog, {}))
+    chat.response->append(chunk);
+  return chat.response;
+}
+
+Result<void> ChatService::register_app_tools(Chat& chat, const ChatRequest& request) {
+  if (!request.tools) return {};
+  std::map<std::string, bool> names;
+  for (const auto& spec : *request.tools) {
+    // The server's own tool of that name would win, and the app's would never be called.
+    for (const auto& t : deps_.tools->tools("", chat.session_id))
+      if (t->id() == spec.name && !tool::client_definition(*t))
+        return make_error(ErrorCode::InvalidRequest,
+                          "tools." + spec.name +
+                              ": the server has a tool of this name; name the app's tool "
+                              "differently");
+    names.emplace(spec.name, spec.interactive);
+  }
+  if (names == chat.app_tools) return {};
+  if (!chat.app_tools.empty()) deps_.client_tools->unregister(chat.app_client, std::nullopt);
+  chat.app_tools.clear();
+  if (names.empty()) return {};
+  auto registered = deps_.client_tools->register_tools(chat.app_client, *request.tools,
+                                                       chat.session_id, /*plain_names=*/true);
+  if (!registered) return registered.error();
+  chat.app_tools = std::move(names);
+  return {};
+}
+
+Result<std::shared_ptr<ChatResponse>> ChatService::start_turn(const std::shared_ptr<Chat>& chat,
+                                                              const ChatRequest& request,
+                                                              std::string text) {
+  if (auto r = register_app_tools(*chat, request); !r) return r.error();
+  chat->client_id = request.client_id.value_or("");
+  chat->resumable = request.resumable;
+  chat->message_id = ids::make("msg");
+  chat->backlog.clear();
+  auto client_tools = deps_.client_tools;
+  auto app_tools = chat->app_tools;
+  std::string own_client = chat->client_id;
+  // The app answers its own tools, and those of its client while that client has no connection.
+  auto app_tool = [client_tools, app_tools,
+                   own_client](const std::string& tool) -> std::optional<std::string> {
+    if (app_tools.count(tool)) return tool;
+    if (own_client.empty()) return std::nullopt;
+    auto def = client_tools->get_tool(tool);
+    if (!def || def->client_id != own_client || client_tools->is_connected(own_client))
+      return std::nullopt;
+    return def->name;
+  };
+  std::weak_ptr<Chat> weak_chat = chat;
+  auto self = weak_from_this();
+  chat->stream = std::make_unique<TurnStream>(chat->session_id, std::move(app_tool),
+                                              [self, weak_chat](const json::object& chunk) {
+                                                auto service = self.lock();
+                                                auto c = weak_chat.lock();
+                                                if (service && c) service->emit(*c, chunk);
+                                              });
+  auto response = new_response(*chat);
+  session::PromptInput input;
+  input.text = std::move(text);
+  input.model = request.model;
+  input.agent = request.agent;
+  if (auto started = deps_.sessions->prompt_async(chat->session_id, std::move(input)); !started) {
+    response->end();
+    chat->stream.reset();
+    forget(chat->id);
+    return started.error();
+  }
+  return response;
+}
+
+std::shared_ptr<ChatResponse> ChatService::continue_turn(Chat& chat, const ChatRequest& request) {
+  chat.stream->resume();
+  auto response = new_response(chat);
+  auto& calls = chat.stream->calls();
+  // Approvals first, then refusals: a refusal also refuses the session's other asks.
+  std::vector<const ApprovalAnswer*> ordered;
+  for (const auto& a : request.approvals)
+    if (a.approved) ordered.push_back(&a);
+  for (const auto& a : request.approvals)
+    if (!a.approved) ordered.push_back(&a);
+  for (const ApprovalAnswer* a : ordered) {
+    auto it = calls.find(a->call_id);
+    if (it == calls.end() || it->second.approval_id != a->approval_id) continue;  // answered before
+    CallView& c = it->second;
+    if (!a->approved) c.denied = true;
+    auto replied = deps_.permissions->reply(
+        a->approval_id, a->approved ? permission::Reply::Once : permission::Reply::Reject,
+        a->approved ? std::nullopt : a->reason);
+    if (!replied) {
+      c.denied = false;
+      emit(chat, error_chunk("approval " + a->approval_id + ": " + replied.error().message));
+    }
+  }
+  for (const auto& output : request.outputs) {
+    auto it = calls.find(output.call_id);
+    if (it == calls.end()) {
+      emit(chat, error_chunk("tool call " + output.call_id +
+                             " is not a call of this chat's turn; its output was not used"));
+      continue;
+    }
+    CallView& c = it->second;
+    if (!c.app || c.answered) continue;  // the server's tool, or answered before: history
+    if (!c.request_id.empty()) {
+      std::string request_id = c.request_id;
+      c.answered = true;
+      auto submitted =
+          deps_.client_tools->submit_result(request_id, std::nullopt, tool_response(output));
+      if (submitted) continue;
+      c.answered = false;
+      emit(chat, error_chunk("tool call " + output.call_id + ": " + submitted.error().message));
+    } else if (!c.reported_late) {
+      c.reported_late = true;
+      emit(chat, error_chunk("tool call " + output.call_id + " had already ended" +
+                             (c.ended_how.empty() ? std::string() : " (" + c.ended_how + ")") +
+                             "; its output was not used"));
+    }
+  }
+  // What the answers left waiting still waits: the response ends at once.
+  if (chat.response == response && chat.stream->should_suspend()) {
+    chat.stream->suspend();
+    response->end();
+  }
+  return response;
+}
+
+std::shared_ptr<ChatResponse> ChatService::answer_late(Chat& chat, const ChatRequest& request) {
+  chat.message_id = request.message_id.value_or(ids::make("msg"));
+  auto response = std::make_shared<ChatResponse>();
+  response->append(json::object{{"type", "start"}, {"messageId", chat.message_id}});
+  for (const auto& output : request.outputs)
+    response->append(error_chunk("tool call " + output.call_id +
+                                 " is not waiting for an output: the turn it belonged to has "
+                                 "ended; its output was not used"));
+  for (const auto& approval : request.approvals)
+    response->append(error_chunk("approval " + approval.approval_id +
+                                 " is not waiting for an answer: the turn it belonged to has "
+                                 "ended"));
+  response->append(json::object{{"type", "finish"}});
+  response->end();
+  return response;
+}
+
+asio::awaitable<Result<std::shared_ptr<ChatResponse>>> ChatService::send(ChatRequest request) {
+  for (int attempt = 0;; ++attempt) {
+    auto opened = open_chat(request);
+    if (!opened) co_return opened.error();
+    std::shared_ptr<Chat> chat = std::move(*opened);
+    bool running = deps_.sessions->running(chat->session_id);
+    bool waits_for_app = running && chat->stream && chat->stream->suspended();
+    if (running) {
+      if (chat->response && !chat->response->ended())
+        co_return make_error(ErrorCode::Conflict,
+                             "chat " + chat->id +
+                                 " is answering now; wait for its answer, or stop it (DELETE "
+                                 "/api/chat/" +
+                                 chat->id + "/stream)");
+      if (!waits_for_app)
+        co_return make_error(ErrorCode::Conflict,
+                             "chat " + chat->id + " runs a turn that does not wait for the app");
+      if (!request.user_text && request.trigger == ChatRequest::Trigger::Submit)
+        co_return continue_turn(*chat, request);
+      // A new message (or a regenerate) instead of the answers: that turn ends first.
+      if (attempt > 0)
+        co_return make_error(ErrorCode::Conflict,
+                             "chat " + chat->id + ": its waiting turn did not end in time");
+      deps_.sessions->abort(chat->session_id, "superseded by a new message of the chat");
+      auto timer = std::make_shared<asio::steady_timer>(deps_.executor, options_.supersede_wait);
+      chat->idle_waiters.push_back(timer);
+      co_await timer->async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    if (request.trigger == ChatRequest::Trigger::Regenerate) {
+      auto text = deps_.sessions->rewind_last_exchange(chat->session_id);
+      if (!text) {
+        forget(chat->id);
+        co_return text.error();
+      }
+      co_return start_turn(chat, request, std::move(*text));
+    }
+    if (!request.user_text) {
+      auto response = answer_late(*chat, request);
+      forget(chat->id);
+      co_return response;
+    }
+    std::string text = *request.user_text;
+    co_return start_turn(chat, request, std::move(text));
+  }
+}
+
+Result<std::shared_ptr<ChatResponse>> ChatService::active(const std::string& chat_id) {
+  if (auto it = chats_.find(chat_id); it != chats_.end()) {
+    auto& response = it->second->response;
+    if (response && !response->ended()) return response;
+    return std::shared_ptr<ChatResponse>();
+  }
+  auto session = session_of(chat_id);
+  if (!session) return session.error();
+  if (!*session) return make_error(ErrorCode::NotFound, "no chat " + chat_id);
+  return std::shared_ptr<ChatResponse>();
+}
+
+void ChatService::reader_left(const std::string& chat_id,
+                              const std::shared_ptr<ChatResponse>& response) {
+  auto it = chats_.find(chat_id);
+  if (it == chats_.end()) return;
+  auto chat = it->second;
+  if (chat->resumable || chat->response != response || response->ended()) return;
+  deps_.sessions->abort(chat->session_id, "the chat's response was closed (stop)");
+}
+
+Result<bool> ChatService::stop(const std::string& chat_id) {
+  auto session = session_of(chat_id);
+  if (!session) return session.error();
+  if (!*session) return make_error(ErrorCode::NotFound, "no chat " + chat_id);
+  return deps_.sessions->abort(**session, "stopped by the app");
+}
+
+}  // namespace sb::chat
