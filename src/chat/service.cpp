@@ -190,7 +190,10 @@ Result<void> ChatService::register_app_tools(Chat& chat, const ChatRequest& requ
 Result<std::shared_ptr<ChatResponse>> ChatService::start_turn(const std::shared_ptr<Chat>& chat,
                                                               const ChatRequest& request,
                                                               std::string text) {
-  if (auto r = register_app_tools(*chat, request); !r) return r.error();
+  if (auto r = register_app_tools(*chat, request); !r) {
+    forget(chat->id);  // no turn: nothing to keep
+    return r.error();
+  }
   chat->client_id = request.client_id.value_or("");
   chat->resumable = request.resumable;
   chat->message_id = ids::make("msg");
