@@ -440,6 +440,36 @@ TEST_F(ChatServiceTest, BadRequestsAreRefusedAndLoseNothing) {
   ASSERT_TRUE(run_until([&] { return idle(); }));
 }
 
+TEST_F(ChatServiceTest, ItsClientsToolsAreTheAppsWhileThatClientHasNoConnection) {
+  start(script(R"([{"toolCalls": [{"tool": "client_web-1_clipboard", "input": {}}]},
+                   {"text": "pasted {{lastToolOutput}}"}])"));
+  // The app's client registered a tool and has no live connection (a page between reloads).
+  ASSERT_TRUE(clients_->register_tools(
+      "web-1", {{"clipboard", "reads the clipboard", json::object{{"type", "object"}}, false}}));
+  auto first = user("paste it");
+  first.client_id = "web-1";
+  auto r = send(std::move(first));
+  ASSERT_TRUE(r) << r.error().message;
+  auto* input = r->first("tool-input-available");
+  ASSERT_NE(input, nullptr);
+  EXPECT_EQ(input->at("toolName").as_string(), "clipboard") << "named as the client named it";
+  EXPECT_FALSE(input->contains("providerExecuted"));
+  EXPECT_EQ(r->chunks.back().at("type").as_string(), "finish");
+
+  auto answered = answers({{call_id(*r), true, json::value("hello"), {}}});
+  answered.client_id = "web-1";
+  auto next = send(std::move(answered));
+  ASSERT_TRUE(next) << next.error().message;
+  EXPECT_EQ(next->text(), "pasted hello");
+
+  // Another client may not use the chat.
+  auto other = user("mine now");
+  other.client_id = "web-2";
+  auto refused = send(std::move(other));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::Forbidden);
+}
+
 TEST_F(ChatServiceTest, TheChatFindsItsSessionAfterARestart) {
   start(script(R"([{"text": "one"}, {"text": "two"}])"));
   ASSERT_TRUE(send(user("first")));

@@ -371,25 +371,46 @@ asio::awaitable<void> run_ui_message_stream(ServerState& state, tcp::socket sock
   const std::string no_token;
   bool head_ok = co_await conn->write_head(state, req, no_token, true);
   req = Request();
-  bool finished = false;
+  // What is replayed (a resumed answer) goes out as one frame: an answer has more chunks than a
+  // subscriber's queue may hold at once.
+  struct Reading {
+    bool replaying = true;
+    bool finished = false;
+    std::string batch;
+  };
+  auto reading = std::make_shared<Reading>();
+  auto weak = std::weak_ptr<PushChannel>(conn);
+  auto flush = [reading, weak] {
+    if (reading->batch.empty()) return;
+    if (auto ch = weak.lock())
+      ch->post(std::make_shared<const std::string>(std::exchange(reading->batch, {})));
+  };
   std::uint64_t reader = 0;
-  if (head_ok)
-    reader = response->follow(0, [weak = std::weak_ptr<PushChannel>(conn), &finished](
-                                     std::uint64_t, const chat::ChatResponse::Chunk& chunk) {
-      auto ch = weak.lock();
-      if (!chunk) {
-        finished = true;
-        if (ch) {
-          ch->post(done);
-          ch->close("answered");
-        }
-        return;
-      }
-      if (ch) ch->post(std::make_shared<const std::string>("data: " + *chunk + "\n\n"));
-    });
+  if (head_ok) {
+    reader = response->follow(
+        0, [reading, weak, flush](std::uint64_t, const chat::ChatResponse::Chunk& chunk) {
+          if (!chunk) {
+            reading->finished = true;
+            flush();
+            if (auto ch = weak.lock()) {
+              ch->post(done);
+              ch->close("answered");
+            }
+            return;
+          }
+          std::string frame = "data: " + *chunk + "\n\n";
+          if (reading->replaying) {
+            reading->batch += frame;
+          } else if (auto ch = weak.lock()) {
+            ch->post(std::make_shared<const std::string>(std::move(frame)));
+          }
+        });
+    reading->replaying = false;
+    flush();
+  }
   if (head_ok) co_await wait_until_closed(conn->socket());
   conn->disconnect();
-  if (!finished) {
+  if (!reading->finished) {
     response->unfollow(reader);
     if (left) left();
   }
@@ -447,9 +468,11 @@ class WsConnection final : public PushChannel {
 // A WebSocket before its handshake, with the server's timeouts (keep-alive pings at the
 // keepalive interval). Its read loop enforces server.maxWebSocketMessageBytes itself: Beast's own
 // limit would end the connection with code 1009 and no word of why.
-std::shared_ptr<WsConnection> make_websocket(const ServerState& state, tcp::socket socket) {
-  auto conn =
-      std::make_shared<WsConnection>(std::move(socket), state.config.server.subscriber_queue_limit);
+std::shared_ptr<WsConnection> make_websocket(const ServerState& state, tcp::socket socket,
+                                             std::size_t min_queue = 0) {
+  auto conn = std::make_shared<WsConnection>(
+      std::move(socket),
+      std::max<std::size_t>(state.config.server.subscriber_queue_limit, min_queue));
   websocket::stream_base::timeout timeouts;
   timeouts.handshake_timeout = std::chrono::seconds(30);
   timeouts.idle_timeout = state.config.client_tools.keepalive_interval;
@@ -633,6 +656,9 @@ asio::awaitable<void> run_client_websocket(ServerState& state, tcp::socket socke
 
 // ---- the AI SDK's chat WebSocket ------------------------------------------------------------
 
+// The frames a chat socket may have queued (at least server.subscriberQueueLimit).
+constexpr std::size_t kChatSocketQueue = 65536;
+
 namespace {
 
 // The requests of one chat socket that are being answered: requestId -> what it reads.
@@ -755,7 +781,8 @@ asio::awaitable<void> handle_chat_frame(ServerState& state, WsConnection& conn,
 }  // namespace
 
 asio::awaitable<void> run_chat_websocket(ServerState& state, tcp::socket socket, Request req) {
-  auto conn = make_websocket(state, std::move(socket));
+  // A resumed answer is replayed at once, a chunk a message: the queue holds a long answer's.
+  auto conn = make_websocket(state, std::move(socket), kChatSocketQueue);
   WsStream& ws = conn->ws();
   ws.set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
     res.set(http::field::server, "switchboard/" SWITCHBOARD_VERSION);
