@@ -319,11 +319,20 @@ asio::awaitable<Result<std::shared_ptr<ChatResponse>>> ChatService::send(ChatReq
                                  " is answering now; wait for its answer, or stop it (DELETE "
                                  "/api/chat/" +
                                  chat->id + "/stream)");
-      if (!waits_for_app)
-        co_return make_error(ErrorCode::Conflict,
-                             "chat " + chat->id + " runs a turn that does not wait for the app");
+      if (!chat->stream) {
+        // A turn of the session that the chat did not start (the session API's): nothing of it
+        // is the chat's to keep.
+        forget(chat->id);
+        co_return make_error(ErrorCode::Conflict, "chat " + chat->id +
+                                                      "'s session runs a turn that the chat did "
+                                                      "not start; wait for it to end");
+      }
+      // Answers, or a look at what the turn did since the last response: the rest streams.
       if (!request.user_text && request.trigger == ChatRequest::Trigger::Submit)
         co_return continue_turn(*chat, request);
+      if (!waits_for_app)
+        co_return make_error(ErrorCode::Conflict,
+                             "chat " + chat->id + " is busy with a turn; wait for it to end");
       // A new message (or a regenerate) instead of the answers: that turn ends first.
       if (attempt > 0)
         co_return make_error(ErrorCode::Conflict,
