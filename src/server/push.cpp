@@ -729,6 +729,12 @@ asio::awaitable<void> handle_chat_frame(ServerState& state, WsConnection& conn,
     if (!stream.response->ended()) (void)state.chats->stop(stream.chat_id);
     co_return;
   }
+  // Each request id names one stream of chunks; a second use while the first streams would leave
+  // the first's reader without its entry.
+  if (requests.count(request_id)) {
+    conn.post(chat_frame("error", request_id, "requestId " + request_id + " is in use"));
+    co_return;
+  }
   auto chat_id = get_string(frame, "id");
   if (!chat_id || !*chat_id) {
     conn.post(chat_frame("error", request_id, "id (the chat's id) is required"));
