@@ -93,13 +93,15 @@ class ScriptedProvider final : public ModelProvider {
                                        std::to_string(h.assistant_turns + 1) + ")"}};
     }
     auto executor = co_await boost::asio::this_coro::executor;
-    boost::asio::steady_timer timer(executor);
+    // Shared with the abort's posted cancel, which may run after the wait ended by itself and
+    // this frame is gone (an abort as the delay runs out).
+    auto timer = std::make_shared<boost::asio::steady_timer>(executor);
     auto pause = [&](std::int64_t ms) -> boost::asio::awaitable<bool> {
       if (ms <= 0) co_return !(abort && abort->aborted());
-      timer.expires_after(std::chrono::milliseconds(ms));
+      timer->expires_after(std::chrono::milliseconds(ms));
       AbortSignal::Registration reg(
-          abort, [&timer, executor] { boost::asio::post(executor, [&timer] { timer.cancel(); }); });
-      co_await timer.async_wait(tuple_awaitable);
+          abort, [timer, executor] { boost::asio::post(executor, [timer] { timer->cancel(); }); });
+      co_await timer->async_wait(tuple_awaitable);
       co_return !(abort && abort->aborted());
     };
     auto num = [&](std::string_view key) -> std::int64_t {
