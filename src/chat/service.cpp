@@ -189,7 +189,8 @@ Result<void> ChatService::register_app_tools(Chat& chat, const ChatRequest& requ
 
 Result<std::shared_ptr<ChatResponse>> ChatService::start_turn(const std::shared_ptr<Chat>& chat,
                                                               const ChatRequest& request,
-                                                              std::string text) {
+                                                              std::string text,
+                                                              std::string answer_again) {
   if (auto r = register_app_tools(*chat, request); !r) {
     forget(chat->id);  // no turn: nothing to keep
     return r.error();
@@ -222,6 +223,7 @@ Result<std::shared_ptr<ChatResponse>> ChatService::start_turn(const std::shared_
   auto response = new_response(*chat);
   session::PromptInput input;
   input.text = std::move(text);
+  input.answer_again = std::move(answer_again);
   input.model = request.model;
   input.agent = request.agent;
   if (auto started = deps_.sessions->prompt_async(chat->session_id, std::move(input)); !started) {
@@ -344,12 +346,12 @@ asio::awaitable<Result<std::shared_ptr<ChatResponse>>> ChatService::send(ChatReq
       continue;
     }
     if (request.trigger == ChatRequest::Trigger::Regenerate) {
-      auto text = deps_.sessions->rewind_last_exchange(chat->session_id);
-      if (!text) {
+      auto question = deps_.sessions->remove_last_answer(chat->session_id);
+      if (!question) {
         forget(chat->id);
-        co_return text.error();
+        co_return question.error();
       }
-      co_return start_turn(chat, request, std::move(*text));
+      co_return start_turn(chat, request, {}, std::move(*question));
     }
     if (!request.user_text) {
       auto response = answer_late(*chat, request);

@@ -87,8 +87,10 @@ class ChatService : public std::enable_shared_from_this<ChatService> {
 
   Result<std::shared_ptr<Chat>> open_chat(const ChatRequest& request);
   Result<void> register_app_tools(Chat& chat, const ChatRequest& request);
+  // A turn for a new message `text`, or one that answers the stored message `answer_again`.
   Result<std::shared_ptr<ChatResponse>> start_turn(const std::shared_ptr<Chat>& chat,
-                                                   const ChatRequest& request, std::string text);
+                                                   const ChatRequest& request, std::string text,
+                                                   std::string answer_again = {});
   std::shared_ptr<ChatResponse> continue_turn(Chat& chat, const ChatRequest& request);
   // A response of answers that reach no waiting call: the reasons, then finish.
   std::shared_ptr<ChatResponse> answer_late(Chat& chat, const ChatRequest& request);

@@ -388,6 +388,7 @@ TEST_F(ChatServiceTest, RegenerateReplacesTheLastAnswer) {
                    {"text": "second answer"}])"));
   ASSERT_TRUE(send(user("question")));
   ASSERT_TRUE(run_until([&] { return idle(); }));
+  std::string question_id = messages().at(0).info.id;
   ChatRequest regenerate;
   regenerate.chat_id = "chat-1";
   regenerate.trigger = ChatRequest::Trigger::Regenerate;
@@ -396,7 +397,10 @@ TEST_F(ChatServiceTest, RegenerateReplacesTheLastAnswer) {
   // The script's step is the number of answers in the history: the same step plays again.
   EXPECT_EQ(r->text(), "first answer to question");
   ASSERT_TRUE(run_until([&] { return idle(); }));
-  EXPECT_EQ(messages().size(), 2u) << "one question, one answer";
+  auto stored = messages();
+  ASSERT_EQ(stored.size(), 2u) << "one question, one answer";
+  EXPECT_EQ(stored[0].info.id, question_id) << "the question stays; only its answer is new";
+  EXPECT_EQ(stored[1].info.parent_id, question_id);
 }
 
 TEST_F(ChatServiceTest, ANewMessageEndsTheTurnThatWaitsForTheApp) {

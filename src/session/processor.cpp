@@ -162,14 +162,19 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
   if (!conversation) co_return conversation.error();
   turn->conversation = *conversation;
 
-  // The user's message.
+  // The user's message: a new one, or the stored one whose answer is made again (the
+  // conversation read above has it).
   MessageInfo user = new_message(session_id, MessageInfo::Role::User, prompt);
-  deps_.writer->stage_message(*turn, user);
-  Part text = new_part(user, Part::Type::Text);
-  text.text = input.text;
-  text.start = text.end = user.created;
-  deps_.writer->stage_part(*turn, text);
-  turn->conversation->messages.push_back(provider::ModelMessage::user(input.text));
+  if (!input.answer_again.empty()) {
+    user.id = input.answer_again;
+  } else {
+    deps_.writer->stage_message(*turn, user);
+    Part text = new_part(user, Part::Type::Text);
+    text.text = input.text;
+    text.start = text.end = user.created;
+    deps_.writer->stage_part(*turn, text);
+    turn->conversation->messages.push_back(provider::ModelMessage::user(input.text));
+  }
   turn->session.updated = now_ms();
   turn->unsaved_session = turn->session;
   if (deps_.bus->has_subscribers())

@@ -38,6 +38,9 @@ struct PromptInput {
   std::optional<std::string> model;  // "PROVIDER/MODEL"
   std::optional<std::string> agent;
   std::map<std::string, bool> tools;  // per-prompt tool switches
+  // The stored user message to answer again (SessionService::remove_last_answer): no new user
+  // message, `text` unused.
+  std::string answer_again;
 };
 
 // A prompt's agent and model, looked up once per prompt (before a prompt_async answers, so that

@@ -225,7 +225,7 @@ Result<void> SessionService::prompt_async(std::string session_id, PromptInput in
   return {};
 }
 
-Result<std::string> SessionService::rewind_last_exchange(const std::string& session_id) {
+Result<std::string> SessionService::remove_last_answer(const std::string& session_id) {
   if (running(session_id))
     return make_error(ErrorCode::Conflict, "Session " + session_id + " is busy with a turn");
   auto all = messages(session_id);
@@ -235,14 +235,11 @@ Result<std::string> SessionService::rewind_last_exchange(const std::string& sess
   });
   if (last_user == all->rend())
     return make_error(ErrorCode::NotFound, "Session " + session_id + " has no message to answer");
-  std::string text;
-  for (const auto& p : last_user->parts)
-    if (p.type == Part::Type::Text) text += p.text;
-  if (auto r = deps_.store->delete_messages_from(session_id, last_user->info.id); !r)
+  if (auto r = deps_.store->delete_messages_after(session_id, last_user->info.id); !r)
     return r.error();
   // The model must not see the answer it is asked to replace.
   conversations_->forget(session_id);
-  return text;
+  return last_user->info.id;
 }
 
 asio::awaitable<Result<tool::TaskOutcome>> SessionService::run_subtask(tool::TaskRequest request) {

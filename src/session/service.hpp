@@ -73,10 +73,10 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
                                                           PromptInput input);
   // Starts a turn and returns at once.
   Result<void> prompt_async(std::string session_id, PromptInput input);
-  // Takes back the last exchange to run it again (a chat's regenerate): the last user message
-  // and every message after it are deleted, and the user's text is returned for the new turn.
-  // Conflict while a turn runs; NotFound when the session has no user message.
-  Result<std::string> rewind_last_exchange(const std::string& session_id);
+  // Takes back the last answer to have it made again (a chat's regenerate): the messages after
+  // the last user message are deleted, as a revert, and that message's id is returned for
+  // PromptInput::answer_again. Conflict while a turn runs; NotFound without a user message.
+  Result<std::string> remove_last_answer(const std::string& session_id);
   bool running(const std::string& session_id) const { return turns_.count(session_id) > 0; }
   // Ends the running turn now: tools are cancelled, their parts end in error. False when idle.
   bool abort(const std::string& session_id, const std::string& reason = "aborted by the user");

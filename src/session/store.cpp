@@ -411,10 +411,10 @@ Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(const std:
   return failed;
 }
 
-Result<std::size_t> SessionStore::delete_messages_from(const std::string& session_id,
-                                                       const std::string& message_id) {
+Result<std::size_t> SessionStore::delete_messages_after(const std::string& session_id,
+                                                        const std::string& message_id) {
   std::lock_guard lock(db_->mutex());
-  auto st = db_->prepare("DELETE FROM message WHERE session_id = ?1 AND id >= ?2");
+  auto st = db_->prepare("DELETE FROM message WHERE session_id = ?1 AND id > ?2");
   if (!st) return st.error();
   st->bind(1, session_id).bind(2, message_id);
   if (auto r = st->run(); !r) return r.error();

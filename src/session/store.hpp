@@ -65,10 +65,10 @@ class SessionStore {
   Result<std::string> get_todos(const std::string& session_id);
   Result<void> put_todos(const std::string& session_id, std::string_view todos_json);
 
-  // Deletes the session's messages from `message_id` on (ids sort by creation time): what a
+  // Deletes the session's messages after `message_id` (ids sort by creation time): what a
   // regenerated answer replaces. Returns how many went.
-  Result<std::size_t> delete_messages_from(const std::string& session_id,
-                                           const std::string& message_id);
+  Result<std::size_t> delete_messages_after(const std::string& session_id,
+                                            const std::string& message_id);
 
   // A chat (POST /api/chat's `id`) names its session: nullopt when the chat was never used.
   // Deleted with the session.
