@@ -488,8 +488,10 @@ describe('regenerate()', () => {
     assertOneTextPart(chat, chat.messages[1], 'answer to hi');
     const after = await storedMessages(h.server, sid);
     assert.deepEqual(after.map((m) => m.info.role), ['user', 'assistant'], showStored(after));
-    // (docs/ai-sdk.md: the server deletes the question with its answer and asks it again, so the
-    // stored user message is a new one with the same text)
+    // (docs/ai-sdk.md: the messages after the question are deleted, as a revert; the question
+    // stays and is answered again)
+    assert.equal(after[0].info.id, before[0].info.id, `the question was replaced:\n${showStored(after)}`);
+    assert.equal(after[1].info.parentID, before[0].info.id, showStored(after));
     assert.equal(after[0].parts.filter((p) => p.type === 'text').map((p) => p.text).join(''), 'hi', showStored(after));
     assert.match(after[1].parts.filter((p) => p.type === 'text').map((p) => p.text).join(''), /^answer to hi\s*$/, showStored(after));
     assert.notEqual(after[1].info.id, before[1].info.id, `the answer was not made again:\n${showStored(after)}`);
