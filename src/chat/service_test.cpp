@@ -209,6 +209,7 @@ TEST_F(ChatServiceTest, TextAnswerStreamsAsOneStepOfTheAnswer) {
   ASSERT_GE(types.size(), 7u);
   EXPECT_EQ(types.front(), "start");
   EXPECT_EQ(types.back(), "finish");
+  EXPECT_EQ(r->chunks.back().at("finishReason").as_string(), "stop");
   EXPECT_EQ(r->text(), "hello there");
   // The user's own message is not streamed back: the only text is the answer's, in a step.
   auto step = std::find(types.begin(), types.end(), "start-step");

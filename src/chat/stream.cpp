@@ -121,7 +121,9 @@ TurnStream::Effect TurnStream::on_event(const bus::Event& event) {
     if (string_at(props, "sessionID") != session_id_) return Effect::None;
     end_open_parts();
     if (step_open_) finish_step();
-    emit_(json::object{{"type", "finish"}});
+    json::object finish{{"type", "finish"}};
+    if (!finish_reason_.empty()) finish["finishReason"] = finish_reason_;
+    emit_(finish);
     return Effect::Ended;
   } else {
     return Effect::None;
@@ -180,14 +182,19 @@ void TurnStream::on_message(const json::object& info) {
   const json::object* time = object_at(info, "time");
   bool completed = time && time->contains("completed");
   if (!completed || id != step_message_) return;
+  // The model's own reason ("stop", "length", ...: the names are the AI SDK's too).
+  finish_reason_ = string_at(info, "finish");
   if (const json::object* error = object_at(info, "error")) {
     std::string name = string_at(*error, "name");
     const json::object* data = object_at(*error, "data");
     std::string message = data ? string_at(*data, "message") : std::string();
-    if (name == "MessageAbortedError")
+    if (name == "MessageAbortedError") {
+      finish_reason_ = "interrupted";
       emit_(json::object{{"type", "abort"}, {"reason", message}});
-    else if (name != "PermissionRejectedError")  // a person's no: the answer says why
+    } else if (name != "PermissionRejectedError") {  // a person's no: the answer says why
+      finish_reason_ = "error";
       emit_(json::object{{"type", "error"}, {"errorText", name + ": " + message}});
+    }
   }
   end_open_parts();
   if (step_open_) finish_step();

@@ -125,6 +125,7 @@ class TurnStream {
   bool step_open_ = false;
   bool step_streamed_ = false;   // its model stream has ended (its step-finish part came)
   std::set<std::string> steps_;  // assistant messages seen
+  std::string finish_reason_;    // the last step's, for `finish`
   bool suspended_ = false;
 };
 
