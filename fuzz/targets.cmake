@@ -10,4 +10,5 @@ set(SWITCHBOARD_FUZZERS
   sdk_sse           # the C++ SDK's event-stream parser
   http_server       # the whole edge in process: HTTP requests, route bodies, WebSocket messages
   mcp_stdio         # mcp/framing + jsonrpc: what an MCP server writes on its stdout
+  chat_request      # server/decode: an AI SDK chat request (POST /api/chat, a chat WebSocket's send)
 )

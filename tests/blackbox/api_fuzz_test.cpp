@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -38,6 +39,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -323,8 +325,38 @@ struct Call {
   Headers headers;
   std::vector<unsigned> expected_5xx;
   milliseconds timeout{15000};
-  std::string client_id;  // whose token a 200 may carry
+  std::string client_id;          // whose token a 200 may carry
+  std::string chat;               // a chat's UI message stream: the chat it is of
+  std::string stop;               // a DELETE target that ends the turn the request waits for
+  std::vector<unsigned> allowed;  // when not empty: the only statuses it may get
 };
+
+// What the AI SDK's chat routes may answer: a stream or nothing to resume, a request refused
+// (malformed, a client's token, a chat of another client, an unknown chat, one answering now, a
+// body over the limit, the rate limit). Never a 5xx: every one answers from the server's state.
+const std::vector<unsigned> kChatStatuses = {200, 204, 400, 401, 403, 404, 409, 413, 429};
+
+// The chunks of a UI message stream (the `data:` lines of an event stream), as JSON; `done`
+// tells whether it ended with `data: [DONE]`.
+std::vector<json::value> ui_chunks(std::string_view body, bool* done = nullptr) {
+  std::vector<json::value> chunks;
+  if (done) *done = false;
+  std::size_t at = 0;
+  while (at < body.size()) {
+    std::size_t end = body.find('\n', at);
+    if (end == std::string_view::npos) break;  // a line not complete yet
+    std::string_view line = body.substr(at, end - at);
+    at = end + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.starts_with("data: ")) continue;
+    line.remove_prefix(6);
+    if (done) *done = line == "[DONE]";
+    boost::system::error_code ec;
+    json::value v = json::parse(line, ec);
+    if (!ec) chunks.push_back(std::move(v));
+  }
+  return chunks;
+}
 
 struct Answer {
   std::optional<HttpResponse> response;
@@ -361,6 +393,20 @@ bool acts_on_machine(std::string_view tool) {
 
 // ---- one sequence -----------------------------------------------------------------------------
 
+// What the fuzzer knows of a chat from its latest response: what it left to the app.
+struct ChatState {
+  std::vector<std::pair<std::string, std::string>> calls;      // (toolCallId, toolName)
+  std::vector<std::pair<std::string, std::string>> approvals;  // (approvalId, toolCallId)
+  std::vector<std::string> earlier_calls;                      // every call seen (stale ids)
+};
+
+// A frame sent on a chat WebSocket, as the server reads it.
+struct ChatFrame {
+  std::string request_id;           // what the server answers with: "" when it cannot read one
+  std::optional<std::string> type;  // none when it has none, or not a string
+  std::string chat;                 // its id: the chat a send or resume names
+};
+
 class Sequence {
  public:
   Sequence(std::uint64_t seed, const Settings& settings, Clock::time_point deadline)
@@ -395,12 +441,16 @@ class Sequence {
   // ---- the server ----
 
   json::object make_config() {
+    // Sometimes a body limit that a large chat message passes (413).
+    json::object server;
+    if (rng_.chance(30)) server["maxBodyBytes"] = 200000;
     json::object cfg = test_config(json::object{{"defaultTimeout", 1500},
                                                 {"maxTimeout", 3000},
                                                 {"reconnectGrace", rng_.chance(50) ? 0 : 1000},
                                                 {"rateLimit", rng_.chance(80) ? 0 : 30},
                                                 {"maxPendingPerClient", rng_.chance(80) ? 64 : 3},
-                                                {"clientTokens", rng_.chance(30)}});
+                                                {"clientTokens", rng_.chance(30)}},
+                                   server);
     json::object permission{{"timeout", 1500}};  // a headless run: asks end
     if (rng_.chance(50)) permission["bash"] = "ask";
     cfg["permission"] = permission;
@@ -452,6 +502,7 @@ class Sequence {
       f.interrupted = true;
     sockets_.clear();
     streams_.clear();
+    close_chat_ws();
     events_.reset();
     server_->send_signal(kill ? SIGKILL : SIGTERM);
     auto status = server_->wait_exit(20000ms);
@@ -499,6 +550,21 @@ class Sequence {
         throw Failure(std::to_string(status) + " from " + what + ": " +
                       clip(a.response->body, 2000));
     }
+    if (!call.allowed.empty() &&
+        std::find(call.allowed.begin(), call.allowed.end(), status) == call.allowed.end() &&
+        !(interrupted && status == 503))
+      throw Failure("an unexpected " + std::to_string(status) + " from " + what + ": " +
+                    clip(a.response->body, 2000));
+    if (!call.chat.empty() && status == 200) {
+      // A UI message stream read to its end: the server ends every one with [DONE], unless a
+      // restart cut it.
+      bool done = false;
+      learn_chat(call.chat, ui_chunks(a.response->body, &done));
+      if (!done && !interrupted)
+        throw Failure("the UI message stream of " + what +
+                      " ended without data: [DONE]: " + clip(a.response->body, 2000));
+      return;
+    }
     boost::system::error_code ec;
     json::value answer = json::parse(a.response->body, ec);
     if (ec) return;
@@ -528,13 +594,20 @@ class Sequence {
     return end == std::string::npos ? "" : target.substr(0, end) + "/abort";
   }
 
+  // The request that ends the turn `call` waits for: its chat's stop, or its session's abort.
+  static std::optional<Call> stopper(const Call& call) {
+    if (!call.stop.empty())
+      return Call{"DELETE", call.stop, "", {}, {}, 15000ms, {}, {}, {}, kChatStatuses};
+    if (auto abort = abort_target(call.target); !abort.empty()) return Call{"POST", abort, "{}"};
+    return std::nullopt;
+  }
+
   // Starts a request that may wait long (a prompt, an execution) on its own thread.
   void launch(Call call) {
     collect(false);
     if (in_flight_.size() >= 6) {
       // The oldest may be a turn waiting for a person's answer: end it rather than wait.
-      if (auto abort = abort_target(in_flight_.front().call.target); !abort.empty())
-        send({"POST", abort, "{}"});
+      if (auto stop = stopper(in_flight_.front().call)) send(*stop);
       in_flight_.front().answer.wait();
       collect(false);
     }
@@ -944,7 +1017,11 @@ class Sequence {
         {1, &Sequence::open_pending_stream},
         {3, &Sequence::wait},
         {2, &Sequence::restart},
-        {2, &Sequence::other_get}};
+        {2, &Sequence::other_get},
+        {8, &Sequence::chat_post},
+        {3, &Sequence::chat_resume},
+        {3, &Sequence::chat_stop},
+        {3, &Sequence::chat_websocket}};
     static const int total = [] {
       int t = 0;
       for (const auto& s : kSteps)
@@ -1269,6 +1346,473 @@ class Sequence {
                             "/auth", "/nope", "/session/" + pct(session_id()) + "/nope"})});
   }
 
+  // ---- the AI SDK's chat (POST /api/chat, its stream, its WebSocket) ----
+
+  // A chat id: mostly one named before (a chat used, or one never sent), sometimes junk.
+  std::string chat_id() {
+    if (!chat_ids_.empty() && rng_.chance(65)) return rng_.pick(chat_ids_);
+    if (rng_.chance(85)) {
+      std::string id = "chat-" + std::to_string(++chat_counter_);
+      Pools::add(chat_ids_, id);
+      return id;
+    }
+    if (rng_.chance(30)) return rng_.chance(50) ? std::string(257, 'c') : std::string(256, 'c');
+    return rng_.chance(30) ? any_id() : clip(odd_string(rng_), 2000);  // it goes into paths
+  }
+
+  // The app's own tools ({NAME: {description, inputSchema, interactive}}): mostly well named,
+  // sometimes a server tool's name (refused), a bad name or not an object.
+  json::object app_tools(std::vector<std::string>& names) {
+    json::object tools;
+    for (std::size_t i = 1 + rng_.below(3); i > 0; --i) {
+      std::string name;
+      std::size_t roll = rng_.below(100);
+      if (roll < 70)
+        name = rng_.pick({"getLocation", "askUser", "confirm", "t1"});
+      else if (roll < 85)
+        name = rng_.pick({"bash", "read", "question", "todowrite", "task"});
+      else if (roll < 92)
+        name = client_tool_name();
+      else
+        name = clip(odd_string(rng_), 300);
+      if (rng_.chance(5)) {
+        tools[name] = any_value(rng_, 1, true);
+        continue;
+      }
+      json::object t;
+      if (rng_.chance(70)) t["description"] = text();
+      if (rng_.chance(75)) t["inputSchema"] = tool_schema();
+      if (rng_.chance(20))
+        t["interactive"] = rng_.chance(70) ? json::value(true) : any_value(rng_, 1, true);
+      tools[name] = std::move(t);
+      names.push_back(name);
+    }
+    return tools;
+  }
+
+  json::object user_message(std::string text) {
+    return {{"id", "u" + std::to_string(rng_.below(1000))},
+            {"role", "user"},
+            {"parts", json::array{json::object{{"type", "text"}, {"text", std::move(text)}}}}};
+  }
+
+  // A tool part of an assistant message with the app's answer: for a call the chat waits for
+  // (mostly), or any call id.
+  json::object tool_part(const std::string& call_id, const std::string& tool) {
+    json::object part{{"type", rng_.chance(80) ? "tool-" + tool : std::string("dynamic-tool")},
+                      {"toolCallId", call_id},
+                      {"input", json::object{}}};
+    if (part["type"].as_string() == "dynamic-tool") part["toolName"] = tool;
+    switch (rng_.below(10)) {
+      case 0:
+        part["state"] = rng_.pick({"input-available", "input-streaming", "output-denied", "odd"});
+        break;
+      case 1:
+      case 2:
+        part["state"] = "output-error";
+        if (rng_.chance(80)) part["errorText"] = text();
+        break;
+      default:
+        part["state"] = "output-available";
+        if (rng_.chance(90))
+          part["output"] = rng_.chance(50) ? json::value(text()) : any_value(rng_, 1, true);
+    }
+    return part;
+  }
+
+  json::object approval_part(const std::string& approval_id, const std::string& call_id) {
+    json::object approval{{"id", approval_id}, {"approved", rng_.chance(60)}};
+    if (rng_.chance(20)) approval["reason"] = text();
+    return {{"type", "dynamic-tool"},        {"toolName", "bash"},      {"toolCallId", call_id},
+            {"state", "approval-responded"}, {"input", json::object{}}, {"approval", approval}};
+  }
+
+  // The last message of an app that answers what its chat waits for: outputs of its calls,
+  // answers to its approvals; sometimes of calls and asks of other chats, or made up.
+  json::object answers_message(const std::string& chat) {
+    json::array parts{json::object{{"type", "step-start"}}};
+    auto it = chats_.find(chat);
+    if (it != chats_.end()) {
+      for (const auto& [call, tool] : it->second.calls)
+        if (rng_.chance(85)) parts.push_back(tool_part(call, tool));
+      for (const auto& [approval, call] : it->second.approvals)
+        if (rng_.chance(85)) parts.push_back(approval_part(approval, call));
+      if (!it->second.earlier_calls.empty() && rng_.chance(15))
+        parts.push_back(tool_part(rng_.pick(it->second.earlier_calls), "getLocation"));
+    }
+    if (parts.size() == 1 || rng_.chance(20)) {
+      if (rng_.chance(60))
+        parts.push_back(tool_part(id_from(pools_.calls, "call_"), "getLocation"));
+      else
+        parts.push_back(
+            approval_part(id_from(pools_.permissions, "per_"), id_from(pools_.calls, "call_")));
+    }
+    if (rng_.chance(20))
+      parts.push_back(json::object{{"type", "text"}, {"text", text()}, {"state", "done"}});
+    return {{"id", "a" + std::to_string(rng_.below(1000))},
+            {"role", "assistant"},
+            {"parts", std::move(parts)}};
+  }
+
+  // What DefaultChatTransport sends: {id, messages, trigger, messageId?}, and the app's fields
+  // (in the same object over HTTP; a WebSocket's send frame has them in `body`). `client` gets
+  // the clientID it names.
+  json::object chat_body(const std::string& chat, bool ws, std::string& client) {
+    json::object app;
+    std::vector<std::string> tools;
+    if (rng_.chance(50)) app["tools"] = app_tools(tools);
+    if (rng_.chance(20))
+      app["model"] = rng_.pick({"scripted/default", "scripted/default", "nope/x", ""});
+    if (rng_.chance(15)) app["agent"] = rng_.pick({"build", "plan", "nope"});
+    if (rng_.chance(30)) app["clientID"] = client = client_id();
+    if (rng_.chance(30)) app["resumable"] = rng_.chance(70);
+
+    json::array messages;
+    if (rng_.chance(30)) {  // history the app keeps (the server reads only the last message)
+      messages.push_back(user_message(text()));
+      messages.push_back(
+          json::object{{"id", "a0"},
+                       {"role", "assistant"},
+                       {"parts", json::array{json::object{{"type", "text"}, {"text", text()}}}}});
+    }
+    std::string trigger = "submit-message";
+    std::size_t roll = rng_.below(100);
+    bool waits =
+        chats_.count(chat) && (!chats_[chat].calls.empty() || !chats_[chat].approvals.empty());
+    if (roll < (waits ? 25u : 50u)) {
+      std::string prompt = prompt_text();
+      if (!tools.empty() && rng_.chance(40))  // the app's own tool: the response ends for it
+        prompt = "/call " + rng_.pick(tools) + " " + json::serialize(client_tool_input());
+      if (rng_.chance(2)) prompt = std::string(210000, 'z');  // over server.maxBodyBytes
+      messages.push_back(user_message(std::move(prompt)));
+    } else if (roll < 85) {
+      messages.push_back(answers_message(chat));
+    } else if (roll < 92) {
+      trigger = "regenerate-message";
+      if (messages.empty()) messages.push_back(user_message(text()));
+    } else {
+      switch (rng_.below(5)) {
+        case 0:
+          trigger = rng_.pick({"resume-stream", "", "SUBMIT-MESSAGE"});
+          messages.push_back(user_message(text()));
+          break;
+        case 1:
+          break;  // no messages
+        case 2:
+          messages.push_back(json::object{
+              {"role", "system"},
+              {"parts", json::array{json::object{{"type", "text"}, {"text", "be brief"}}}}});
+          break;
+        case 3:
+          messages.push_back(json::object{
+              {"role", "user"},
+              {"parts", json::array{json::object{{"type", "file"},
+                                                 {"mediaType", "text/plain"},
+                                                 {"url", "data:text/plain;base64,aGk="}}}}});
+          break;
+        default:
+          messages.push_back(json::object{{"role", "user"}, {"parts", json::array{}}});
+      }
+    }
+    json::object body{{"id", chat}, {"messages", std::move(messages)}};
+    if (rng_.chance(90)) body["trigger"] = trigger;
+    if (rng_.chance(20))
+      body["messageId"] = rng_.chance(70) ? id_from(pools_.messages, "msg_") : text();
+    if (ws) {
+      body["body"] = std::move(app);
+    } else {
+      for (auto& kv : app)
+        body[kv.key()] = kv.value();
+    }
+    return body;
+  }
+
+  // What a chat's response said: the calls and approvals it left to the app.
+  void learn_chat(const std::string& chat, const std::vector<json::value>& chunks) {
+    if (chunks.empty()) return;
+    ChatState& state = chats_[chat];
+    ChatState now;
+    now.earlier_calls = state.earlier_calls;
+    std::set<std::string> ended;
+    for (const auto& chunk : chunks) {
+      pools_.harvest(chunk);
+      std::string type = string_at(chunk, "/type");
+      std::string call = string_at(chunk, "/toolCallId");
+      if (type == "tool-input-available") {
+        const json::value* server = find(chunk, "/providerExecuted");
+        if (!(server && server->is_bool() && server->get_bool()))
+          now.calls.emplace_back(call, string_at(chunk, "/toolName"));
+        if (now.earlier_calls.size() < 16) now.earlier_calls.push_back(call);
+      } else if (type == "tool-approval-request") {
+        now.approvals.emplace_back(string_at(chunk, "/approvalId"), call);
+      } else if (type.starts_with("tool-output-")) {
+        ended.insert(call);
+      }
+    }
+    std::erase_if(now.calls, [&](const auto& c) { return ended.count(c.first) > 0; });
+    std::erase_if(now.approvals, [&](const auto& a) { return ended.count(a.second) > 0; });
+    state = std::move(now);
+  }
+
+  Call chat_call(std::string method, std::string target, std::string body, std::string chat) {
+    Call call{std::move(method), std::move(target), std::move(body)};
+    call.chat = std::move(chat);
+    call.allowed = kChatStatuses;
+    return call;
+  }
+
+  // Sends `call` and leaves once its answer's head (and perhaps a little of its stream) came: an
+  // app that closes the response (useChat's stop()). The head must come, and not be a 5xx.
+  void send_and_leave(const Call& call) {
+    std::size_t entry = record(call.method + " " + call.target + " (leaves early)", call.body, "");
+    std::string bytes = call.method + " " + call.target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    for (const auto& [name, value] : call.headers)
+      bytes += name + ": " + value + "\r\n";
+    if (!call.body.empty())
+      bytes +=
+          "Content-Type: application/json\r\nContent-Length: " + std::to_string(call.body.size()) +
+          "\r\n";
+    bytes += "\r\n" + call.body;
+    std::string received;
+    try {
+      RawConnection conn(port(), 5000ms);
+      try {
+        conn.send(bytes, 10000ms);
+      } catch (const std::exception&) {
+        // A server that refuses a large body may close before reading it: its answer counts.
+      }
+      auto deadline = Clock::now() + call.timeout;
+      while (conn.received().find("\r\n\r\n") == std::string::npos && Clock::now() < deadline)
+        if (conn.wait_closed(50ms)) break;
+      if (conn.received().starts_with("HTTP/1.1 200"))
+        conn.wait_closed(milliseconds(rng_.below(4) * 300));
+      received = conn.received();
+      if (rng_.chance(50)) conn.close();  // else the destructor's
+    } catch (const std::exception& e) {
+      transcript_[entry].outcome = std::string("no answer: ") + e.what();
+      ensure_alive("while answering " + call.method + " " + clip(call.target, 200), 2000ms);
+      throw Failure("no answer to " + call.method + " " + clip(call.target, 200) + ": " + e.what());
+    }
+    transcript_[entry].outcome = clip(received, 4000);
+    std::string what = call.method + " " + clip(call.target, 200);
+    if (received.find("\r\n\r\n") == std::string::npos) {
+      ensure_alive("while answering " + what, 2000ms);
+      throw Failure("no answer to " + what + " within " + std::to_string(call.timeout.count()) +
+                    " ms: " + clip(received, 2000));
+    }
+    unsigned status = received.size() > 12 && received.starts_with("HTTP/1.")
+                          ? static_cast<unsigned>(std::atoi(received.substr(9, 3).c_str()))
+                          : 0;
+    if (status == 0 || status >= 500 ||
+        std::find(call.allowed.begin(), call.allowed.end(), status) == call.allowed.end())
+      throw Failure("an unexpected answer to " + what + ": " + clip(received, 2000));
+    if (status == 200 && !call.chat.empty()) {
+      auto body = received.find("\r\n\r\n");
+      for (const auto& chunk : ui_chunks(std::string_view(received).substr(body + 4)))
+        pools_.harvest(chunk);
+    }
+  }
+
+  // POST /api/chat: read to its end (in the background, like a prompt), or left early.
+  void chat_post() {
+    std::string chat = chat_id();
+    std::string client;
+    json::object body = chat_body(chat, false, client);
+    Call call = chat_call("POST", "/api/chat", body_text(body), chat);
+    call.headers = token_for(client);
+    call.client_id = client;
+    call.stop = "/api/chat/" + pct(chat) + "/stream";
+    // A turn waits at most for a client's result, an ask, or a question the fuzzer ends within
+    // 8 steps; a new message to a chat that waits for the app waits up to 10 s for its turn.
+    run_chat_call(std::move(call), 20, 4000ms);
+  }
+
+  // Sends a chat request that may stream long (60 s at most): left early `leave` percent of the
+  // time, else in the background, its answer awaited up to `wait` now and then.
+  void run_chat_call(Call call, int leave, milliseconds wait) {
+    call.timeout = 60000ms;
+    if (rng_.chance(leave)) {
+      call.timeout = 20000ms;
+      return send_and_leave(call);
+    }
+    launch(std::move(call));
+    if (rng_.chance(60)) {
+      in_flight_.back().answer.wait_for(wait);
+      collect(false);
+    }
+  }
+
+  // GET /api/chat/{id}/stream: the response streaming now (200), none (204), no chat (404).
+  void chat_resume() {
+    std::string chat = chat_id();
+    Call call = chat_call("GET", "/api/chat/" + pct(chat) + "/stream", "", chat);
+    call.stop = call.target;
+    run_chat_call(std::move(call), 25, 2000ms);
+  }
+
+  // DELETE /api/chat/{id}/stream: stop.
+  void chat_stop() {
+    Call call = chat_call("DELETE", "/api/chat/" + pct(chat_id()) + "/stream",
+                          rng_.chance(90) ? "" : body_text(json::object{}), "");
+    send(call);
+  }
+
+  // WebSocketChatTransport's frames: send, resume, abort, with request ids that repeat.
+  void chat_websocket() {
+    if (!chat_ws_) {
+      std::size_t entry = record("WS open /api/chat/ws", "", "");
+      try {
+        chat_ws_ = std::make_unique<WsClient>(port(), "/api/chat/ws", 10000ms);
+        transcript_[entry].outcome = "101";
+      } catch (const std::exception& e) {
+        transcript_[entry].outcome = e.what();
+        refused_upgrade("/api/chat/ws", e.what());
+        return;
+      }
+    }
+    if (rng_.chance(8)) {
+      record("WS close /api/chat/ws", "", "");
+      if (rng_.chance(50))
+        chat_ws_->close();
+      else
+        chat_ws_->drop();
+      close_chat_ws();
+      return;
+    }
+    std::string request_id;
+    if (!ws_streams_.empty() && rng_.chance(40))  // refused: it is in use
+      request_id = std::next(ws_streams_.begin(),
+                             static_cast<std::ptrdiff_t>(rng_.below(ws_streams_.size())))
+                       ->first;
+    else if (rng_.chance(30))
+      request_id = "r" + std::to_string(rng_.below(3));
+    else
+      request_id = "r" + std::to_string(100 + ++ws_request_counter_);
+    json::object frame;
+    std::string chat;
+    std::size_t roll = rng_.below(100);
+    if (roll < 60) {
+      chat = chat_id();
+      std::string client;
+      frame = chat_body(chat, true, client);
+      frame["type"] = "send";
+    } else if (roll < 80) {
+      chat = chat_id();
+      frame = {{"type", "resume"}, {"id", chat}};
+      if (rng_.chance(40))
+        frame["lastSequence"] = rng_.chance(70)
+                                    ? json::value(static_cast<std::int64_t>(rng_.below(8)) - 1)
+                                    : any_number(rng_);
+    } else if (roll < 95) {
+      frame = {{"type", "abort"}};
+    } else {
+      frame = {{"type", rng_.pick({"ping", "", "SEND", "stop"})}};
+    }
+    frame["requestId"] = request_id;
+    std::string text = body_text(frame);
+    std::size_t entry = record("WS> /api/chat/ws", text, "");
+    ws_sent_.push_back(as_read(text));
+    try {
+      chat_ws_->send_text(std::move(text), 5000ms);
+    } catch (const std::exception& e) {
+      transcript_[entry].outcome = std::string("not sent: ") + e.what();
+      close_chat_ws();
+      return;
+    }
+    // Let the frame be answered (a new message to a chat that waits may take its time).
+    if (chat_ws_ && rng_.chance(50))
+      if (auto answer = chat_ws_->next_text(1500ms)) on_chat_frame(*answer);
+  }
+
+  // A frame as the server reads it (the same parser and depth limit): the requestId it answers
+  // with ("" when it cannot read one), its type, and the chat a send or resume names.
+  static ChatFrame as_read(const std::string& text) {
+    ChatFrame frame;
+    json::parse_options options;
+    options.max_depth = 64;  // server.maxJsonDepth
+    boost::system::error_code ec;
+    json::value v = json::parse(text, ec, {}, options);
+    if (ec || !v.is_object()) return frame;
+    const json::object& o = v.get_object();
+    if (const auto* id = o.if_contains("requestId"); id && id->is_string())
+      frame.request_id = id->get_string();
+    if (const auto* type = o.if_contains("type"); type && type->is_string())
+      frame.type = std::string(type->get_string());
+    if (const auto* chat = o.if_contains("id"); chat && chat->is_string())
+      frame.chat = chat->get_string();
+    return frame;
+  }
+
+  static bool gets_no_answer(const ChatFrame& frame) {
+    return frame.type == "abort" && !frame.request_id.empty();
+  }
+
+  void close_chat_ws() {
+    chat_ws_.reset();
+    ws_sent_.clear();
+    ws_streams_.clear();
+  }
+
+  // The server reads a socket's frames one at a time and answers each (but an abort) with
+  // `start`, `error` or `no-active` before it reads the next; a started request's chunks follow
+  // until its `end`, or until an abort of its requestId. So the fuzzer knows, at each answer,
+  // which frame it answers and which requestIds the server has streaming, and checks both.
+  void on_chat_frame(const std::string& text) {
+    boost::system::error_code ec;
+    json::value v = json::parse(text, ec);
+    if (ec) throw Failure("a chat WebSocket frame that is not JSON: " + clip(text, 2000));
+    std::string type = string_at(v, "/type");
+    std::string request_id = string_at(v, "/requestId");
+    auto stream = ws_streams_.find(request_id);
+    if (type == "chunk") {
+      if (stream == ws_streams_.end())
+        throw Failure("a chunk for requestId \"" + clip(request_id, 200) +
+                      "\", which streams nothing: " + clip(text, 2000));
+      if (const json::value* chunk = find(v, "/chunk")) stream->second.chunks.push_back(*chunk);
+      return;
+    }
+    record("WS< /api/chat/ws", "", clip(text, 2000));
+    if (type == "end") {
+      if (stream == ws_streams_.end())
+        throw Failure("an end for requestId \"" + clip(request_id, 200) +
+                      "\", which streams nothing: " + clip(text, 2000));
+      learn_chat(stream->second.chat, stream->second.chunks);
+      ws_streams_.erase(stream);
+      return;
+    }
+    if (type != "start" && type != "error" && type != "no-active")
+      throw Failure("a chat WebSocket frame of an unknown type: " + clip(text, 2000));
+    // The aborts before the frame this answers have been read: their streams ended there.
+    while (!ws_sent_.empty() && gets_no_answer(ws_sent_.front())) {
+      ws_streams_.erase(ws_sent_.front().request_id);
+      ws_sent_.pop_front();
+    }
+    if (ws_sent_.empty()) throw Failure("a chat WebSocket answer to no frame: " + clip(text, 2000));
+    ChatFrame frame = std::move(ws_sent_.front());
+    ws_sent_.pop_front();
+    if (request_id != frame.request_id)
+      throw Failure("a chat WebSocket answer with requestId \"" + clip(request_id, 200) +
+                    "\" to the frame of requestId \"" + clip(frame.request_id, 200) +
+                    "\": " + clip(text, 2000));
+    std::string error_text = string_at(v, "/errorText");
+    if (type == "error" && error_text.empty())
+      throw Failure("a chat WebSocket error without its errorText: " + clip(text, 2000));
+    // A requestId streaming now is refused (with the frame's type read, unless it is an abort).
+    bool in_use = frame.type && ws_streams_.count(frame.request_id) > 0;
+    bool refused_in_use = type == "error" && error_text.ends_with(" is in use");
+    if (in_use != refused_in_use)
+      throw Failure(in_use ? "a frame with requestId \"" + clip(frame.request_id, 200) +
+                                 "\", which streams now, was not refused: " + clip(text, 2000)
+                           : "a frame refused as in use when its requestId streams nothing: " +
+                                 clip(text, 2000));
+    if (type == "start") {
+      if (frame.type != "send" && frame.type != "resume")
+        throw Failure("a chat WebSocket frame of type \"" + clip(frame.type.value_or(""), 200) +
+                      "\" started a stream: " + clip(text, 2000));
+      ws_streams_[request_id] = {frame.chat, {}};
+    }
+  }
+
   // ---- after each step ----
 
   // Reads what the server pushed: ids from /event, requests delivered to our clients.
@@ -1304,6 +1848,14 @@ class Sequence {
       while (auto e = it->second->next_event(0ms))
         if (e->event == "tool-request") on_delivery(it->first, e->data);
       it = it->second->closed() ? streams_.erase(it) : std::next(it);
+    }
+    if (chat_ws_) {
+      while (auto text = chat_ws_->next_text(0ms))
+        on_chat_frame(*text);
+      if (chat_ws_->closed()) {
+        record("WS closed /api/chat/ws", "", chat_ws_->close_description());
+        close_chat_ws();
+      }
     }
   }
 
@@ -1379,13 +1931,13 @@ class Sequence {
   // Ends every turn (so nothing waits for a person), judges what is in flight, and stops the
   // server: it must exit cleanly.
   void finish() {
-    std::vector<std::string> aborts;
+    std::vector<Call> stops;
     for (const auto& f : in_flight_)
-      if (auto abort = abort_target(f.call.target); !abort.empty()) aborts.push_back(abort);
+      if (auto stop = stopper(f.call)) stops.push_back(*stop);
     for (const auto& [id, asked] : open_questions_)
-      aborts.push_back("/session/" + pct(asked.first) + "/abort");
-    for (const auto& abort : aborts)
-      send({"POST", abort, "{}"});
+      stops.push_back({"POST", "/session/" + pct(asked.first) + "/abort", "{}"});
+    for (const auto& stop : stops)
+      send(stop);
     collect(true);
     ensure_alive("at the end of the sequence");
     record("stop (SIGTERM)", "", "");
@@ -1448,6 +2000,17 @@ class Sequence {
   std::unique_ptr<SseClient> events_;
   std::map<std::string, std::unique_ptr<WsClient>> sockets_;   // by clientID
   std::map<std::string, std::unique_ptr<SseClient>> streams_;  // pending streams by clientID
+  std::map<std::string, ChatState> chats_;                     // by chat id
+  std::vector<std::string> chat_ids_;                          // chats named so far
+  int chat_counter_ = 0;
+  std::unique_ptr<WsClient> chat_ws_;  // a WebSocketChatTransport's socket
+  std::deque<ChatFrame> ws_sent_;      // its frames not answered yet, in order (aborts too)
+  struct ChatStream {
+    std::string chat;
+    std::vector<json::value> chunks;
+  };
+  std::map<std::string, ChatStream> ws_streams_;  // its requests streaming now, by requestId
+  int ws_request_counter_ = 0;
   std::vector<InFlight> in_flight_;
   std::map<std::string, std::pair<std::string, int>> open_questions_;  // id -> (session, step)
   std::vector<std::pair<std::string, std::string>> fresh_deliveries_;  // (requestID, clientID)
