@@ -15,17 +15,10 @@ namespace {
 
 // The session an event is about, wherever its shape keeps it.
 std::string session_of_event(const json::object& props) {
-  auto from = [](const json::object& o) -> std::string {
-    auto it = o.find("sessionID");
-    return it != o.end() && it->value().is_string() ? std::string(it->value().get_string())
-                                                    : std::string();
-  };
-  if (auto id = from(props); !id.empty()) return id;
-  for (std::string_view key : {"part", "info", "request"}) {
-    auto it = props.find(key);
-    if (it != props.end() && it->value().is_object())
-      if (auto id = from(it->value().get_object()); !id.empty()) return id;
-  }
+  if (auto id = string_or(props, "sessionID"); !id.empty()) return id;
+  for (std::string_view key : {"part", "info", "request"})
+    if (const json::object* inner = object_at(props, key))
+      if (auto id = string_or(*inner, "sessionID"); !id.empty()) return id;
   return {};
 }
 

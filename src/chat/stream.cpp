@@ -2,21 +2,6 @@
 
 namespace sb::chat {
 
-namespace {
-
-const json::object* object_at(const json::object& o, std::string_view key) {
-  auto it = o.find(key);
-  return it != o.end() && it->value().is_object() ? &it->value().get_object() : nullptr;
-}
-
-std::string string_at(const json::object& o, std::string_view key) {
-  auto it = o.find(key);
-  return it != o.end() && it->value().is_string() ? std::string(it->value().get_string())
-                                                  : std::string();
-}
-
-}  // namespace
-
 // ---- ChatResponse ---------------------------------------------------------------------------
 
 void ChatResponse::append(const json::object& chunk) {
@@ -66,59 +51,59 @@ TurnStream::Effect TurnStream::on_event(const bus::Event& event) {
   const json::object& props = event.properties;
   const std::string& type = event.type;
   if (type == "message.part.delta") {
-    if (string_at(props, "sessionID") != session_id_) return Effect::None;
+    if (string_or(props, "sessionID") != session_id_) return Effect::None;
     on_delta(props);
     return Effect::None;
   }
   if (type == "message.part.updated") {
     const json::object* part = object_at(props, "part");
-    if (!part || string_at(*part, "sessionID") != session_id_) return Effect::None;
+    if (!part || string_or(*part, "sessionID") != session_id_) return Effect::None;
     on_part(*part);
   } else if (type == "message.updated") {
     const json::object* info = object_at(props, "info");
-    if (!info || string_at(*info, "sessionID") != session_id_) return Effect::None;
-    if (string_at(*info, "role") == "assistant") on_message(*info);
+    if (!info || string_or(*info, "sessionID") != session_id_) return Effect::None;
+    if (string_or(*info, "role") == "assistant") on_message(*info);
     return Effect::None;
   } else if (type == "permission.asked") {
-    if (string_at(props, "sessionID") != session_id_) return Effect::None;
+    if (string_or(props, "sessionID") != session_id_) return Effect::None;
     const json::object* tool = object_at(props, "tool");
-    std::string call_id = tool ? string_at(*tool, "callID") : std::string();
+    std::string call_id = tool ? string_or(*tool, "callID") : std::string();
     auto it = calls_.find(call_id);
     if (it == calls_.end()) return Effect::None;
-    it->second.approval_id = string_at(props, "id");
+    it->second.approval_id = string_or(props, "id");
     emit_(json::object{{"type", "tool-approval-request"},
                        {"approvalId", it->second.approval_id},
                        {"toolCallId", call_id}});
   } else if (type == "permission.replied") {
-    if (string_at(props, "sessionID") != session_id_) return Effect::None;
-    std::string request_id = string_at(props, "requestID");
+    if (string_or(props, "sessionID") != session_id_) return Effect::None;
+    std::string request_id = string_or(props, "requestID");
     for (auto& [id, c] : calls_)
       if (c.approval_id == request_id) c.approval_id.clear();
     return Effect::None;
   } else if (type == "client-tool.request") {
     const json::object* request = object_at(props, "request");
-    if (!request || string_at(*request, "sessionID") != session_id_) return Effect::None;
-    auto it = calls_.find(string_at(*request, "callID"));
+    if (!request || string_or(*request, "sessionID") != session_id_) return Effect::None;
+    auto it = calls_.find(string_or(*request, "callID"));
     if (it == calls_.end() || !it->second.app) return Effect::None;
-    it->second.request_id = string_at(*request, "requestID");
+    it->second.request_id = string_or(*request, "requestID");
   } else if (type == "client-tool.completed" || type == "client-tool.failed") {
-    if (string_at(props, "sessionID") != session_id_) return Effect::None;
-    auto it = calls_.find(string_at(props, "callID"));
-    if (it != calls_.end() && it->second.request_id == string_at(props, "requestID"))
+    if (string_or(props, "sessionID") != session_id_) return Effect::None;
+    auto it = calls_.find(string_or(props, "callID"));
+    if (it != calls_.end() && it->second.request_id == string_or(props, "requestID"))
       it->second.request_id.clear();
     return Effect::None;
   } else if (type == "session.status") {
-    if (string_at(props, "sessionID") != session_id_) return Effect::None;
+    if (string_or(props, "sessionID") != session_id_) return Effect::None;
     const json::object* status = object_at(props, "status");
-    if (status && string_at(*status, "type") != "idle")
+    if (status && string_or(*status, "type") != "idle")
       emit_(json::object{{"type", "data-status"}, {"data", *status}, {"transient", true}});
     return Effect::None;
   } else if (type == "question.asked") {
-    if (string_at(props, "sessionID") != session_id_) return Effect::None;
-    emit_(json::object{{"type", "data-question"}, {"id", string_at(props, "id")}, {"data", props}});
+    if (string_or(props, "sessionID") != session_id_) return Effect::None;
+    emit_(json::object{{"type", "data-question"}, {"id", string_or(props, "id")}, {"data", props}});
     return Effect::None;
   } else if (type == "session.idle") {
-    if (string_at(props, "sessionID") != session_id_) return Effect::None;
+    if (string_or(props, "sessionID") != session_id_) return Effect::None;
     end_open_parts();
     if (step_open_) finish_step();
     json::object finish{{"type", "finish"}};
@@ -174,7 +159,7 @@ void TurnStream::end_open_parts() {
 }
 
 void TurnStream::on_message(const json::object& info) {
-  std::string id = string_at(info, "id");
+  std::string id = string_or(info, "id");
   if (steps_.insert(id).second) {
     if (step_open_) finish_step();
     start_step(id);
@@ -183,11 +168,11 @@ void TurnStream::on_message(const json::object& info) {
   bool completed = time && time->contains("completed");
   if (!completed || id != step_message_) return;
   // The model's own reason ("stop", "length", ...: the names are the AI SDK's too).
-  finish_reason_ = string_at(info, "finish");
+  finish_reason_ = string_or(info, "finish");
   if (const json::object* error = object_at(info, "error")) {
-    std::string name = string_at(*error, "name");
+    std::string name = string_or(*error, "name");
     const json::object* data = object_at(*error, "data");
-    std::string message = data ? string_at(*data, "message") : std::string();
+    std::string message = data ? string_or(*data, "message") : std::string();
     if (name == "MessageAbortedError") {
       finish_reason_ = "interrupted";
       emit_(json::object{{"type", "abort"}, {"reason", message}});
@@ -202,15 +187,15 @@ void TurnStream::on_message(const json::object& info) {
 
 void TurnStream::on_part(const json::object& part) {
   // The user's message is the app's own: only the answer's steps stream.
-  if (!steps_.count(string_at(part, "messageID"))) return;
-  std::string type = string_at(part, "type");
+  if (!steps_.count(string_or(part, "messageID"))) return;
+  std::string type = string_or(part, "type");
   if (type == "tool") return on_tool_part(part);
   if (type == "step-finish") {
-    if (string_at(part, "messageID") == step_message_) step_streamed_ = true;
+    if (string_or(part, "messageID") == step_message_) step_streamed_ = true;
     return;
   }
   if (type != "text" && type != "reasoning") return;
-  std::string id = string_at(part, "id");
+  std::string id = string_or(part, "id");
   auto [it, fresh] = texts_.try_emplace(id);
   TextView& t = it->second;
   if (fresh) {
@@ -218,7 +203,7 @@ void TurnStream::on_part(const json::object& part) {
     emit_(json::object{{"type", t.reasoning ? "reasoning-start" : "text-start"}, {"id", id}});
   }
   if (t.ended) return;
-  std::string text = string_at(part, "text");
+  std::string text = string_or(part, "text");
   if (text.size() > t.sent) {
     emit_(json::object{{"type", t.reasoning ? "reasoning-delta" : "text-delta"},
                        {"id", id},
@@ -233,9 +218,9 @@ void TurnStream::on_part(const json::object& part) {
 }
 
 void TurnStream::on_delta(const json::object& props) {
-  auto it = texts_.find(string_at(props, "partID"));
+  auto it = texts_.find(string_or(props, "partID"));
   if (it == texts_.end() || it->second.ended) return;
-  std::string delta = string_at(props, "delta");
+  std::string delta = string_or(props, "delta");
   if (delta.empty()) return;
   it->second.sent += delta.size();
   emit_(json::object{{"type", it->second.reasoning ? "reasoning-delta" : "text-delta"},
@@ -247,14 +232,14 @@ CallView& TurnStream::call(const std::string& call_id, const json::object& part)
   auto [it, fresh] = calls_.try_emplace(call_id);
   CallView& c = it->second;
   if (!fresh) return c;
-  c.message_id = string_at(part, "messageID");
-  c.tool = string_at(part, "tool");
+  c.message_id = string_or(part, "messageID");
+  c.tool = string_or(part, "tool");
   std::string named = c.tool;
   // A call whose input was refused runs as `invalid`, naming the tool the model called.
   if (c.tool == "invalid")
     if (const json::object* state = object_at(part, "state"))
       if (const json::object* input = object_at(*state, "input"))
-        if (auto called = string_at(*input, "tool"); !called.empty()) named = called;
+        if (auto called = string_or(*input, "tool"); !called.empty()) named = called;
   auto app = app_tool_(named);
   c.app = app.has_value();
   c.ui_name = app.value_or(named);
@@ -262,10 +247,10 @@ CallView& TurnStream::call(const std::string& call_id, const json::object& part)
 }
 
 void TurnStream::on_tool_part(const json::object& part) {
-  std::string call_id = string_at(part, "callID");
+  std::string call_id = string_or(part, "callID");
   CallView& c = call(call_id, part);
   const json::object* state = object_at(part, "state");
-  std::string status = state ? string_at(*state, "status") : std::string();
+  std::string status = state ? string_or(*state, "status") : std::string();
   // Chunks of the server's tools say so: the app neither runs nor answers them.
   auto tagged = [&](json::object chunk) {
     if (!c.app) {
@@ -284,14 +269,14 @@ void TurnStream::on_tool_part(const json::object& part) {
     if (auto it = state->find("input"); it != state->end()) input = it->value();
   if (!c.input_sent) {
     c.input_sent = true;
-    if (string_at(part, "tool") == "invalid") {
+    if (string_or(part, "tool") == "invalid") {
       c.invalid = true;
       const json::object* args = input.is_object() ? &input.get_object() : nullptr;
       tagged(json::object{{"type", "tool-input-error"},
                           {"toolCallId", call_id},
                           {"toolName", c.ui_name},
                           {"input", json::object{}},
-                          {"errorText", args ? string_at(*args, "error") : std::string()}});
+                          {"errorText", args ? string_or(*args, "error") : std::string()}});
     } else {
       tagged(json::object{{"type", "tool-input-available"},
                           {"toolCallId", call_id},
@@ -312,11 +297,11 @@ void TurnStream::on_tool_part(const json::object& part) {
   if (status == "completed") {
     tagged(json::object{{"type", "tool-output-available"},
                         {"toolCallId", call_id},
-                        {"output", string_at(*state, "output")}});
+                        {"output", string_or(*state, "output")}});
   } else if (c.denied) {
     emit_(json::object{{"type", "tool-output-denied"}, {"toolCallId", call_id}});
   } else {
-    c.ended_how = state ? string_at(*state, "error") : std::string();
+    c.ended_how = state ? string_or(*state, "error") : std::string();
     tagged(json::object{
         {"type", "tool-output-error"}, {"toolCallId", call_id}, {"errorText", c.ended_how}});
   }

@@ -35,17 +35,6 @@ bool known_legacy(std::string_view version) {
          std::end(kLegacyVersions);
 }
 
-std::string string_or(const json::object& obj, std::string_view key, std::string fallback = {}) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->value().is_string()) return fallback;
-  return std::string(it->value().get_string());
-}
-
-const json::object* object_at(const json::object& obj, std::string_view key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->value().is_object() ? &it->value().get_object() : nullptr;
-}
-
 // A version list of a discover result or an unsupported-version error.
 std::vector<std::string> versions(const json::value* list) {
   std::vector<std::string> out;

@@ -8,12 +8,6 @@ namespace sb::mcp {
 
 namespace {
 
-std::string string_at(const json::object& obj, std::string_view key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->value().is_string() ? std::string(it->value().get_string())
-                                                    : std::string();
-}
-
 const json::object* properties_of(const json::object& params) {
   auto schema = params.if_contains("requestedSchema");
   if (!schema || !schema->is_object()) return nullptr;
@@ -30,10 +24,10 @@ json::array options_of(const json::object& prop) {
     for (const auto& v : list->get_array()) {
       if (v.is_string()) out.push_back(json::object{{"label", v.get_string()}});
       if (v.is_object()) {
-        std::string label = string_at(v.get_object(), "const");
+        std::string label = string_or(v.get_object(), "const");
         if (label.empty()) continue;
         json::object option{{"label", label}};
-        if (auto title = string_at(v.get_object(), "title"); !title.empty())
+        if (auto title = string_or(v.get_object(), "title"); !title.empty())
           option["description"] = title;
         out.push_back(std::move(option));
       }
@@ -46,7 +40,7 @@ json::array options_of(const json::object& prop) {
     add_values(items->get_object().if_contains("enum"));
     add_values(items->get_object().if_contains("anyOf"));
   }
-  if (string_at(prop, "type") == "boolean") {
+  if (string_or(prop, "type") == "boolean") {
     out.push_back(json::object{{"label", "yes"}});
     out.push_back(json::object{{"label", "no"}});
   }
@@ -59,21 +53,21 @@ Result<json::array> elicitation_questions(const json::object& params) {
   auto props = properties_of(params);
   if (!props)
     return make_error(ErrorCode::InvalidRequest, "requestedSchema must be an object schema");
-  std::string message = string_at(params, "message");
+  std::string message = string_or(params, "message");
   json::array out;
   for (const auto& kv : *props) {
     if (!kv.value().is_object())
       return make_error(ErrorCode::InvalidRequest,
                         "requestedSchema.properties." + std::string(kv.key()) + " is not a schema");
     const auto& prop = kv.value().get_object();
-    std::string type = string_at(prop, "type");
+    std::string type = string_or(prop, "type");
     if (type != "string" && type != "number" && type != "integer" && type != "boolean" &&
         type != "array")
       return make_error(ErrorCode::InvalidRequest, "requestedSchema.properties." +
                                                        std::string(kv.key()) + " has type \"" +
                                                        type + "\", which a form cannot ask");
-    std::string title = string_at(prop, "title");
-    std::string what = string_at(prop, "description");
+    std::string title = string_or(prop, "title");
+    std::string what = string_or(prop, "description");
     if (what.empty()) what = title.empty() ? std::string(kv.key()) : title;
     std::string question = out.empty() && !message.empty() ? message + "\n\n" + what : what;
     std::string header = title.empty() ? std::string(kv.key()) : title;
@@ -102,7 +96,7 @@ Result<json::object> elicitation_content(const json::object& params,
     const auto& given = answers[i++];
     if (given.empty() || (given.size() == 1 && given[0].empty())) continue;
     const auto& prop = kv.value().get_object();
-    std::string type = string_at(prop, "type");
+    std::string type = string_or(prop, "type");
     std::string key(kv.key());
     const std::string& text = given.front();
     auto refuse = [&](const std::string& want) {

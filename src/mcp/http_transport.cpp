@@ -29,12 +29,6 @@ std::string header_value(std::string_view value) {
   return "=?base64?" + base64_encode(value) + "?=";
 }
 
-std::string string_at(const json::object& obj, std::string_view key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->value().is_string() ? std::string(it->value().get_string())
-                                                    : std::string();
-}
-
 class State : public std::enable_shared_from_this<State> {
  public:
   State(asio::any_io_executor ex, HttpOptions options)
@@ -145,9 +139,9 @@ class State : public std::enable_shared_from_this<State> {
     if (version == "2026-07-28" && m.kind != Message::Kind::Response) {
       s.headers.emplace_back("Mcp-Method", m.method);
       if (m.method == "tools/call" || m.method == "prompts/get")
-        s.headers.emplace_back("Mcp-Name", header_value(string_at(m.params, "name")));
+        s.headers.emplace_back("Mcp-Name", header_value(string_or(m.params, "name")));
       else if (m.method == "resources/read")
-        s.headers.emplace_back("Mcp-Name", header_value(string_at(m.params, "uri")));
+        s.headers.emplace_back("Mcp-Name", header_value(string_or(m.params, "uri")));
     }
     s.body = encode(m);
     s.read_timeout = std::chrono::hours(24);  // the request's own deadline is the client's

@@ -4,12 +4,6 @@ namespace sb::mcp {
 
 namespace {
 
-std::string string_or(const json::object& obj, std::string_view key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->value().is_string() ? std::string(it->value().get_string())
-                                                    : std::string();
-}
-
 class McpTool final : public tool::Tool {
  public:
   McpTool(std::string server, ToolInfo info,

@@ -166,7 +166,7 @@ void AnthropicStreamParser::handle_event(const sse::SseEvent& sse_event,
   }
   const json::object& event = parsed->get_object();
   // The data's "type" is authoritative; the SSE event name repeats it.
-  std::string type = string_field(event, "type");
+  std::string type = string_or(event, "type");
   if (type.empty() && event_name != "message") type = std::string(event_name);
 
   if (type == "content_block_delta") {
@@ -180,7 +180,7 @@ void AnthropicStreamParser::handle_event(const sse::SseEvent& sse_event,
       if (auto* usage = object_field(*message, "usage")) apply_usage(usage_, *usage);
   } else if (type == "message_delta") {
     if (auto* delta = object_field(event, "delta")) {
-      if (std::string reason = string_field(*delta, "stop_reason"); !reason.empty()) {
+      if (std::string reason = string_or(*delta, "stop_reason"); !reason.empty()) {
         finish_reason_ = map_stop_reason(reason);
         provider_reason_ = std::move(reason);
       }
@@ -190,8 +190,8 @@ void AnthropicStreamParser::handle_event(const sse::SseEvent& sse_event,
     finish_step(out);
   } else if (type == "error") {
     const json::object* error = object_field(event, "error");
-    std::string error_type = error ? string_field(*error, "type") : std::string();
-    std::string message = error ? string_field(*error, "message") : std::string();
+    std::string error_type = error ? string_or(*error, "type") : std::string();
+    std::string message = error ? string_or(*error, "message") : std::string();
     if (message.empty()) message = "the model stream reported an error";
     fail(error_type.empty() ? message : error_type + ": " + message,
          is_transient_error_name(error_type), out);
@@ -203,21 +203,21 @@ void AnthropicStreamParser::handle_block_start(const json::object& event,
                                                std::vector<StreamEvent>& out) {
   const json::object* content = object_field(event, "content_block");
   if (!content) return;
-  std::string type = string_field(*content, "type");
+  std::string type = string_or(*content, "type");
   Block block;
   if (type == "text") {
     block.kind = Block::Kind::Text;
-    if (std::string text = string_field(*content, "text"); !text.empty())
+    if (std::string text = string_or(*content, "text"); !text.empty())
       out.push_back(TextDelta{std::move(text)});
   } else if (type == "thinking") {
     block.kind = Block::Kind::Thinking;
-    if (std::string text = string_field(*content, "thinking"); !text.empty())
+    if (std::string text = string_or(*content, "thinking"); !text.empty())
       out.push_back(ReasoningDelta{std::move(text)});
   } else if (type == "tool_use") {
     block.kind = Block::Kind::ToolUse;
-    block.id = string_field(*content, "id");
+    block.id = string_or(*content, "id");
     if (block.id.empty()) block.id = ids::make("call");
-    block.name = string_field(*content, "name");
+    block.name = string_or(*content, "name");
     // Assigned, not copy-constructed: the copy lives in the block's storage, not the event's.
     if (auto it = content->find("input"); it != content->end()) block.initial_input = it->value();
     out.push_back(ToolInputStart{tool_calls_++, block.id, block.name});
@@ -230,12 +230,12 @@ void AnthropicStreamParser::handle_block_delta(const json::object& event,
                                                std::vector<StreamEvent>& out) {
   const json::object* delta = object_field(event, "delta");
   if (!delta) return;
-  std::string type = string_field(*delta, "type");
+  std::string type = string_or(*delta, "type");
   if (type == "text_delta") {
-    if (std::string text = string_field(*delta, "text"); !text.empty())
+    if (std::string text = string_or(*delta, "text"); !text.empty())
       out.push_back(TextDelta{std::move(text)});
   } else if (type == "thinking_delta") {
-    if (std::string text = string_field(*delta, "thinking"); !text.empty())
+    if (std::string text = string_or(*delta, "thinking"); !text.empty())
       out.push_back(ReasoningDelta{std::move(text)});
   } else if (type == "input_json_delta") {
     auto it = open_blocks_.find(int_field(event, "index"));
@@ -245,7 +245,7 @@ void AnthropicStreamParser::handle_block_delta(const json::object& event,
            out);
       return;
     }
-    if (std::string part = string_field(*delta, "partial_json"); !part.empty()) {
+    if (std::string part = string_or(*delta, "partial_json"); !part.empty()) {
       it->second.partial_json += part;
       out.push_back(ToolInputDelta{it->second.id, std::move(part)});
     }

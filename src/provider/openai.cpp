@@ -180,8 +180,8 @@ StreamError stream_error(const json::object& e) {
     else
       status = int_field(e, "code");
   }
-  std::string type = string_field(e, "type");
-  std::string message = string_field(e, "message");
+  std::string type = string_or(e, "type");
+  std::string message = string_or(e, "message");
   StreamError out;
   out.retryable = status == 429 || status >= 500 || is_transient_error_name(type) ||
                   is_transient_error_name(code);
@@ -277,12 +277,12 @@ void OpenAIStreamParser::handle_chunk(const json::object& chunk, std::vector<Str
     if (auto* delta = object_field(choice, "delta")) {
       // llama.cpp, DeepSeek and older vLLM say reasoning_content; OpenRouter, Ollama and newer
       // vLLM say reasoning. A server sending both sends the same text twice: take one.
-      std::string reasoning = string_field(*delta, "reasoning_content");
-      if (reasoning.empty()) reasoning = string_field(*delta, "reasoning");
+      std::string reasoning = string_or(*delta, "reasoning_content");
+      if (reasoning.empty()) reasoning = string_or(*delta, "reasoning");
       if (!reasoning.empty()) out.push_back(ReasoningDelta{std::move(reasoning)});
-      if (std::string text = string_field(*delta, "content"); !text.empty())
+      if (std::string text = string_or(*delta, "content"); !text.empty())
         out.push_back(TextDelta{std::move(text)});
-      if (std::string refusal = string_field(*delta, "refusal"); !refusal.empty())
+      if (std::string refusal = string_or(*delta, "refusal"); !refusal.empty())
         out.push_back(TextDelta{std::move(refusal)});
       if (auto calls = delta->find("tool_calls");
           calls != delta->end() && calls->value().is_array()) {
@@ -291,7 +291,7 @@ void OpenAIStreamParser::handle_chunk(const json::object& chunk, std::vector<Str
           if (array[i].is_object()) handle_tool_delta(array[i].get_object(), i, out);
       }
     }
-    std::string reason = string_field(choice, "finish_reason");
+    std::string reason = string_or(choice, "finish_reason");
     if (reason.empty()) continue;
     if (reason == "error") {
       // OpenRouter's way of ending a stream that failed upstream when no error object came.
@@ -310,10 +310,10 @@ void OpenAIStreamParser::handle_tool_delta(const json::object& delta, std::size_
   std::int64_t index = static_cast<std::int64_t>(position);
   if (auto it = delta.find("index"); it != delta.end() && it->value().is_number())
     index = int_field(delta, "index");
-  std::string id = string_field(delta, "id");
+  std::string id = string_or(delta, "id");
   std::string name, arguments;
   if (auto* function = object_field(delta, "function")) {
-    name = string_field(*function, "name");
+    name = string_or(*function, "name");
     if (auto args = function->find("arguments"); args != function->end()) {
       // A string by the spec; a few servers send the object itself.
       if (args->value().is_string())

@@ -15,13 +15,6 @@
 
 namespace sb::provider {
 
-// The string at `key`, or "" when absent or not a string.
-inline std::string string_field(const json::object& obj, std::string_view key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->value().is_string()) return {};
-  return std::string(it->value().get_string());
-}
-
 // The integer at `key`, or 0 when absent, null or not an integral number.
 inline std::int64_t int_field(const json::object& obj, std::string_view key) {
   auto value = get_int(obj, key);

@@ -256,6 +256,17 @@ const json::value* find(const json::object& obj, std::string_view key) {
 }
 }  // namespace
 
+std::string string_or(const json::object& obj, std::string_view key, std::string fallback) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->value().is_string()) return fallback;
+  return std::string(it->value().get_string());
+}
+
+const json::object* object_at(const json::object& obj, std::string_view key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->value().is_object() ? &it->value().get_object() : nullptr;
+}
+
 Result<std::optional<std::string>> get_string(const json::object& obj, std::string_view key,
                                               std::string_view prefix) {
   const json::value* v = find(obj, key);

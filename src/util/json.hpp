@@ -48,6 +48,12 @@ Result<const json::object*> get_object(const json::object& obj, std::string_view
 Result<const json::array*> get_array(const json::object& obj, std::string_view key,
                                      std::string_view prefix = {});  // nullptr when absent
 
+// Lenient reads of what the server made itself (events, its own stored shapes) or what a peer may
+// leave out: the string at `key`, or `fallback` when absent or not a string; the object at `key`,
+// or nullptr.
+std::string string_or(const json::object& obj, std::string_view key, std::string fallback = {});
+const json::object* object_at(const json::object& obj, std::string_view key);
+
 // Present, non-empty string.
 Result<std::string> require_string(const json::object& obj, std::string_view key,
                                    std::string_view prefix = {});
