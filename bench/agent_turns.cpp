@@ -13,7 +13,13 @@
 //  * read     the model calls the built-in `read` on a small file of the project directory;
 //  * client   the model calls `client_{clientID}_echo`, a tool that a WebSocket client of this
 //             program registered for the session (the `register` message with its sessionID) and
-//             answers at once.
+//             answers at once;
+//  * chat     the same client-tool turn as a useChat app of the Vercel AI SDK makes it through
+//             POST /api/chat (docs/ai-sdk.md): the user's message with the app's tool `echo`,
+//             which the model calls by that plain name; the response (a UI message stream) ends
+//             at the call, and the app answers it in a second POST (its assistant message with
+//             the tool's output), whose response streams the rest of the turn. A chat id names
+//             a session: a driver moves to a new chat where the others move to a new session.
 //
 // Scenarios (all client work on one io_context thread, C++20 coroutines, Boost.Beast):
 //  * latency     one driver, turns one after another: turn round trip (POST
@@ -29,8 +35,10 @@
 // session every --session-turns turns (20), and the history scenario shows the growth.
 //
 // Every turn is verified: 200, an assistant message with finish "stop" and no error, whose text
-// is exactly what the fake model sent; the fake model in turn checks that the tool result it was
-// sent contains what the tool must have returned. Every network operation has a timeout
+// is exactly what the fake model sent (chat: both streams read to `[DONE]`, no error chunk, the
+// first ending with the call of `echo` and finish "tool-calls", the second's text deltas exactly
+// what the fake model sent); the fake model in turn checks that the tool result it was sent
+// contains what the tool must have returned. Every network operation has a timeout
 // (--op-timeout), except a WebSocket client's wait for its next request, which lasts as long as
 // its scenario; --max-runtime kills the run if anything else hangs. Any error is counted.
 // Prints markdown on stdout, progress on stderr; exit status 0 only when there was no error.
@@ -56,6 +64,7 @@
 #include <vector>
 
 #include "fake_model_server.hpp"
+#include "provider/sse_decoder.hpp"
 #include "server_process.hpp"
 #include "support/client.hpp"
 #include "support/loop_lag.hpp"
@@ -71,7 +80,8 @@ constexpr std::string_view kUsage = R"(usage: agent_turns [options]
   --server PATH           switchboard binary (default: the one beside this program,
                           else build/release/switchboard)
   --scenarios LIST        latency,throughput,history,startup (default: all four)
-  --kinds LIST            read,client: the tool of each turn (default: both)
+  --kinds LIST            read,client,chat: the tool of each turn, and chat: a client tool
+                          through /api/chat as a useChat app calls it (default: all three)
   --warmup-turns N        latency: turns before the measured ones (default 50)
   --turns N               latency: measured turns (default 500)
   --sessions N            throughput: concurrent sessions, one driver each (default 16)
@@ -92,16 +102,16 @@ constexpr std::string_view kUsage = R"(usage: agent_turns [options]
 
 // ---- options --------------------------------------------------------------------------------
 
-enum class Kind { Read, Client };
+enum class Kind { Read, Client, Chat };
 
 std::string kind_name(Kind k) {
-  return k == Kind::Read ? "read" : "client";
+  return k == Kind::Read ? "read" : k == Kind::Client ? "client" : "chat";
 }
 
 struct Options {
   ServerCommand server;
   bool latency = true, throughput = true, history = true, startup = true;
-  std::vector<Kind> kinds = {Kind::Read, Kind::Client};
+  std::vector<Kind> kinds = {Kind::Read, Kind::Client, Kind::Chat};
   int warmup_turns = 50;
   int turns = 500;
   int sessions = 16;
@@ -152,8 +162,10 @@ Options parse_options(int argc, char** argv) {
           o.kinds.push_back(Kind::Read);
         else if (s == "client")
           o.kinds.push_back(Kind::Client);
+        else if (s == "chat")
+          o.kinds.push_back(Kind::Chat);
         else
-          throw std::invalid_argument("unknown kind \"" + s + "\" (read or client)");
+          throw std::invalid_argument("unknown kind \"" + s + "\" (read, client or chat)");
       }
     } else if (flag == "--warmup-turns") {
       o.warmup_turns = parse_count(flag, value(), 0, 1000000);
@@ -578,6 +590,93 @@ struct TurnRun {
   std::vector<double> bucket_latency_sums;  // history: per bucket, the sum of latencies
 };
 
+// ---- the AI SDK's chat protocol (chat turns) -----------------------------------------------
+
+// A UI message stream as a useChat app reads it (docs/ai-sdk.md): the response of POST
+// /api/chat, read whole (the server ends it). Its chunks go to `chunks`; returns "" or what is
+// wrong: not 200 with `x-vercel-ai-ui-message-stream: v1`, an event that is not a JSON object,
+// no `data: [DONE]` at the end, an `error` chunk.
+std::string ui_message_chunks(const http::response<http::string_body>& res,
+                              std::vector<json::value>& chunks) {
+  if (res.result() != http::status::ok)
+    return "expected 200, got " + std::to_string(res.result_int()) + " " + clip(res.body());
+  if (res["x-vercel-ai-ui-message-stream"] != "v1")
+    return "no x-vercel-ai-ui-message-stream: v1 header";
+  sb::sse::SseDecoder decoder;
+  std::vector<sb::sse::SseEvent> events;
+  if (!decoder.feed(res.body(), events)) return "an event over the decoder's limit";
+  decoder.finish(events);
+  if (events.empty() || events.back().data != "[DONE]")
+    return "the stream does not end with [DONE]: " + clip(res.body());
+  chunks.clear();
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+    auto chunk = parse_json(events[i].data);
+    if (!chunk || !chunk->is_object())
+      return "a chunk that is not a JSON object: " + events[i].data;
+    if (auto* type = string_field(*chunk, "type"); type && *type == "error")
+      return "an error chunk: " + clip(events[i].data);
+    chunks.push_back(std::move(*chunk));
+  }
+  if (chunks.empty()) return "a stream without chunks";
+  return "";
+}
+
+// The `finish` chunk that ends a stream's chunks, with finishReason "tool-calls" or without it;
+// "" or what is wrong.
+std::string check_finish(const std::vector<json::value>& chunks, bool tool_calls) {
+  const json::value& last = chunks.back();
+  auto* type = string_field(last, "type");
+  auto* reason = string_field(last, "finishReason");
+  bool waits = reason && *reason == "tool-calls";
+  if (!type || *type != "finish" || waits != tool_calls)
+    return std::string("expected the stream to end with finish") +
+           (tool_calls ? " {finishReason: \"tool-calls\"}" : " (not \"tool-calls\")") + ", got " +
+           clip(json::serialize(last));
+  return "";
+}
+
+// The first stream of a chat turn: its message id (of `start`) and the id of its one call, of
+// `echo` with {text: `echo`}; "" or what is wrong.
+std::string find_echo_call(const std::vector<json::value>& chunks, const std::string& echo,
+                           std::string& message_id, std::string& call_id) {
+  for (const auto& c : chunks) {
+    auto* type = string_field(c, "type");
+    if (type && *type == "start")
+      if (auto* mid = string_field(c, "messageId")) message_id = *mid;
+    if (!type || *type != "tool-input-available") continue;
+    auto* name = string_field(c, "toolName");
+    auto* cid = string_field(c, "toolCallId");
+    auto* input = c.get_object().if_contains("input");
+    auto* text = input ? string_field(*input, "text") : nullptr;
+    if (!name || *name != "echo" || !cid || !text || *text != echo || !call_id.empty())
+      return "expected one call of echo {text: \"" + echo + "\"}, got " + clip(json::serialize(c));
+    call_id = *cid;
+  }
+  if (call_id.empty()) return "the first stream has no tool-input-available";
+  return check_finish(chunks, true);
+}
+
+// The text of a stream's `text-delta` chunks.
+std::string streamed_text(const std::vector<json::value>& chunks) {
+  std::string text;
+  for (const auto& c : chunks)
+    if (auto* type = string_field(c, "type"); type && *type == "text-delta")
+      if (auto* delta = string_field(c, "delta")) text += std::string_view(*delta);
+  return text;
+}
+
+// The app's own tools of every chat request, as the transport's `body` carries them: the
+// benchmark clients' `echo`, {echo: {description, inputSchema}}.
+json::object chat_app_tools() {
+  json::object tools;
+  for (const auto& spec : echo_tool_specs()) {
+    const json::object& s = spec.get_object();
+    tools[s.at("id").get_string()] =
+        json::object{{"description", s.at("description")}, {"inputSchema", s.at("parameters")}};
+  }
+  return tools;
+}
+
 // ---- drivers: one session at a time, turns one after another ------------------------------
 
 class Driver {
@@ -592,10 +691,12 @@ class Driver {
       client_ = std::make_unique<WsEchoClient>(ctx, "bench-" + std::to_string(index));
   }
 
-  // Connections and the first session, before the run starts.
+  // Connections and the first session, before the run starts. A chat turn's requests have no
+  // kept connection: the server closes a UI message stream when it ends.
   asio::awaitable<std::string> setup(Latch& clients_ended) {
-    if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.op_timeout); !err.empty())
-      co_return err;
+    if (kind_ != Kind::Chat)
+      if (auto err = co_await connect_stream(stream_, ctx_.endpoint, ctx_.op_timeout); !err.empty())
+        co_return err;
     if (client_) {
       if (auto err = co_await client_->connect(); !err.empty()) co_return err;
       clients_ended.add();
@@ -637,7 +738,15 @@ class Driver {
     bool broken;  // the connection is unusable: the driver stops
   };
 
+  // A chat turn's session is the chat's, created by its first request: a new chat id here.
   asio::awaitable<std::string> new_session() {
+    if (kind_ == Kind::Chat) {
+      chat_id_ = "agent-turns-" + name_ + "-" + std::to_string(run_.sessions + 1);
+      chat_messages_.clear();
+      session_turns_ = 0;
+      ++run_.sessions;
+      co_return "";
+    }
     auto req = make_request(http::verb::post, "/session", ctx_.host,
                             json::serialize(json::object{{"title", "agent_turns " + name_}}));
     auto r = co_await http_call(stream_, buffer_, req, ctx_.op_timeout);
@@ -660,6 +769,7 @@ class Driver {
     ++session_turns_;
     std::string token = name_ + "-" + std::to_string(++turns_);
     std::string final_text = "final answer of turn " + token;
+    if (kind_ == Kind::Chat) co_return co_await chat_turn(token, final_text);
     json::object prompt;
     if (kind_ == Kind::Read) {
       prompt = json::object{{"tool", "read"},
@@ -690,6 +800,79 @@ class Driver {
       co_return TurnOutcome{false, ms, false};
     }
     co_return TurnOutcome{true, ms, false};
+  }
+
+  // The turn as a useChat app makes it: POST /api/chat with the user's message (the prompt) and
+  // the app's tools; its stream ends with the model's call of `echo` and finish "tool-calls";
+  // the app runs the tool and POSTs its messages again, the last one the assistant's with the
+  // call's output, and that stream has the rest of the turn: the final text, then finish. The
+  // round trip is from the first request to the end of the second stream.
+  asio::awaitable<TurnOutcome> chat_turn(const std::string& token, const std::string& final_text) {
+    std::string echo = "echo of turn " + token;
+    json::object prompt{{"tool", "echo"},
+                        {"input", json::object{{"text", echo}}},
+                        {"expect", echo},
+                        {"final", final_text}};
+    chat_messages_.push_back(json::object{
+        {"id", "user-" + token},
+        {"role", "user"},
+        {"parts", json::array{json::object{{"type", "text"}, {"text", json::serialize(prompt)}}}}});
+    auto t0 = Clock::now();
+    std::vector<json::value> chunks;
+    std::string message_id, call_id;
+    std::string err = co_await post_chat(chunks);
+    if (err.empty()) err = find_echo_call(chunks, echo, message_id, call_id);
+    if (!err.empty()) co_return chat_failed(token, err, t0);
+
+    // What useChat holds after the tool ran (addToolOutput), sent with the next request.
+    json::object tool_part{{"type", "tool-echo"},
+                           {"toolCallId", call_id},
+                           {"state", "output-available"},
+                           {"input", json::object{{"text", echo}}},
+                           {"output", echo}};
+    chat_messages_.push_back(json::object{
+        {"id", message_id},
+        {"role", "assistant"},
+        {"parts", json::array{json::object{{"type", "step-start"}}, std::move(tool_part)}}});
+    err = co_await post_chat(chunks);
+    if (!err.empty()) co_return chat_failed(token, "continuation: " + err, t0);
+    err = check_finish(chunks, false);
+    std::string text = streamed_text(chunks);
+    if (err.empty() && text != final_text)
+      err = "expected the text \"" + final_text + "\", got \"" + clip(text) + "\"";
+    if (!err.empty()) co_return chat_failed(token, err, t0);
+    auto& parts = chat_messages_.back().as_object()["parts"].as_array();
+    parts.push_back(json::object{{"type", "step-start"}});
+    parts.push_back(json::object{{"type", "text"}, {"text", text}, {"state", "done"}});
+    co_return TurnOutcome{true, ms_since(t0), false};
+  }
+
+  TurnOutcome chat_failed(const std::string& token, const std::string& what, Clock::time_point t0) {
+    fail("turn " + token + ": " + what);
+    return TurnOutcome{false, ms_since(t0), false};
+  }
+
+  static double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  }
+
+  // POST /api/chat {id, messages, trigger, tools} on a new connection, its stream read to the
+  // end; "" or what is wrong.
+  asio::awaitable<std::string> post_chat(std::vector<json::value>& chunks) {
+    beast::tcp_stream stream(ctx_.io.get_executor());
+    if (auto err = co_await connect_stream(stream, ctx_.endpoint, ctx_.op_timeout); !err.empty())
+      co_return "POST /api/chat: " + err;
+    beast::flat_buffer buffer;
+    auto req = make_request(http::verb::post, "/api/chat", ctx_.host,
+                            json::serialize(json::object{{"id", chat_id_},
+                                                         {"messages", chat_messages_},
+                                                         {"trigger", "submit-message"},
+                                                         {"tools", app_tools_}}));
+    auto r = co_await http_call(stream, buffer, req, ctx_.op_timeout);
+    if (!r.error.empty()) co_return r.error;
+    if (auto err = ui_message_chunks(r.res, chunks); !err.empty())
+      co_return "POST /api/chat: " + err;
+    co_return "";
   }
 
   // 200 {info, parts}: an assistant message that finished with "stop", no error, and whose text
@@ -734,6 +917,9 @@ class Driver {
   beast::flat_buffer buffer_;
   std::unique_ptr<WsEchoClient> client_;
   std::string session_;
+  std::string chat_id_;        // chat turns: the chat (and so the session)
+  json::array chat_messages_;  // chat turns: the chat's UI messages, as useChat keeps them
+  json::object app_tools_ = chat_app_tools();
   int session_turns_ = 0;
   int turns_ = 0;
 };
@@ -1021,7 +1207,15 @@ asio::awaitable<void> run_startup(asio::io_context& io, const Options& opt, RunD
 // ---- report ---------------------------------------------------------------------------------
 
 std::string kind_label(Kind k) {
-  return k == Kind::Read ? "server tool (`read`)" : "client tool over WebSocket";
+  switch (k) {
+    case Kind::Read:
+      return "server tool (`read`)";
+    case Kind::Client:
+      return "client tool over WebSocket";
+    case Kind::Chat:
+      return "app tool through `/api/chat`";
+  }
+  return "";
 }
 
 void print_report(const Options& opt, const Results& r, const std::string& load_before) {
