@@ -63,11 +63,17 @@ Result<std::optional<std::string>> ChatService::session_of(const std::string& ch
 
 Result<std::shared_ptr<ChatService::Chat>> ChatService::open_chat(const ChatRequest& request) {
   if (auto it = chats_.find(request.chat_id); it != chats_.end()) {
-    auto& chat = it->second;
+    std::shared_ptr<Chat> chat = it->second;
+    // A chat kept between turns whose session was deleted meanwhile is a new chat.
+    if (!chat->stream && !deps_.sessions->get_session(chat->session_id)) {
+      forget(chat->id);
+      return open_chat(request);
+    }
     if (auto own = deps_.sessions->validate_client_session(request.client_id.value_or(""),
                                                            chat->session_id);
         !own)
       return own.error();
+    idle_.remove(chat->id);
     return chat;
   }
   auto stored = session_of(request.chat_id);
@@ -94,11 +100,35 @@ Result<std::shared_ptr<ChatService::Chat>> ChatService::open_chat(const ChatRequ
   chat->app_client = "chat-" + session_id;
   chats_.emplace(chat->id, chat);
   by_session_[session_id] = chat->id;
-  if (chats_.size() == 1)
+  return chat;
+}
+
+void ChatService::set_streaming(Chat& chat, std::unique_ptr<TurnStream> stream) {
+  bool was = chat.stream != nullptr;
+  chat.stream = std::move(stream);
+  bool is = chat.stream != nullptr;
+  if (was == is) return;
+  streaming_ += is ? 1 : -1;
+  // The bus builds events only for someone to read them: subscribed while a chat has a turn.
+  if (is && streaming_ == 1)
     subscription_ = deps_.bus->subscribe([weak = weak_from_this()](const bus::EventPtr& event) {
       if (auto self = weak.lock()) self->on_event(event);
     });
-  return chat;
+  if (!is && streaming_ == 0) subscription_.reset();
+}
+
+void ChatService::rest(const std::shared_ptr<Chat>& chat) {
+  set_streaming(*chat, nullptr);
+  for (auto& waiter : std::exchange(chat->idle_waiters, {}))
+    waiter->cancel();
+  if (chat->response) chat->response->end();
+  chat->backlog.clear();
+  // Kept for its next turn (its session and tools are ready), the least recently used first
+  // to go.
+  idle_.remove(chat->id);
+  idle_.push_back(chat->id);
+  while (idle_.size() > options_.kept_chats)
+    forget(idle_.front());
 }
 
 void ChatService::forget(const std::string& chat_id) {
@@ -106,13 +136,13 @@ void ChatService::forget(const std::string& chat_id) {
   if (it == chats_.end()) return;
   auto chat = it->second;
   chats_.erase(it);
+  idle_.remove(chat_id);
   by_session_.erase(chat->session_id);
   if (!chat->app_tools.empty()) deps_.client_tools->cleanup(chat->app_client);
   for (auto& waiter : chat->idle_waiters)
     waiter->cancel();
   if (chat->response) chat->response->end();
-  // Nothing else to follow: the bus no longer builds events for a chat.
-  if (chats_.empty()) subscription_.reset();
+  set_streaming(*chat, nullptr);
 }
 
 void ChatService::on_event(const bus::EventPtr& event) {
@@ -129,8 +159,7 @@ void ChatService::on_event(const bus::EventPtr& event) {
       if (chat->response) chat->response->end();
       break;
     case TurnStream::Effect::Ended:
-      if (chat->response) chat->response->end();
-      forget(chat->id);
+      rest(chat);
       break;
     case TurnStream::Effect::None:
       break;
@@ -158,25 +187,32 @@ std::shared_ptr<ChatResponse> ChatService::new_response(Chat& chat) {
 
 Result<void> ChatService::register_app_tools(Chat& chat, const ChatRequest& request) {
   if (!request.tools) return {};
+  // The same tools as the chat's last request (the app sends them with each): nothing to do.
+  std::string key;
+  for (const auto& spec : *request.tools) {
+    key += spec.name + '\n' + spec.description + '\n' + json::serialize(spec.parameters) +
+           (spec.interactive ? "\n1\n" : "\n0\n");
+  }
+  if (key == chat.app_tools_key) return {};
   std::map<std::string, bool> names;
   for (const auto& spec : *request.tools) {
     // The server's own tool of that name would win, and the app's would never be called.
-    for (const auto& t : deps_.tools->tools("", chat.session_id))
-      if (t->id() == spec.name && !tool::client_definition(*t))
-        return make_error(ErrorCode::InvalidRequest,
-                          "tools." + spec.name +
-                              ": the server has a tool of this name; name the app's tool "
-                              "differently");
+    if (auto t = deps_.tools->find(spec.name, chat.session_id); t && !tool::client_definition(*t))
+      return make_error(ErrorCode::InvalidRequest,
+                        "tools." + spec.name +
+                            ": the server has a tool of this name; name the app's tool "
+                            "differently");
     names.emplace(spec.name, spec.interactive);
   }
-  if (names == chat.app_tools) return {};
   if (!chat.app_tools.empty()) deps_.client_tools->unregister(chat.app_client, std::nullopt);
   chat.app_tools.clear();
+  chat.app_tools_key.clear();
   if (names.empty()) return {};
   auto registered = deps_.client_tools->register_tools(chat.app_client, *request.tools,
                                                        chat.session_id, /*plain_names=*/true);
   if (!registered) return registered.error();
   chat.app_tools = std::move(names);
+  chat.app_tools_key = std::move(key);
   return {};
 }
 
@@ -185,7 +221,7 @@ Result<std::shared_ptr<ChatResponse>> ChatService::start_turn(const std::shared_
                                                               std::string text,
                                                               std::string answer_again) {
   if (auto r = register_app_tools(*chat, request); !r) {
-    forget(chat->id);  // no turn: nothing to keep
+    rest(chat);
     return r.error();
   }
   chat->client_id = request.client_id.value_or("");
@@ -207,12 +243,12 @@ Result<std::shared_ptr<ChatResponse>> ChatService::start_turn(const std::shared_
   };
   std::weak_ptr<Chat> weak_chat = chat;
   auto self = weak_from_this();
-  chat->stream = std::make_unique<TurnStream>(chat->session_id, std::move(app_tool),
-                                              [self, weak_chat](const json::object& chunk) {
-                                                auto service = self.lock();
-                                                auto c = weak_chat.lock();
-                                                if (service && c) service->emit(*c, chunk);
-                                              });
+  set_streaming(*chat, std::make_unique<TurnStream>(chat->session_id, std::move(app_tool),
+                                                    [self, weak_chat](const json::object& chunk) {
+                                                      auto service = self.lock();
+                                                      auto c = weak_chat.lock();
+                                                      if (service && c) service->emit(*c, chunk);
+                                                    }));
   auto response = new_response(*chat);
   session::PromptInput input;
   input.text = std::move(text);
@@ -221,8 +257,7 @@ Result<std::shared_ptr<ChatResponse>> ChatService::start_turn(const std::shared_
   input.agent = request.agent;
   if (auto started = deps_.sessions->prompt_async(chat->session_id, std::move(input)); !started) {
     response->end();
-    chat->stream.reset();
-    forget(chat->id);
+    rest(chat);
     return started.error();
   }
   return response;
@@ -315,9 +350,8 @@ asio::awaitable<Result<std::shared_ptr<ChatResponse>>> ChatService::send(ChatReq
                                  "/api/chat/" +
                                  chat->id + "/stream)");
       if (!chat->stream) {
-        // A turn of the session that the chat did not start (the session API's): nothing of it
-        // is the chat's to keep.
-        forget(chat->id);
+        // A turn of the session that the chat did not start (the session API's).
+        rest(chat);
         co_return make_error(ErrorCode::Conflict, "chat " + chat->id +
                                                       "'s session runs a turn that the chat did "
                                                       "not start; wait for it to end");
@@ -341,14 +375,14 @@ asio::awaitable<Result<std::shared_ptr<ChatResponse>>> ChatService::send(ChatReq
     if (request.trigger == ChatRequest::Trigger::Regenerate) {
       auto question = deps_.sessions->remove_last_answer(chat->session_id);
       if (!question) {
-        forget(chat->id);
+        rest(chat);
         co_return question.error();
       }
       co_return start_turn(chat, request, {}, std::move(*question));
     }
     if (!request.user_text) {
       auto response = answer_late(*chat, request);
-      forget(chat->id);
+      rest(chat);
       co_return response;
     }
     std::string text = *request.user_text;

@@ -14,6 +14,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
+#include <list>
 #include <map>
 #include <memory>
 #include <string>
@@ -44,6 +45,9 @@ struct ChatOptions {
   // A new message while the turn waits for the app ends that turn first; it gets this long to
   // wind down.
   std::chrono::milliseconds supersede_wait{10000};
+  // Chats kept in memory between turns (their session found, their tools registered); the least
+  // recently used beyond this go, and are found again in the store.
+  std::size_t kept_chats = 4096;
 };
 
 class ChatService : public std::enable_shared_from_this<ChatService> {
@@ -74,6 +78,7 @@ class ChatService : public std::enable_shared_from_this<ChatService> {
     std::string session_id;
     std::string app_client;                 // the client id its own tools are registered under
     std::map<std::string, bool> app_tools;  // its own tools (name -> interactive)
+    std::string app_tools_key;              // what they were registered from
     std::string client_id;                  // the app's clientID
     bool resumable = false;
     std::string message_id;  // the UI message of the answer
@@ -97,14 +102,20 @@ class ChatService : public std::enable_shared_from_this<ChatService> {
   std::shared_ptr<ChatResponse> new_response(Chat& chat);
   void emit(Chat& chat, const json::object& chunk);
   void on_event(const bus::EventPtr& event);
-  // The turn ended: its state goes (the session keeps the conversation).
+  // The chat's turn ended (or did not start): it is kept for the next one, within
+  // ChatOptions::kept_chats.
+  void rest(const std::shared_ptr<Chat>& chat);
+  // The chat goes from memory, with its tools (the session keeps the conversation).
   void forget(const std::string& chat_id);
+  void set_streaming(Chat& chat, std::unique_ptr<TurnStream> stream);
 
   ChatDeps deps_;
   ChatOptions options_;
-  std::map<std::string, std::shared_ptr<Chat>> chats_;  // chats with a turn, by chat id
+  std::map<std::string, std::shared_ptr<Chat>> chats_;  // by chat id
   std::map<std::string, std::string> by_session_;       // session id -> chat id
-  bus::Subscription subscription_;                      // while any chat has a turn
+  std::list<std::string> idle_;     // chats without a turn, least recently used first
+  std::size_t streaming_ = 0;       // chats with a turn
+  bus::Subscription subscription_;  // while any chat has a turn
 };
 
 }  // namespace sb::chat

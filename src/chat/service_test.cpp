@@ -475,6 +475,42 @@ TEST_F(ChatServiceTest, ItsClientsToolsAreTheAppsWhileThatClientHasNoConnection)
   EXPECT_EQ(refused.error().code, ErrorCode::Forbidden);
 }
 
+TEST_F(ChatServiceTest, AChatKeptBetweenTurnsFollowsItsToolsAndItsSession) {
+  start(script(R"([{"toolCalls": [{"tool": "first", "input": {}}]}, {"text": "one"},
+                   {"toolCalls": [{"tool": "second", "input": {}}]}, {"text": "two"},
+                   {"text": "fresh"}])"));
+  auto turn1 = user("1");
+  turn1.tools = app_tools({"first"});
+  auto r1 = send(std::move(turn1));
+  ASSERT_TRUE(r1) << r1.error().message;
+  auto done1 = answers({{call_id(*r1), true, json::value("ok"), {}}});
+  done1.tools = app_tools({"first"});
+  ASSERT_TRUE(send(std::move(done1)));
+  ASSERT_TRUE(run_until([&] { return idle(); }));
+
+  // The app's tools changed: the model is offered the new ones.
+  auto turn2 = user("2");
+  turn2.tools = app_tools({"second"});
+  auto r2 = send(std::move(turn2));
+  ASSERT_TRUE(r2) << r2.error().message;
+  auto* input = r2->first("tool-input-available");
+  ASSERT_NE(input, nullptr) << "the model's call of the new tool is the app's";
+  EXPECT_EQ(input->at("toolName").as_string(), "second");
+  EXPECT_FALSE(r2->has("tool-input-error"));
+  auto done2 = answers({{call_id(*r2), true, json::value("ok"), {}}});
+  done2.tools = app_tools({"second"});
+  ASSERT_TRUE(send(std::move(done2)));
+  ASSERT_TRUE(run_until([&] { return idle(); }));
+
+  // Its session deleted between turns: the chat starts a new one.
+  std::string old_session = session_id();
+  ASSERT_TRUE(sessions_->delete_session(old_session));
+  auto r3 = send(user("3"));
+  ASSERT_TRUE(r3) << r3.error().message;
+  EXPECT_NE(session_id(), old_session);
+  EXPECT_EQ(r3->text(), "one") << "a new session: the script starts over";
+}
+
 TEST_F(ChatServiceTest, TheChatFindsItsSessionAfterARestart) {
   start(script(R"([{"text": "one"}, {"text": "two"}])"));
   ASSERT_TRUE(send(user("first")));

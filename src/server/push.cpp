@@ -363,7 +363,6 @@ asio::awaitable<void> run_ui_message_stream(ServerState& state, tcp::socket sock
                                             std::shared_ptr<chat::ChatResponse> response,
                                             std::function<void()> left) {
   static const auto keepalive = std::make_shared<const std::string>(":\n\n");
-  static const auto done = std::make_shared<const std::string>("data: [DONE]\n\n");
   auto conn = std::make_shared<SseConnection>(
       std::move(socket), state.config.server.subscriber_queue_limit,
       state.config.client_tools.keepalive_interval, write_timeout(state), keepalive);
@@ -371,42 +370,42 @@ asio::awaitable<void> run_ui_message_stream(ServerState& state, tcp::socket sock
   const std::string no_token;
   bool head_ok = co_await conn->write_head(state, req, no_token, true);
   req = Request();
-  // What is replayed (a resumed answer) goes out as one frame: an answer has more chunks than a
-  // subscriber's queue may hold at once.
+  // Chunks made in one turn of the loop go out as one frame (a write each was most of a chat
+  // turn's system calls), and so does a replay (a resumed answer has more chunks than a
+  // subscriber's queue may hold).
   struct Reading {
-    bool replaying = true;
     bool finished = false;
+    bool flush_posted = false;
     std::string batch;
   };
   auto reading = std::make_shared<Reading>();
   auto weak = std::weak_ptr<PushChannel>(conn);
   auto flush = [reading, weak] {
+    reading->flush_posted = false;
     if (reading->batch.empty()) return;
     if (auto ch = weak.lock())
       ch->post(std::make_shared<const std::string>(std::exchange(reading->batch, {})));
   };
   std::uint64_t reader = 0;
   if (head_ok) {
+    auto executor = conn->executor();
     reader = response->follow(
-        0, [reading, weak, flush](std::uint64_t, const chat::ChatResponse::Chunk& chunk) {
+        0, [reading, weak, flush, executor](std::uint64_t, const chat::ChatResponse::Chunk& chunk) {
           if (!chunk) {
             reading->finished = true;
+            reading->batch += "data: [DONE]\n\n";
             flush();
-            if (auto ch = weak.lock()) {
-              ch->post(done);
-              ch->close("answered");
-            }
+            if (auto ch = weak.lock()) ch->close("answered");
             return;
           }
-          std::string frame = "data: " + *chunk + "\n\n";
-          if (reading->replaying) {
-            reading->batch += frame;
-          } else if (auto ch = weak.lock()) {
-            ch->post(std::make_shared<const std::string>(std::move(frame)));
+          reading->batch += "data: ";
+          reading->batch += *chunk;
+          reading->batch += "\n\n";
+          if (!reading->flush_posted) {
+            reading->flush_posted = true;
+            asio::post(executor, flush);
           }
         });
-    reading->replaying = false;
-    flush();
   }
   if (head_ok) co_await wait_until_closed(conn->socket());
   conn->disconnect();
