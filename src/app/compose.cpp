@@ -7,6 +7,7 @@
 #include "mcp/manager.hpp"
 #include "permission/ruleset.hpp"
 #include "provider/provider.hpp"
+#include "server/access.hpp"
 #include "session/agent.hpp"
 #include "session/service.hpp"
 #include "session/store.hpp"
@@ -211,9 +212,12 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   auto chat_store = deps.store;
   state->sessions = session::SessionService::create(std::move(deps), std::move(service_options));
   *service_slot = state->sessions;
+  chat::ChatOptions chat_options;
+  chat_options.tool_limits = server::spec_limits(config);
   state->chats = chat::ChatService::create(
       chat::ChatDeps{io.get_executor(), state->bus, state->sessions, std::move(chat_store),
-                     state->registry, state->tools, state->permissions});
+                     state->registry, state->tools, state->permissions},
+      chat_options);
   auto recovered = state->sessions->recover();
   if (!recovered) return recovered.error();
   if (*recovered)

@@ -194,6 +194,8 @@ Result<void> ChatService::register_app_tools(Chat& chat, const ChatRequest& requ
            (spec.interactive ? "\n1\n" : "\n0\n");
   }
   if (key == chat.app_tools_key) return {};
+  if (auto r = clienttool::check_spec_limits(*request.tools, {}, options_.tool_limits, "tools"); !r)
+    return r.error();
   std::map<std::string, bool> names;
   for (const auto& spec : *request.tools) {
     // The server's own tool of that name would win, and the app's would never be called.
@@ -224,13 +226,12 @@ Result<std::shared_ptr<ChatResponse>> ChatService::start_turn(const std::shared_
     rest(chat);
     return r.error();
   }
-  chat->client_id = request.client_id.value_or("");
   chat->resumable = request.resumable;
   chat->message_id = ids::make("msg");
   chat->backlog.clear();
   auto client_tools = deps_.client_tools;
   auto app_tools = chat->app_tools;
-  std::string own_client = chat->client_id;
+  std::string own_client = request.client_id.value_or("");
   // The app answers its own tools, and those of its client while that client has no connection.
   auto app_tool = [client_tools, app_tools,
                    own_client](const std::string& tool) -> std::optional<std::string> {

@@ -24,6 +24,7 @@
 #include "chat/stream.hpp"
 #include "chat/types.hpp"
 #include "clienttool/registry.hpp"
+#include "clienttool/wire.hpp"
 #include "permission/service.hpp"
 #include "session/service.hpp"
 #include "session/store.hpp"
@@ -48,6 +49,9 @@ struct ChatOptions {
   // Chats kept in memory between turns (their session found, their tools registered); the least
   // recently used beyond this go, and are found again in the store.
   std::size_t kept_chats = 4096;
+  // What a chat's own tools may be (clientTools.maxToolsPerClient, maxDescriptionBytes,
+  // maxSchemaBytes), as a client's registration.
+  clienttool::SpecLimits tool_limits;
 };
 
 class ChatService : public std::enable_shared_from_this<ChatService> {
@@ -79,7 +83,6 @@ class ChatService : public std::enable_shared_from_this<ChatService> {
     std::string app_client;                 // the client id its own tools are registered under
     std::map<std::string, bool> app_tools;  // its own tools (name -> interactive)
     std::string app_tools_key;              // what they were registered from
-    std::string client_id;                  // the app's clientID
     bool resumable = false;
     std::string message_id;  // the UI message of the answer
     std::shared_ptr<ChatResponse> response;

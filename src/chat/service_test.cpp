@@ -432,6 +432,15 @@ TEST_F(ChatServiceTest, BadRequestsAreRefusedAndLoseNothing) {
   EXPECT_EQ(refused.error().code, ErrorCode::InvalidRequest);
   EXPECT_NE(refused.error().message.find("tools.bash"), std::string::npos);
 
+  auto wordy = user("hi");
+  wordy.tools = app_tools({"tell"});
+  wordy.tools->front().description = std::string(9000, 'x');
+  auto too_large = send(std::move(wordy));
+  ASSERT_FALSE(too_large) << "a chat's tools have a client's limits";
+  EXPECT_EQ(too_large.error().code, ErrorCode::TooLarge);
+  EXPECT_NE(too_large.error().message.find("tools[0].description"), std::string::npos)
+      << too_large.error().message;
+
   auto model = user("hi");
   model.model = "nope/none";
   auto unknown = send(std::move(model));

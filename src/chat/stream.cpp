@@ -40,13 +40,6 @@ void ChatResponse::unfollow(std::uint64_t handle) {
 
 // ---- TurnStream -----------------------------------------------------------------------------
 
-std::vector<std::string> TurnStream::waiting_calls() const {
-  std::vector<std::string> out;
-  for (const auto& [id, c] : calls_)
-    if (c.waits_for_app()) out.push_back(id);
-  return out;
-}
-
 TurnStream::Effect TurnStream::on_event(const bus::Event& event) {
   const json::object& props = event.properties;
   const std::string& type = event.type;

@@ -94,8 +94,6 @@ class TurnStream {
   bool suspended() const { return suspended_; }
   // A continuation reopened the stream: what follows goes to a new response.
   void resume() { suspended_ = false; }
-  // The call ids that wait for the app now.
-  std::vector<std::string> waiting_calls() const;
   // The model is done with the step and every call of it that has not ended waits for the app.
   bool should_suspend() const;
 

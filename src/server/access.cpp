@@ -136,15 +136,19 @@ bool has_server_access(const ServerState& state, const Request& req,
 
 Result<void> check_registration_limits(const ServerState& state, const std::string& client_id,
                                        const std::vector<clienttool::ToolSpec>& specs) {
-  const auto& ct = state.config.client_tools;
+  std::vector<std::string> registered;
+  for (const auto& def : state.registry->get_tools(client_id))
+    registered.push_back(def->name);
+  return clienttool::check_spec_limits(specs, registered, spec_limits(state.config), "tools");
+}
+
+clienttool::SpecLimits spec_limits(const config::Config& config) {
+  const auto& ct = config.client_tools;
   clienttool::SpecLimits limits;
   limits.max_tools_per_client = static_cast<std::size_t>(ct.max_tools_per_client);
   limits.max_description_bytes = static_cast<std::size_t>(ct.max_description_bytes);
   limits.max_schema_bytes = static_cast<std::size_t>(ct.max_schema_bytes);
-  std::vector<std::string> registered;
-  for (const auto& def : state.registry->get_tools(client_id))
-    registered.push_back(def->name);
-  return clienttool::check_spec_limits(specs, registered, limits, "tools");
+  return limits;
 }
 
 Result<std::shared_ptr<ClientStreamSlot>> open_client_stream(ServerState& state,

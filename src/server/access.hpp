@@ -39,6 +39,9 @@ std::string auth_cookie(const ServerState& state);
 bool has_server_access(const ServerState& state, const Request& req,
                        const boost::urls::url_view& url);
 
+// What one client's tools may be (clientTools.maxToolsPerClient, maxDescriptionBytes,
+// maxSchemaBytes): a chat's own tools have the same limits.
+clienttool::SpecLimits spec_limits(const config::Config& config);
 // The registration limits of clientTools.* for `client_id` registering `specs` (TooLarge).
 Result<void> check_registration_limits(const ServerState& state, const std::string& client_id,
                                        const std::vector<clienttool::ToolSpec>& specs);

@@ -225,6 +225,21 @@ class SseConnection final : public PushChannel {
   bool in_head_ = false;
 };
 
+// An SSE stream with the server's queue limit, keepalive interval and write timeout; `keepalive`
+// is the frame it sends when idle.
+std::shared_ptr<SseConnection> make_sse(const ServerState& state, tcp::socket socket,
+                                        std::shared_ptr<const std::string> keepalive) {
+  return std::make_shared<SseConnection>(
+      std::move(socket), state.config.server.subscriber_queue_limit,
+      state.config.client_tools.keepalive_interval, write_timeout(state), std::move(keepalive));
+}
+
+// An SSE comment: the keepalive of the streams whose events are all data.
+const std::shared_ptr<const std::string>& comment_keepalive() {
+  static const auto frame = std::make_shared<const std::string>(":\n\n");
+  return frame;
+}
+
 // Reads and drops what the peer sent. False once the peer has closed or reset the connection.
 bool drain(tcp::socket& socket) {
   char scratch[512];
@@ -280,9 +295,7 @@ asio::awaitable<void> run_client_sse(ServerState& state, tcp::socket socket, Req
                                      std::string client_id, std::uint64_t last_event_id,
                                      std::string issued_token) {
   static const auto ping = std::make_shared<const std::string>("event: ping\ndata: \n\n");
-  auto conn = std::make_shared<SseConnection>(
-      std::move(socket), state.config.server.subscriber_queue_limit,
-      state.config.client_tools.keepalive_interval, write_timeout(state), ping);
+  auto conn = make_sse(state, std::move(socket), ping);
   TrackedPush tracked(state, conn);
   // Attach before the head goes out: once a client sees the 200, its requests reach it.
   auto sink = std::make_shared<ChannelSink>(conn, &sse_frame_for);
@@ -305,9 +318,7 @@ asio::awaitable<void> run_client_sse(ServerState& state, tcp::socket socket, Req
 asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Request req) {
   static const auto heartbeat = std::make_shared<const std::string>(
       "data: {\"type\":\"server.heartbeat\",\"properties\":{}}\n\n");
-  auto conn = std::make_shared<SseConnection>(
-      std::move(socket), state.config.server.subscriber_queue_limit,
-      state.config.client_tools.keepalive_interval, write_timeout(state), heartbeat);
+  auto conn = make_sse(state, std::move(socket), heartbeat);
   TrackedPush tracked(state, conn);
   conn->post(std::make_shared<const std::string>(
       "data: {\"type\":\"server.connected\",\"properties\":{}}\n\n"));
@@ -325,10 +336,7 @@ asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Requ
 
 asio::awaitable<void> run_message_stream(ServerState& state, tcp::socket socket, Request req,
                                          MessageStreamBody run) {
-  static const auto keepalive = std::make_shared<const std::string>(":\n\n");
-  auto conn = std::make_shared<SseConnection>(
-      std::move(socket), state.config.server.subscriber_queue_limit,
-      state.config.client_tools.keepalive_interval, write_timeout(state), keepalive);
+  auto conn = make_sse(state, std::move(socket), comment_keepalive());
   TrackedPush tracked(state, conn);
   const std::string no_token;
   bool head_ok = co_await conn->write_head(state, req, no_token);
@@ -362,10 +370,7 @@ asio::awaitable<void> run_message_stream(ServerState& state, tcp::socket socket,
 asio::awaitable<void> run_ui_message_stream(ServerState& state, tcp::socket socket, Request req,
                                             std::shared_ptr<chat::ChatResponse> response,
                                             std::function<void()> left) {
-  static const auto keepalive = std::make_shared<const std::string>(":\n\n");
-  auto conn = std::make_shared<SseConnection>(
-      std::move(socket), state.config.server.subscriber_queue_limit,
-      state.config.client_tools.keepalive_interval, write_timeout(state), keepalive);
+  auto conn = make_sse(state, std::move(socket), comment_keepalive());
   TrackedPush tracked(state, conn);
   const std::string no_token;
   bool head_ok = co_await conn->write_head(state, req, no_token, true);
