@@ -8,22 +8,11 @@ import { randomUUID } from 'node:crypto';
 import { AbstractChat } from 'ai';
 import WebSocket from 'ws';
 
-import { startServer } from '../support/server.mjs';
+import { CASE, HOOK, delay, scriptedConfig, serverFor, startServer, stopServer, waitFor, within } from '../support/server.mjs';
 
-export { startServer };
-
-// Every case ends by itself: a hang is a failure, not a stuck run.
-export const CASE = { timeout: 30000 };
-export const HOOK = { timeout: 60000 };
-
-export const delay = (ms) => new Promise((r) => setTimeout(r, ms));
+export { CASE, HOOK, delay, scriptedConfig, serverFor, startServer, stopServer, waitFor, within };
 
 // ---- the server ------------------------------------------------------------------------------
-
-// A config whose default model plays `script` (docs/providers.md, "The scripted model").
-export function scriptedConfig(script, extra = {}) {
-  return { provider: { sb: { type: 'scripted', script } }, model: 'sb/default', ...extra };
-}
 
 // A long text for the slow answers (stop, resume): 40 words.
 export const LONG_TEXT = Array.from({ length: 40 }, (_, i) => `word${i + 1}`).join(' ');
@@ -45,64 +34,6 @@ export const FLOWS = {
     }),
   slow: (chunkDelayMs) => scriptedConfig([{ text: LONG_TEXT, chunkDelayMs }]),
 };
-
-// before/after hooks for a describe block: `holder.server` is the running server. After the
-// block the server must still be running (a crash is a failure) and exit cleanly on SIGTERM.
-export function serverFor(before, after, config) {
-  const holder = { server: undefined };
-  before(async () => {
-    holder.server = await startServer(typeof config === 'function' ? config() : config);
-  }, HOOK);
-  after(async () => {
-    if (!holder.server) return;
-    try {
-      await stopServer(holder.server);
-    } finally {
-      holder.server.remove();
-    }
-  }, HOOK);
-  return holder;
-}
-
-// Stops `server` (SIGTERM) and fails unless it was still running and exits 0.
-export async function stopServer(server) {
-  const code = await server.stop();
-  const logs = server.logs;
-  // A sanitizer's report from its start (its first frames say where), else the log's end.
-  const report = logs.search(/ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:/);
-  const excerpt = report >= 0 ? logs.slice(Math.max(0, report - 200), report + 8000) : logs.slice(-4000);
-  assert.equal(code, 0, `the server crashed or did not exit cleanly on SIGTERM (${code}):\n${excerpt}`);
-}
-
-// ---- waiting -------------------------------------------------------------------------------------
-
-// Resolves when `pred()` (maybe async) is truthy, checked every 50 ms; rejects naming `what`
-// (and what `describe()` says at that moment) after `ms`.
-export async function waitFor(pred, what, ms = 10000, describe = () => '') {
-  const started = Date.now();
-  for (;;) {
-    const v = await pred();
-    if (v) return v;
-    if (Date.now() - started > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}${describeSuffix(describe)}`);
-    await delay(50);
-  }
-}
-
-function describeSuffix(describe) {
-  const d = describe();
-  return d ? `\n${d}` : '';
-}
-
-// Rejects after `ms` naming `what` (a call that should have ended by itself).
-export function within(promise, ms, what) {
-  let timer;
-  return Promise.race([
-    promise,
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
 
 // ---- the chat an app has ---------------------------------------------------------------------
 

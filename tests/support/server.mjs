@@ -1,6 +1,8 @@
-// `switchboard serve` as the Node test suites start it (tests/aisdk, tests/mcp): the binary named
-// by SWITCHBOARD_BIN, on a free loopback port, in a directory of its own (config, HOME, data,
-// project), with ASan's leak check on. Plain Node, no dependencies.
+// `switchboard serve` as the Node test suites start it (tests/aisdk, tests/mcp, tests/opencode):
+// the binary named by SWITCHBOARD_BIN, on a free loopback port, in a directory of its own
+// (config, HOME, data, project), with ASan's leak check on; and what every suite's cases share
+// (time limits, a server per describe block, waiting). Plain Node, no dependencies.
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -60,3 +62,71 @@ export async function startServer(config, work = mkdtempSync(join(tmpdir(), 'sb-
   return server;
 }
 
+// A config whose default model plays `script` (docs/providers.md, "The scripted model").
+export function scriptedConfig(script, extra = {}) {
+  return { provider: { sb: { type: 'scripted', script } }, model: 'sb/default', ...extra };
+}
+
+// Every case ends by itself: a hang is a failure, not a stuck run.
+export const CASE = { timeout: 30000 };
+export const HOOK = { timeout: 60000 };
+
+export const delay = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// before/after hooks for a describe block: `holder.server` is the running server. After the
+// block the server must still be running (a crash is a failure) and exit cleanly on SIGTERM.
+export function serverFor(before, after, config) {
+  const holder = { server: undefined };
+  before(async () => {
+    holder.server = await startServer(typeof config === 'function' ? config() : config);
+  }, HOOK);
+  after(async () => {
+    if (!holder.server) return;
+    try {
+      await stopServer(holder.server);
+    } finally {
+      holder.server.remove();
+    }
+  }, HOOK);
+  return holder;
+}
+
+// Stops `server` (SIGTERM) and fails unless it was still running and exits 0.
+export async function stopServer(server) {
+  const code = await server.stop();
+  const logs = server.logs;
+  // A sanitizer's report from its start (its first frames say where), else the log's end.
+  const report = logs.search(/ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:/);
+  const excerpt = report >= 0 ? logs.slice(Math.max(0, report - 200), report + 8000) : logs.slice(-4000);
+  assert.equal(code, 0, `the server crashed or did not exit cleanly on SIGTERM (${code}):\n${excerpt}`);
+}
+
+// ---- waiting -------------------------------------------------------------------------------------
+
+// Resolves when `pred()` (maybe async) is truthy, checked every 50 ms; rejects naming `what`
+// (and what `describe()` says at that moment) after `ms`.
+export async function waitFor(pred, what, ms = 10000, describe = () => '') {
+  const started = Date.now();
+  for (;;) {
+    const v = await pred();
+    if (v) return v;
+    if (Date.now() - started > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}${describeSuffix(describe)}`);
+    await delay(50);
+  }
+}
+
+function describeSuffix(describe) {
+  const d = describe();
+  return d ? `\n${d}` : '';
+}
+
+// Rejects after `ms` naming `what` (a call that should have ended by itself).
+export function within(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
