@@ -157,7 +157,7 @@ const std::vector<KnownLevel>& known_levels() {
   static const std::vector<KnownLevel> levels = {
       {{},
        {"$schema", "clientTools", "server", "provider", "model", "permission", "agent",
-        "experimental", "tools", "mcp", "retry"}},
+        "experimental", "tools", "mcp", "retry", "command"}},
       {{"clientTools"},
        {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace", "rateLimit",
         "clientTokens", "maxToolsPerClient", "maxDescriptionBytes", "maxSchemaBytes",
@@ -170,6 +170,7 @@ const std::vector<KnownLevel>& known_levels() {
        {"type", "models", "baseURL", "apiKey", "apiKeyEnv", "headers", "script", "scriptFile"}},
       {{"agent", "*"}, {"description", "prompt", "model", "steps", "tools", "permission"}},
       {{"retry"}, {"attempts", "initialDelay", "maxDelay"}},
+      {{"command", "*"}, {"template", "description", "agent", "model", "subtask"}},
       {{"experimental"}, {"batch_tool"}},
   };
   return levels;
@@ -284,6 +285,16 @@ Result<void> apply(Config& cfg, const json::value& document, const std::string& 
   }
 
   merge_into(cfg, cfg.raw, doc, "", source);
+  // Commands are read from the merged document: a later file may change one field of a command.
+  auto commands = parse_commands(cfg.raw);
+  if (!commands) return cfg.located(commands.error());
+  for (const auto& [name, command] : *commands) {
+    auto origin = cfg.origins.find("command." + name + ".subtask");
+    if (command.subtask && origin != cfg.origins.end() && origin->second == source)
+      cfg.warnings.push_back(source + ": " + origin->first +
+                             " is not supported: the command runs in the session itself");
+  }
+  cfg.commands = std::move(*commands);
   return {};
 }
 

@@ -3,7 +3,7 @@
 // ./.switchboard/config.json, then --config FILE, each merged over the previous (objects merge
 // key by key, everything else replaces). A file that does not parse, or a known key with the
 // wrong type or range, is an error that names the file and the key. Unknown keys, at every level
-// whose keys are known (the top, clientTools, server, each provider and agent, retry,
+// whose keys are known (the top, clientTools, server, each provider, agent and command, retry,
 // experimental), are warnings that name the file and the key.
 #include <chrono>
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "config/command.hpp"
 #include "util/error.hpp"
 #include "util/json.hpp"
 
@@ -74,9 +75,10 @@ struct ServerOptions {
 struct Config {
   ClientToolsOptions client_tools;
   ServerOptions server;
-  json::object raw;                   // the merged document, for keys owned by later components
-  std::vector<std::string> sources;   // files that were read, in merge order
-  std::vector<std::string> warnings;  // unknown keys and the like; start-up logs them
+  json::object raw;  // the merged document, for keys owned by later components
+  std::map<std::string, Command> commands;  // `command`, from the merged document
+  std::vector<std::string> sources;         // files that were read, in merge order
+  std::vector<std::string> warnings;        // unknown keys and the like; start-up logs them
   // The file that set each key of `raw` (the last one, as merging goes), by key path
   // ("provider.local.models"), so that an error found later names the file the key is in.
   std::map<std::string, std::string, std::less<>> origins;
