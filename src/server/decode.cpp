@@ -220,6 +220,30 @@ Result<std::optional<std::string>> decode_answerer(const json::object& body) {
   return optional_client_id(body);
 }
 
+Result<std::string> decode_message_id(std::string_view text, std::string_view where) {
+  if (!text.starts_with("msg"))
+    return invalid(std::string(where) + " must be a message id (\"msg…\"), got " +
+                   json::serialize(json::string(text)));
+  return std::string(text);
+}
+
+Result<RevertRequest> decode_revert(const json::object& body) {
+  RevertRequest out;
+  auto message_id = require_string(body, "messageID");
+  if (!message_id) return message_id.error();
+  if (auto r = take(decode_message_id(*message_id, "messageID"), out.message_id); !r)
+    return r.error();
+  auto part_id = get_string(body, "partID");
+  if (!part_id) return part_id.error();
+  if (*part_id) {
+    if (!(*part_id)->starts_with("prt"))
+      return invalid("partID must be a part id (\"prt…\"), got " +
+                     json::serialize(json::string(**part_id)));
+    out.part_id = std::move(**part_id);
+  }
+  return out;
+}
+
 Result<std::string> decode_login(const json::object& body) {
   return require_string(body, "password");
 }

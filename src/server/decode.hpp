@@ -87,6 +87,15 @@ Result<std::optional<std::string>> decode_answerer(const json::object& body);
 // POST /auth: {password}.
 Result<std::string> decode_login(const json::object& body);
 
+// POST /session/{id}/revert: {messageID: "msg…", partID?: "prt…"}.
+struct RevertRequest {
+  std::string message_id;
+  std::string part_id;  // empty when absent
+};
+Result<RevertRequest> decode_revert(const json::object& body);
+// ?messageID= of GET /session/{id}/diff: "msg…".
+Result<std::string> decode_message_id(std::string_view text, std::string_view where);
+
 // A chat request of the AI SDK (POST /api/chat, a WebSocket `send`): `request` has {id,
 // messages: UIMessage[], trigger, messageId?}; `body` the app's own fields {model?, agent?,
 // clientID?, tools?: {NAME: {description?, inputSchema?, interactive?}}, resumable?} (over HTTP

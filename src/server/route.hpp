@@ -36,6 +36,7 @@ struct Route {
 // The routes of each area, in the order they are matched.
 std::vector<Route> client_tool_routes();  // /client-tools/...
 std::vector<Route> session_routes();      // OpenCode's V1 API: /event, /session, /permission, ...
+std::vector<Route> revert_routes();       // /session/{id}/revert, unrevert, diff
 std::vector<Route> mcp_routes();          // /mcp: the MCP servers
 std::vector<Route> chat_routes();         // /api/chat: the AI SDK's chats
 

@@ -506,6 +506,10 @@ asio::awaitable<void> Processor::run_tool(std::shared_ptr<Step> step, provider::
       }
       p.state.metadata["truncated"] = cut;
       p.state.attachments = std::move(result->attachments);
+      for (auto& f : result->file_changes)
+        turn.unsaved_files.push_back(FileChangeRow{session_id, p.message_id, p.id,
+                                                   f.path.string(), std::move(f.before),
+                                                   std::move(f.after)});
     }
     deps_.writer->stage_part(turn, p);
     step->running->done();

@@ -147,6 +147,11 @@ Result<std::shared_ptr<Turn>> SessionService::begin_turn(const std::string& sess
   if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
   if (turns_.count(session_id))
     return make_error(ErrorCode::Conflict, "Session " + session_id + " is busy with another turn");
+  if (turn->session.revert) {
+    auto settled = settle_revert(std::move(turn->session));
+    if (!settled) return settled.error();
+    turn->session = std::move(*settled);
+  }
   turns_[session_id] = turn;
   status_->set(session_id, json::object{{"type", "busy"}});
   return turn;

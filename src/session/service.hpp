@@ -64,6 +64,17 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // Sessions created without a client, and ids that name no session, are open to every client.
   Result<void> validate_client_session(const std::string& client_id, const std::string& session_id);
   Result<std::vector<MessageWithParts>> messages(const std::string& session_id);
+  // ---- revert (service_revert.cpp; session/revert.hpp) ----
+  // Reverts the session to a message (or a part of it): files that edit/write changed from
+  // there on are put back, the session is marked reverted. Conflict while a turn runs,
+  // NotFound for a message or part the session does not have.
+  Result<SessionInfo> revert(const std::string& session_id, const std::string& message_id,
+                             const std::string& part_id);
+  // Undoes the revert (files as they were before it); a session not reverted is returned as is.
+  Result<SessionInfo> unrevert(const std::string& session_id);
+  // OpenCode's FileDiff list of a message's turn (empty id: the whole session).
+  Result<json::array> diff(const std::string& session_id, const std::string& message_id);
+
   // The session's todo list (todowrite's) as the JSON text of an array, "[]" for none.
   Result<std::string> todos(const std::string& session_id);
 
@@ -100,6 +111,8 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
 
   Result<std::shared_ptr<Turn>> begin_turn(const std::string& session_id);
   void end_turn(const std::string& session_id);
+  // A prompt to a reverted session first makes the revert final (service_revert.cpp).
+  Result<SessionInfo> settle_revert(SessionInfo session);
 
   ServiceDeps deps_;
   ServiceOptions options_;

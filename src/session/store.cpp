@@ -33,6 +33,23 @@ CREATE TABLE IF NOT EXISTS chat (
   session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS chat_by_session ON chat(session_id);
+-- Added within version 3 (store_files.cpp): what tools changed in files, what a revert holds.
+CREATE TABLE IF NOT EXISTS file_change (
+  seq INTEGER PRIMARY KEY,
+  session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+  message_id TEXT NOT NULL,
+  part_id TEXT NOT NULL,
+  path TEXT NOT NULL,
+  old_content BLOB,
+  new_content BLOB
+);
+CREATE INDEX IF NOT EXISTS file_change_by_session ON file_change(session_id, seq);
+CREATE TABLE IF NOT EXISTS file_held (
+  session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+  path TEXT NOT NULL,
+  content BLOB,
+  PRIMARY KEY(session_id, path)
+);
 )sql";
 
 // Version 1 (the first release, every row keyed by its own id): the old tables are renamed, the
@@ -273,7 +290,8 @@ Result<bool> SessionStore::delete_session(const std::string& id) {
   if (!tx.begun()) return tx.begun().error();
   for (auto sql :
        {"DELETE FROM message WHERE session_id = ?1", "DELETE FROM todo WHERE session_id = ?1",
-        "DELETE FROM chat WHERE session_id = ?1"}) {
+        "DELETE FROM chat WHERE session_id = ?1", "DELETE FROM file_change WHERE session_id = ?1",
+        "DELETE FROM file_held WHERE session_id = ?1"}) {
     auto st = db_->prepare(sql);
     if (!st) return st.error();
     st->bind(1, id);
@@ -354,6 +372,8 @@ Result<void> SessionStore::write(std::span<const StoreChanges* const> batch) {
       if (auto r = put_session_locked(*changes->session); !r) return r.error();
     for (const auto& m : changes->messages)
       if (auto r = put_message_locked(m); !r) return r.error();
+    for (const auto& f : changes->files)
+      if (auto r = put_file_change_locked(f); !r) return r.error();
   }
   if (auto r = tx.commit(); !r) return r;
   for (const StoreChanges* changes : batch)

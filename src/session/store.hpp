@@ -28,13 +28,32 @@ struct MessageRow {
   static MessageRow of(const MessageWithParts& m);
 };
 
+// A file that a tool call changed (tool::FileChange), where the call was: what a revert of the
+// session puts back (session/revert.hpp). nullopt content: the file did not exist.
+struct FileChangeRow {
+  std::string session_id;
+  std::string message_id;
+  std::string part_id;  // the tool part
+  std::string path;     // absolute
+  std::optional<std::string> before;
+  std::optional<std::string> after;
+};
+
+// A file as it was when its session was reverted: what unrevert writes back.
+struct HeldFile {
+  std::string path;
+  std::optional<std::string> content;  // nullopt: the file did not exist
+};
+
 // Writes that belong together, stored in one transaction by SessionStore::write (a session,
-// then messages, each an insert or replace of the message with all of its parts).
+// then messages, each an insert or replace of the message with all of its parts, then the
+// files the turn's tools changed).
 struct StoreChanges {
   std::optional<SessionInfo> session;
   std::vector<MessageRow> messages;
+  std::vector<FileChangeRow> files;
   void add(const MessageWithParts& m) { messages.push_back(MessageRow::of(m)); }
-  bool empty() const { return !session && messages.empty(); }
+  bool empty() const { return !session && messages.empty() && files.empty(); }
 };
 
 class SessionStore {
@@ -70,6 +89,20 @@ class SessionStore {
   Result<std::size_t> delete_messages_after(const std::string& session_id,
                                             const std::string& message_id);
 
+  // ---- files changed by tools, and what a revert holds (store_files.cpp) ----
+  // The session's file changes in the order they were made.
+  Result<std::vector<FileChangeRow>> file_changes(const std::string& session_id);
+  // What the session's revert holds for unrevert; none when it is not reverted.
+  Result<std::vector<HeldFile>> held_files(const std::string& session_id);
+  // Stores the session (its revert set or cleared) and replaces what it holds with `held`.
+  Result<void> put_revert(const SessionInfo& s, const std::vector<HeldFile>& held);
+  // Makes a revert final (the next prompt): deletes the messages `removed`, stores `trimmed`
+  // (the message of a revert to a part, with the parts before it), deletes the file changes from
+  // (message_id, part_id) on and what the revert held, and stores the session. One transaction.
+  Result<void> commit_revert(const SessionInfo& s, const std::vector<std::string>& removed,
+                             const MessageWithParts* trimmed, const std::string& message_id,
+                             const std::string& part_id);
+
   // A chat (POST /api/chat's `id`) names its session: nullopt when the chat was never used.
   // Deleted with the session.
   Result<std::optional<std::string>> get_chat(const std::string& chat_id);
@@ -84,6 +117,7 @@ class SessionStore {
   Result<void> migrate();
   Result<void> put_session_locked(const SessionInfo& s);
   Result<void> put_message_locked(const MessageRow& m);
+  Result<void> put_file_change_locked(const FileChangeRow& f);
   // Moves the rows of `part_table` (a schema before version 3) into their messages' rows.
   Result<void> embed_parts(std::string_view part_table);
   void remember_session(const SessionInfo& s);

@@ -10,6 +10,7 @@ StoreChanges Turn::take_unsaved() {
   for (std::size_t i : unsaved)
     changes.add(messages[i]);
   unsaved.clear();
+  changes.files = std::exchange(unsaved_files, {});
   return changes;
 }
 

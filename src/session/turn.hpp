@@ -46,8 +46,9 @@ struct Turn {
   std::vector<MessageWithParts> messages;
   std::vector<std::size_t> unsaved;  // indices into `messages`
   std::optional<SessionInfo> unsaved_session;
+  std::vector<FileChangeRow> unsaved_files;  // what its tools changed in files, not yet stored
 
-  bool has_unsaved() const { return unsaved_session || !unsaved.empty(); }
+  bool has_unsaved() const { return unsaved_session || !unsaved.empty() || !unsaved_files.empty(); }
   // What the next write stores; the turn starts over with nothing unsaved.
   StoreChanges take_unsaved();
   // The turn's message `id` (nullptr when it has none), marked as changed.

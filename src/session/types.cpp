@@ -140,6 +140,13 @@ void append_json(std::string& out, const SessionInfo& s) {
     }
     rules.push_back(']');
   }
+  if (s.revert) {
+    ObjectWriter revert(o.key("revert"));
+    revert.string("messageID", s.revert->message_id);
+    if (!s.revert->part_id.empty()) revert.string("partID", s.revert->part_id);
+    revert.string("diff", s.revert->diff);
+    revert.close();
+  }
   o.close();
 }
 
@@ -165,6 +172,9 @@ Result<SessionInfo> session_from_json(const json::object& o) {
   const auto& time = obj(o, "time");
   s.created = num(time, "created");
   s.updated = num(time, "updated");
+  if (const auto& revert = obj(o, "revert"); !str(revert, "messageID").empty())
+    s.revert =
+        SessionInfo::Revert{str(revert, "messageID"), str(revert, "partID"), str(revert, "diff")};
   return s;
 }
 

@@ -33,6 +33,15 @@ struct SessionInfo {
     std::string why;
   };
   std::optional<UnreadableRules> unreadable_permission;
+  // Set while the session is reverted (POST /session/{id}/revert, session/revert.hpp): the
+  // messages from this point on are undone, their files put back, until unrevert or the next
+  // prompt (which deletes them).
+  struct Revert {
+    std::string message_id;
+    std::string part_id;  // empty: the whole message
+    std::string diff;     // what the revert did to the files, a unified diff
+  };
+  std::optional<Revert> revert;
 };
 
 struct Tokens {

@@ -22,6 +22,14 @@
 
 namespace sb::tool {
 
+// A file that a tool changed, as it was before and after: what a session's revert puts back
+// (session/revert.hpp). Absent content: the file did not exist (before) or no longer does (after).
+struct FileChange {
+  std::filesystem::path path;  // absolute
+  std::optional<std::string> before;
+  std::optional<std::string> after;
+};
+
 struct ToolResult {
   std::string title;
   std::string output;
@@ -32,6 +40,9 @@ struct ToolResult {
   // lines plus its frame lost its last lines and its note, and the model was pointed at a saved
   // copy instead of the file. metadata.truncated then says what the tool said.
   bool bounded = false;
+  // The files the call changed, in the order it changed them (edit, write; batch: its calls').
+  // Kept by the session, never sent to clients; bash's changes are not known here.
+  std::vector<FileChange> file_changes;
 };
 
 // What a tool asks the permission system (seed 002's ctx.ask).

@@ -85,6 +85,8 @@ struct BatchState {
   explicit BatchState(asio::any_io_executor executor) : group(std::move(executor)) {}
 
   std::vector<CallOutcome> calls;
+  // The calls' file changes in the order they were made (the calls run concurrently).
+  std::vector<FileChange> file_changes;
   // The batch's own ctx.metadata, copied: a late progress report must not touch a ToolContext
   // that has gone.
   std::function<void(std::optional<std::string>, json::object)> report;
@@ -115,6 +117,8 @@ asio::awaitable<void> run_call(std::shared_ptr<BatchState> state, std::size_t in
     call.title = std::move(result->title);
     call.output = std::move(result->output);
     call.attachments = std::move(result->attachments);
+    for (auto& change : result->file_changes)
+      state->file_changes.push_back(std::move(change));
   } else {
     call.status = Status::Error;
     call.error = std::move(result.error().message);
@@ -323,6 +327,7 @@ class BatchTool final : public BasicTool {
     result.metadata = json::object{
         {"totalCalls", state->calls.size()}, {"successful", succeeded},     {"failed", failed},
         {"tools", std::move(tools)},         {"details", state->details()}, {"truncated", cut}};
+    result.file_changes = std::move(state->file_changes);
     co_return result;
   }
 

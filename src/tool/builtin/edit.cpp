@@ -249,6 +249,8 @@ class EditTool final : public BasicTool {
         {"filediff",
          {{"file", path.string()}, {"additions", diff.additions}, {"deletions", diff.deletions}}},
     };
+    result.file_changes.push_back(
+        {path, plan.exists ? std::optional<std::string>(plan.before) : std::nullopt, plan.after});
     return result;
   }
 

@@ -111,6 +111,13 @@ class WriteTool final : public BasicTool {
                             const std::string& content, bool existed) {
     // Synchronous, like edit's check-and-write: on the one executor no other call's write runs
     // in the middle of this one.
+    FileChange change{path, std::nullopt, content};
+    if (existed) {
+      // What a revert writes back. A file that cannot be read whole is replaced all the same,
+      // and the session cannot put it back.
+      auto before = fsutil::read_file(path);
+      if (before) change.before = std::move(*before);
+    }
     if (auto written = fsutil::replace_file(path, content); !written) return written.error();
     if (bus_) bus_->publish("file.edited", {{"file", path.string()}});
     ToolResult result;
@@ -118,6 +125,7 @@ class WriteTool final : public BasicTool {
     result.output = existed ? "Wrote file successfully (replaced the existing file)."
                             : "Wrote file successfully (created a new file).";
     result.metadata = {{"filepath", path.string()}, {"exists", existed}};
+    if (!existed || change.before) result.file_changes.push_back(std::move(change));
     return result;
   }
 
