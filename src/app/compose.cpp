@@ -172,6 +172,9 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   session::ServiceOptions service_options;
   service_options.directory = paths.directory;
   service_options.data_dir = paths.data_dir;
+  auto files = session::file_options(config.raw);
+  if (!files) return config.located(files.error());
+  service_options.files = *files;
   auto retry = get_object(config.raw, "retry");
   if (!retry) return config.located(retry.error());
   if (*retry) {

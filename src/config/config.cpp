@@ -157,7 +157,7 @@ const std::vector<KnownLevel>& known_levels() {
   static const std::vector<KnownLevel> levels = {
       {{},
        {"$schema", "clientTools", "server", "provider", "model", "permission", "agent",
-        "experimental", "tools", "mcp", "retry", "command"}},
+        "experimental", "tools", "mcp", "retry", "command", "files"}},
       {{"clientTools"},
        {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace", "rateLimit",
         "clientTokens", "maxToolsPerClient", "maxDescriptionBytes", "maxSchemaBytes",
@@ -167,9 +167,11 @@ const std::vector<KnownLevel>& known_levels() {
         "maxHeaderBytes", "maxHeaderCount", "maxConnections", "subscriberQueueLimit", "idleTimeout",
         "headerTimeout", "password", "cors", "allowRemote"}},
       {{"provider", "*"},
-       {"type", "models", "baseURL", "apiKey", "apiKeyEnv", "headers", "script", "scriptFile"}},
+       {"type", "models", "baseURL", "apiKey", "apiKeyEnv", "headers", "script", "scriptFile",
+        "input"}},
       {{"agent", "*"}, {"description", "prompt", "model", "steps", "tools", "permission"}},
       {{"retry"}, {"attempts", "initialDelay", "maxDelay"}},
+      {{"files"}, {"maxBytes", "maxPromptBytes"}},
       {{"command", "*"}, {"template", "description", "agent", "model", "subtask"}},
       {{"experimental"}, {"batch_tool"}},
   };

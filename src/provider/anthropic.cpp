@@ -61,6 +61,18 @@ json::object anthropic_body(const ModelRequest& request) {
         system += m.text;
         break;
       case Role::User:
+        // Files first (Anthropic's advice for images and documents), then the text.
+        for (const auto& a : m.attachments) {
+          if (!a.accepted_by(request.input)) {
+            add("user", {{"type", "text"}, {"text", a.refused_note()}});
+            continue;
+          }
+          json::object source{{"type", "base64"}, {"media_type", a.mime}, {"data", a.base64()}};
+          json::object block{{"type", a.kind == Attachment::Kind::Image ? "image" : "document"},
+                             {"source", std::move(source)}};
+          if (a.kind == Attachment::Kind::Pdf && !a.filename.empty()) block["title"] = a.filename;
+          add("user", std::move(block));
+        }
         if (!is_blank(m.text)) add("user", {{"type", "text"}, {"text", m.text}});
         break;
       case Role::Assistant:

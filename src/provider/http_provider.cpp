@@ -38,6 +38,7 @@ class HttpProvider final : public ModelProvider {
   const std::string& id() const override { return o_.id; }
   std::string type() const override { return o_.type; }
   std::vector<std::string> models() const override { return o_.models; }
+  InputKinds input() const override { return o_.input; }
 
   boost::asio::awaitable<void> stream(const ModelRequest& request, EventHandler on_event,
                                       std::shared_ptr<AbortSignal> abort) override {

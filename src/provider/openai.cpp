@@ -29,11 +29,50 @@ void append_text_message(std::string& out, std::string_view role, std::string_vi
   out.push_back('}');
 }
 
-void write_message(std::string& out, const ModelMessage& m) {
+// A user message with files: content parts, the files first (an image as image_url with its
+// data: URL, a PDF as a file part with file_data), then the text; a file the model does not take
+// is its note as text.
+void append_user_content(std::string& out, const ModelMessage& m, const InputKinds& input) {
+  out.append(R"({"role":"user","content":[)");
+  bool first = true;
+  auto text_part = [&](std::string_view text) {
+    if (!first) out.push_back(',');
+    first = false;
+    out.append(R"({"type":"text","text":)");
+    append_json_string(out, text);
+    out.push_back('}');
+  };
+  for (const auto& a : m.attachments) {
+    if (!a.accepted_by(input)) {
+      text_part(a.refused_note());
+      continue;
+    }
+    if (!first) out.push_back(',');
+    first = false;
+    if (a.kind == Attachment::Kind::Image) {
+      out.append(R"({"type":"image_url","image_url":{"url":)");
+      append_json_string(out, *a.data_url);
+      out.append("}}");
+    } else {
+      out.append(R"({"type":"file","file":{"filename":)");
+      append_json_string(out, a.filename.empty() ? std::string_view("file.pdf") : a.filename);
+      out.append(R"(,"file_data":)");
+      append_json_string(out, *a.data_url);
+      out.append("}}");
+    }
+  }
+  if (!m.text.empty()) text_part(m.text);
+  out.append("]}");
+}
+
+void write_message(std::string& out, const ModelMessage& m, const InputKinds& input) {
   switch (m.role) {
     case Role::System:
     case Role::User:
-      append_text_message(out, role_name(m.role), m.text);
+      if (m.role == Role::User && !m.attachments.empty())
+        append_user_content(out, m, input);
+      else
+        append_text_message(out, role_name(m.role), m.text);
       return;
     case Role::Assistant:
       // Content stays a string even when empty: OpenAI allows null beside tool_calls, but a
@@ -68,11 +107,26 @@ void write_message(std::string& out, const ModelMessage& m) {
 
 constexpr std::string_view kWireFormat = "openai";
 
-// The message's JSON text, written on first use.
-const std::string& message_text(const ModelMessage& m) {
+// Whether every file of `m` goes as itself to a model that takes `input`.
+bool all_accepted(const ModelMessage& m, const InputKinds& input) {
+  for (const auto& a : m.attachments)
+    if (!a.accepted_by(input)) return false;
+  return true;
+}
+
+// The message's JSON text, written on first use. A message with a file the model does not take
+// (another model's turn) is written for each request instead: the kept text is what every model
+// of this wire format reads.
+const std::string& message_text(const ModelMessage& m, const InputKinds& input,
+                                std::string& scratch) {
+  if (!all_accepted(m, input)) {
+    scratch.clear();
+    write_message(scratch, m, input);
+    return scratch;
+  }
   if (m.wire.format != kWireFormat) {
     m.wire.text.clear();
-    write_message(m.wire.text, m);
+    write_message(m.wire.text, m, input);
     m.wire.format = kWireFormat;
   }
   return m.wire.text;
@@ -97,8 +151,9 @@ std::string serialize_openai_request(const ModelRequest& request,
                                      const OpenAIRequestOptions& options) {
   // Sized once: the body is mostly the conversation's texts, known before it is written.
   std::size_t size = 512 + request.model.size() + request.system.size() * 2;
+  std::string scratch;
   for (const auto& m : request.messages)
-    size += message_text(m).size() + 1;
+    size += message_text(m, request.input, scratch).size() + 1;
   if (!request.tools.empty()) size += request.tools.serialized(kWireFormat, openai_tools).size();
   std::string out;
   out.reserve(size);
@@ -112,7 +167,7 @@ std::string serialize_openai_request(const ModelRequest& request,
   }
   for (const auto& m : request.messages) {
     if (!first) out.push_back(',');
-    out.append(message_text(m));
+    out.append(message_text(m, request.input, scratch));
     first = false;
   }
   out.push_back(']');

@@ -23,6 +23,8 @@ class ModelProvider {
   virtual const std::string& id() const = 0;
   virtual std::string type() const = 0;  // "openai-compatible" | "anthropic" | "scripted"
   virtual std::vector<std::string> models() const = 0;
+  // What its models take besides text (provider.NAME.input).
+  virtual InputKinds input() const { return {}; }
   // Streams one step. Delivers every event to `on_event` and ends with exactly one terminal
   // event (StepFinish or StreamError); an abort ends it with StreamError("aborted"). The caller
   // keeps `request` alive until the stream ends.
@@ -40,6 +42,7 @@ struct HttpProviderOptions {
   std::string api_key;
   std::vector<std::string> models;
   std::map<std::string, std::string> headers;  // extra request headers
+  InputKinds input;                            // provider.NAME.input; see default_input()
   // Why api_key is empty when the config meant to give one ("provider.local.apiKeyEnv names
   // LOCAL_KEY, which is not set"): an authentication error of the model server says it.
   std::string missing_key;
@@ -47,9 +50,14 @@ struct HttpProviderOptions {
 
 ProviderPtr make_http_provider(HttpProviderOptions options);
 
+// What a provider's models take when provider.NAME.input does not say: Anthropic's images and
+// PDFs; images for an OpenAI-compatible server, and PDFs too for OpenAI's own (`base_url` at
+// api.openai.com); everything for the scripted model.
+InputKinds default_input(std::string_view type, std::string_view base_url);
+
 // The scripted model (see docs/providers.md): replays `script` (a JSON array of steps), or with
 // no script, the built-in echo behaviour.
-ProviderPtr make_scripted_provider(std::string id, json::array script);
+ProviderPtr make_scripted_provider(std::string id, json::array script, InputKinds input = {});
 
 // The providers a configuration describes, and the default model "provider/model".
 struct ProviderSet {

@@ -1553,5 +1553,76 @@ TEST(StreamEvents, ParseToolInputCases) {
   EXPECT_FALSE(parsed(std::string(500, '[') + std::string(500, ']')).input_valid);
 }
 
+// ---- Files in user messages --------------------------------------------------------------------
+
+Attachment attachment(Attachment::Kind kind, std::string mime, std::string name,
+                      std::string base64) {
+  return Attachment{kind, mime, std::move(name),
+                    std::make_shared<const std::string>("data:" + mime + ";base64," + base64)};
+}
+
+// A user message with an image and a PDF (a text file reaches the model as the message's text).
+ModelRequest request_with_files() {
+  ModelRequest r;
+  r.model = "m";
+  r.messages = {ModelMessage::user(
+      "What is in these?\n<file>\n00001| hello\n</file>",
+      {attachment(Attachment::Kind::Image, "image/png", "one.png", "iVBORw0KGgo="),
+       attachment(Attachment::Kind::Pdf, "application/pdf", "a.pdf", "JVBERi0xLjQK")})};
+  return r;
+}
+
+TEST(OpenAIRequest, FilesGoAsContentPartsBeforeTheText) {
+  json::object body = openai_body(request_with_files());
+  EXPECT_EQ(body.at("messages"), parse_json(R"([{"role":"user","content":[
+      {"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}},
+      {"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,JVBERi0xLjQK"}},
+      {"type":"text","text":"What is in these?\n<file>\n00001| hello\n</file>"}]}])")
+                                     .value())
+      << json::serialize(body.at("messages"));
+}
+
+TEST(AnthropicRequest, FilesGoAsImageAndDocumentBlocksBeforeTheText) {
+  json::object body = build_anthropic_request(request_with_files());
+  EXPECT_EQ(body.at("messages"), parse_json(R"([{"role":"user","content":[
+      {"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}},
+      {"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQK"},
+       "title":"a.pdf"},
+      {"type":"text","text":"What is in these?\n<file>\n00001| hello\n</file>"}]}])")
+                                     .value())
+      << json::serialize(body.at("messages"));
+}
+
+// A file in the history that this request's model does not take (another model's turn) goes as
+// a note; OpenAI's kept text for the message is left for a model that takes it.
+TEST(RequestBody, FilesAModelDoesNotTakeAreNotesInstead) {
+  ModelRequest r = request_with_files();
+  std::string full = serialize_openai_request(r);
+  r.input = InputKinds{.image = true, .pdf = false};
+  std::string note = r.messages[0].attachments[1].refused_note();
+  EXPECT_NE(note.find("a PDF (a.pdf), which this model cannot read"), std::string::npos);
+  json::object body = openai_body(r);
+  const auto& content = body.at("messages").at(0).at("content").as_array();
+  ASSERT_EQ(content.size(), 3u);
+  EXPECT_EQ(content[1], parse_json(R"({"type":"text","text":")" + note + R"("})").value());
+  r.input = {};
+  EXPECT_EQ(serialize_openai_request(r), full);
+
+  r.input = InputKinds{.image = false, .pdf = true};
+  json::object anthropic = build_anthropic_request(r);
+  const auto& blocks = anthropic.at("messages").at(0).at("content").as_array();
+  ASSERT_EQ(blocks.size(), 3u);
+  EXPECT_EQ(blocks[0].at("type"), "text");
+  EXPECT_EQ(blocks[1].at("type"), "document");
+}
+
+// The history is copied between steps without copying the files' bytes.
+TEST(RequestBody, CopiesOfAMessageShareItsFiles) {
+  ModelRequest r = request_with_files();
+  ModelMessage copy = r.messages[0];
+  EXPECT_EQ(copy.attachments[0].data_url.get(), r.messages[0].attachments[0].data_url.get());
+  EXPECT_EQ(copy, r.messages[0]);
+}
+
 }  // namespace
 }  // namespace sb::provider

@@ -25,7 +25,34 @@ Result<std::vector<std::string>> string_list(const json::object& o, std::string_
   return out;
 }
 
+// provider.NAME.input: ["text", "image", "pdf"] (text is always taken); absent: `fallback`.
+Result<InputKinds> input_kinds(const json::object& p, const std::string& prefix,
+                               InputKinds fallback) {
+  auto it = p.find("input");
+  if (it == p.end()) return fallback;
+  std::string key = prefix + ".input";
+  if (!it->value().is_array())
+    return bad(key, "must be an array of \"text\", \"image\" and \"pdf\"");
+  InputKinds kinds{false, false};
+  for (const auto& v : it->value().get_array()) {
+    std::string_view kind = v.is_string() ? std::string_view(v.get_string()) : std::string_view();
+    if (kind == "image")
+      kinds.image = true;
+    else if (kind == "pdf")
+      kinds.pdf = true;
+    else if (kind != "text")
+      return bad(key, "must hold only \"text\", \"image\" and \"pdf\", got " + json::serialize(v));
+  }
+  return kinds;
+}
+
 }  // namespace
+
+InputKinds default_input(std::string_view type, std::string_view base_url) {
+  if (type == "openai-compatible")
+    return InputKinds{true, base_url.find("://api.openai.com") != std::string_view::npos};
+  return InputKinds{};
+}
 
 Result<ProviderSet> load_providers(const json::object& config,
                                    const std::function<std::string(const std::string&)>& env) {
@@ -47,6 +74,15 @@ Result<ProviderSet> load_providers(const json::object& config,
       auto models = string_list(p, "models", prefix);
       if (!models) return models.error();
 
+      if (t != "scripted" && t != "openai-compatible" && t != "anthropic")
+        return bad(
+            prefix + ".type",
+            "must be \"openai-compatible\", \"anthropic\" or \"scripted\", got \"" + t + "\"");
+      auto base = get_string(p, "baseURL", prefix);
+      if (!base) return base.error();
+      auto input = input_kinds(p, prefix, default_input(t, base->value_or("")));
+      if (!input) return input.error();
+
       if (t == "scripted") {
         json::array script;
         if (auto it = p.find("script"); it != p.end()) {
@@ -66,22 +102,15 @@ Result<ProviderSet> load_providers(const json::object& config,
             return bad(prefix + ".scriptFile", **file + " must hold an array of steps");
           script = doc->get_array();
         }
-        set.providers[name] = make_scripted_provider(name, std::move(script));
+        set.providers[name] = make_scripted_provider(name, std::move(script), *input);
         set.notes.push_back("provider " + name + ": scripted model");
         if (first_scripted_model.empty()) first_scripted_model = name + "/default";
         continue;
       }
-      if (t != "openai-compatible" && t != "anthropic")
-        return bad(
-            prefix + ".type",
-            "must be \"openai-compatible\", \"anthropic\" or \"scripted\", got \"" + t + "\"");
-
       HttpProviderOptions o;
       o.id = name;
       o.type = t;
       o.models = std::move(*models);
-      auto base = get_string(p, "baseURL", prefix);
-      if (!base) return base.error();
       if (*base)
         o.base_url = **base;
       else if (t == "anthropic")
@@ -90,6 +119,8 @@ Result<ProviderSet> load_providers(const json::object& config,
         o.base_url = "https://api.openai.com/v1";
       else
         return bad(prefix + ".baseURL", "is required for an openai-compatible provider");
+      // Without a baseURL the default URL decides (provider "openai": OpenAI's own).
+      o.input = p.contains("input") ? *input : default_input(t, o.base_url);
       auto key = get_string(p, "apiKey", prefix);
       if (!key) return key.error();
       auto key_env = get_string(p, "apiKeyEnv", prefix);
@@ -123,6 +154,7 @@ Result<ProviderSet> load_providers(const json::object& config,
     HttpProviderOptions o{
         "openai", "openai-compatible", env("OPENAI_BASE_URL"), env("OPENAI_API_KEY"), {}, {}};
     if (o.base_url.empty()) o.base_url = "https://api.openai.com/v1";
+    o.input = default_input(o.type, o.base_url);
     std::string model = env("OPENAI_MODEL").empty() ? "gpt-4o-mini" : env("OPENAI_MODEL");
     o.models = {model};
     if (first_http_model.empty()) first_http_model = "openai/" + model;
@@ -133,6 +165,7 @@ Result<ProviderSet> load_providers(const json::object& config,
     HttpProviderOptions o{
         "anthropic", "anthropic", env("ANTHROPIC_BASE_URL"), env("ANTHROPIC_API_KEY"), {}, {}};
     if (o.base_url.empty()) o.base_url = "https://api.anthropic.com/v1";
+    o.input = default_input(o.type, o.base_url);
     std::string model =
         env("ANTHROPIC_MODEL").empty() ? "claude-sonnet-4-5" : env("ANTHROPIC_MODEL");
     o.models = {model};

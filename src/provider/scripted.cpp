@@ -24,17 +24,40 @@ std::string replace_all(std::string text, std::string_view from, std::string_vie
 // What the script's text may refer to.
 struct History {
   std::string last_user_text;
+  std::string last_user_files;  // "image/png one.png (67 bytes), ..." of the last user message
   std::string last_tool_output;
   std::size_t assistant_turns = 0;
   bool ends_with_tool_results = false;
   std::vector<std::string> tool_outputs;  // the results that end the history, in order
 };
 
+// What the model got of a message's files: "MIME NAME (N bytes)" each, or the note a model
+// that does not take the kind reads.
+std::string describe_files(const ModelMessage& m, const InputKinds& input) {
+  std::string out;
+  for (const auto& a : m.attachments) {
+    if (!out.empty()) out += ", ";
+    if (!a.accepted_by(input)) {
+      out += a.refused_note();
+      continue;
+    }
+    // Base64 of n bytes has 4 characters for every 3, the last group padded with '='.
+    std::string_view b64 = a.base64();
+    std::size_t padding = b64.ends_with("==") ? 2 : b64.ends_with('=') ? 1 : 0;
+    out += a.mime + " " + (a.filename.empty() ? std::string("(unnamed)") : a.filename) + " (" +
+           std::to_string(b64.size() / 4 * 3 - padding) + " bytes)";
+  }
+  return out;
+}
+
 History summarize(const ModelRequest& request) {
   History h;
   for (const auto& m : request.messages) {
     if (m.role == Role::Assistant) ++h.assistant_turns;
-    if (m.role == Role::User) h.last_user_text = m.text;
+    if (m.role == Role::User) {
+      h.last_user_text = m.text;
+      h.last_user_files = describe_files(m, request.input);
+    }
     if (m.role == Role::Tool) h.last_tool_output = m.output;
   }
   for (auto it = request.messages.rbegin(); it != request.messages.rend() && it->role == Role::Tool;
@@ -69,16 +92,18 @@ json::object echo_step(const History& h) {
     }
     return json::object{{"toolCalls", json::array{json::object{{"tool", tool}, {"input", input}}}}};
   }
-  return json::object{{"text", "Echo: " + h.last_user_text}};
+  std::string files = h.last_user_files.empty() ? "" : "\nFiles: " + h.last_user_files;
+  return json::object{{"text", "Echo: " + h.last_user_text + files}};
 }
 
 class ScriptedProvider final : public ModelProvider {
  public:
-  ScriptedProvider(std::string id, json::array script)
-      : id_(std::move(id)), script_(std::move(script)) {}
+  ScriptedProvider(std::string id, json::array script, InputKinds input)
+      : id_(std::move(id)), script_(std::move(script)), input_(input) {}
   const std::string& id() const override { return id_; }
   std::string type() const override { return "scripted"; }
   std::vector<std::string> models() const override { return {"default"}; }
+  InputKinds input() const override { return input_; }
 
   boost::asio::awaitable<void> stream(const ModelRequest& request, EventHandler on_event,
                                       std::shared_ptr<AbortSignal> abort) override {
@@ -152,6 +177,7 @@ class ScriptedProvider final : public ModelProvider {
     };
     auto expand = [&](std::string text) {
       text = replace_all(std::move(text), "{{lastUserText}}", h.last_user_text);
+      text = replace_all(std::move(text), "{{lastUserFiles}}", h.last_user_files);
       return replace_all(std::move(text), "{{lastToolOutput}}", h.last_tool_output);
     };
     if (auto r = get_string(step, "reasoning"); r && *r) {
@@ -202,12 +228,13 @@ class ScriptedProvider final : public ModelProvider {
  private:
   std::string id_;
   json::array script_;
+  InputKinds input_;
 };
 
 }  // namespace
 
-ProviderPtr make_scripted_provider(std::string id, json::array script) {
-  return std::make_shared<ScriptedProvider>(std::move(id), std::move(script));
+ProviderPtr make_scripted_provider(std::string id, json::array script, InputKinds input) {
+  return std::make_shared<ScriptedProvider>(std::move(id), std::move(script), input);
 }
 
 }  // namespace sb::provider

@@ -51,11 +51,25 @@ ModelMessage ModelMessage::system(std::string text) {
   return m;
 }
 
-ModelMessage ModelMessage::user(std::string text) {
+ModelMessage ModelMessage::user(std::string text, std::vector<Attachment> attachments) {
   ModelMessage m;
   m.role = Role::User;
   m.text = std::move(text);
+  m.attachments = std::move(attachments);
   return m;
+}
+
+std::string_view Attachment::base64() const {
+  if (!data_url) return {};
+  std::string_view url = *data_url;
+  auto comma = url.find(',');
+  return comma == std::string_view::npos ? std::string_view() : url.substr(comma + 1);
+}
+
+std::string Attachment::refused_note() const {
+  return "[The user attached " + std::string(kind == Kind::Image ? "an image" : "a PDF") +
+         (filename.empty() ? std::string() : " (" + filename + ")") +
+         ", which this model cannot read: tell the user so.]";
 }
 
 ModelMessage ModelMessage::assistant(std::string text, std::vector<ModelToolCall> calls) {

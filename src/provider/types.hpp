@@ -55,12 +55,48 @@ struct WireText {
   friend bool operator==(const WireText&, const WireText&) { return true; }
 };
 
+// What a model takes besides text (provider.NAME.input, docs/configuration.md).
+struct InputKinds {
+  bool image = true;  // PNG, JPEG, GIF, WebP
+  bool pdf = true;
+
+  friend bool operator==(const InputKinds&, const InputKinds&) = default;
+};
+
+// A file of a user's message that goes to the model as itself (an image, a PDF), not as text.
+// `data_url` ("data:MIME;base64,...") is shared: the conversation, its copies and the stored part
+// it came from hold one copy of megabytes, not one each.
+struct Attachment {
+  enum class Kind { Image, Pdf };
+  Kind kind = Kind::Image;
+  std::string mime;
+  std::string filename;
+  std::shared_ptr<const std::string> data_url;
+
+  // The base64 after the comma of data_url.
+  std::string_view base64() const;
+  // "image", "PDF".
+  std::string_view kind_name() const { return kind == Kind::Image ? "image" : "PDF"; }
+  bool accepted_by(const InputKinds& input) const {
+    return kind == Kind::Image ? input.image : input.pdf;
+  }
+  // The text a model that does not take this kind reads instead.
+  std::string refused_note() const;
+
+  friend bool operator==(const Attachment& a, const Attachment& b) {
+    return a.kind == b.kind && a.mime == b.mime && a.filename == b.filename &&
+           (a.data_url == b.data_url || (a.data_url && b.data_url && *a.data_url == *b.data_url));
+  }
+};
+
 // One message of the conversation. Which fields matter depends on the role:
-//   System, User: text.  Assistant: text and/or tool_calls.
+//   System: text.  User: text and attachments (sent before the text).
+//   Assistant: text and/or tool_calls.
 //   Tool: the result of one call: tool_call_id, output, is_error.
 struct ModelMessage {
   Role role = Role::User;
   std::string text;
+  std::vector<Attachment> attachments;
   std::vector<ModelToolCall> tool_calls;
   std::string tool_call_id;
   std::string output;
@@ -70,7 +106,7 @@ struct ModelMessage {
   mutable WireText wire;
 
   static ModelMessage system(std::string text);
-  static ModelMessage user(std::string text);
+  static ModelMessage user(std::string text, std::vector<Attachment> attachments = {});
   static ModelMessage assistant(std::string text, std::vector<ModelToolCall> calls = {});
   static ModelMessage tool_result(std::string call_id, std::string output, bool is_error = false);
 
@@ -120,6 +156,9 @@ struct ModelRequest {
   bool no_tool_calls = false;
   std::optional<std::int64_t> max_tokens;  // Anthropic requires one: kAnthropicDefaultMaxTokens
   std::optional<double> temperature;
+  // What the model takes: an attachment of another kind in the history (sent when another
+  // model answered) goes as Attachment::refused_note() instead.
+  InputKinds input;
 };
 
 // ---- What comes back ---------------------------------------------------------------------------

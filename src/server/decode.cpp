@@ -131,6 +131,27 @@ Result<session::CreateInput> decode_create_session(const json::object& body) {
   return input;
 }
 
+namespace {
+
+// A prompt's file part (OpenCode's FilePartInput): {type: "file", mime, url, filename?, source?,
+// id?}. What the url holds is read later (session/files.hpp).
+Result<session::FileInput> decode_file_part(const json::object& part, const std::string& at) {
+  session::FileInput file;
+  if (auto r = take(require_string(part, "mime", at), file.mime); !r) return r.error();
+  if (file.mime.empty()) return invalid(at + ".mime must not be empty (e.g. \"text/plain\")");
+  if (auto r = take(require_string(part, "url", at), file.url); !r) return r.error();
+  auto filename = get_string(part, "filename", at);
+  if (!filename) return filename.error();
+  file.filename = filename->value_or("");
+  auto source = get_object(part, "source", at);
+  if (!source) return source.error();
+  // Copied onto the heap: the body may live in the caller's buffer.
+  if (*source) file.source = json::object(**source, json::storage_ptr());
+  return file;
+}
+
+}  // namespace
+
 Result<session::PromptInput> decode_prompt(const json::object& body) {
   session::PromptInput in;
   auto parts = get_array(body, "parts");
@@ -143,8 +164,16 @@ Result<session::PromptInput> decode_prompt(const json::object& body) {
     if (!p.is_object()) return invalid(at + " must be an object, got " + std::string(kind_name(p)));
     auto type = get_string(p.get_object(), "type", at);
     if (!type) return type.error();
+    if (*type && **type == "file") {
+      auto file = decode_file_part(p.get_object(), at);
+      if (!file) return file.error();
+      in.files.push_back(std::move(*file));
+      in.file_at.push_back(i);
+      continue;
+    }
     if (*type && **type != "text")
-      return invalid(at + ".type \"" + **type + "\" is not supported (text)");
+      return invalid(at + ".type \"" + **type + "\" is not supported (text, file)");
+    if (in.text.empty()) in.text_at = i;
     auto text = get_string(p.get_object(), "text", at);
     if (!text) return text.error();
     if (!*text) return invalid(at + ".text is required");

@@ -62,7 +62,8 @@ Result<clienttool::ExecuteParams> decode_execute(const json::object& body,
 // POST /session: {title?, permission? (rules), clientID?, parentID?}.
 Result<session::CreateInput> decode_create_session(const json::object& body);
 
-// POST /session/{id}/message and prompt_async: {parts: [{type: "text", text}], model?: "P/M" |
+// POST /session/{id}/message and prompt_async: {parts: [{type: "text", text} | {type: "file",
+// mime, url, filename?, source?}], model?: "P/M" |
 // {providerID, modelID}, agent?, tools?: {ID: bool}}.
 Result<session::PromptInput> decode_prompt(const json::object& body);
 

@@ -1,5 +1,7 @@
 #include "session/conversation_cache.hpp"
 
+#include "session/files.hpp"
+
 namespace sb::session {
 
 namespace {
@@ -13,7 +15,11 @@ void append_history(const MessageWithParts& m, std::vector<provider::ModelMessag
   for (const auto& p : m.parts)
     if (p.type == Part::Type::Text) text += (text.empty() ? "" : "\n") + p.text;
   if (m.info.role == MessageInfo::Role::User) {
-    out.push_back(provider::ModelMessage::user(text));
+    // A text file's content is in its synthetic text parts; images and PDFs go as themselves.
+    std::vector<provider::Attachment> attachments;
+    for (const auto& p : m.parts)
+      if (auto a = attachment_of(p)) attachments.push_back(std::move(*a));
+    out.push_back(provider::ModelMessage::user(text, std::move(attachments)));
     return;
   }
   std::vector<provider::ModelToolCall> calls;

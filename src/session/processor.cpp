@@ -100,6 +100,16 @@ Result<ResolvedPrompt> resolve_prompt(const std::map<std::string, Agent>& agents
   return out;
 }
 
+Result<void> read_prompt_files(PromptInput& input, const std::filesystem::path& directory,
+                               const FileOptions& options, const ResolvedPrompt& prompt) {
+  if (input.files.empty()) return {};
+  auto parts =
+      resolve_files(input.files, input.file_at, directory, options, prompt.provider->input());
+  if (!parts) return parts.error();
+  input.file_parts = std::move(*parts);
+  return {};
+}
+
 std::shared_ptr<Processor> Processor::create(ProcessorDeps deps, ServiceOptions options) {
   return std::shared_ptr<Processor>(new Processor(std::move(deps), std::move(options)));
 }
@@ -172,8 +182,28 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
     Part text = new_part(user, Part::Type::Text);
     text.text = input.text;
     text.start = text.end = user.created;
-    deps_.writer->stage_part(*turn, text);
-    turn->conversation->messages.push_back(provider::ModelMessage::user(input.text));
+    // The parts in the prompt's order: the files' (files.hpp) with the text among them.
+    // Ids in that order too: the message's parts are listed by id.
+    MessageWithParts asked{user, {}};
+    bool text_placed = false;
+    for (std::size_t i = 0; i <= input.file_parts.size(); ++i) {
+      if (!text_placed && (i == input.file_parts.size() || input.file_at[i] > input.text_at)) {
+        text_placed = true;
+        text.id = ids::make("prt");
+        // A prompt of files alone has no text part.
+        if (!input.text.empty() || input.file_parts.empty()) asked.parts.push_back(std::move(text));
+      }
+      if (i == input.file_parts.size()) break;
+      for (auto& p : input.file_parts[i]) {
+        p.id = ids::make("prt");
+        p.session_id = session_id;
+        p.message_id = user.id;
+        asked.parts.push_back(std::move(p));
+      }
+    }
+    for (const auto& p : asked.parts)
+      deps_.writer->stage_part(*turn, p);
+    append_history(asked, turn->conversation->messages);
   }
   turn->session.updated = now_ms();
   turn->unsaved_session = turn->session;
@@ -191,6 +221,7 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
     step->provider = prompt.provider;
     step->running = std::make_unique<WaitGroup>(co_await asio::this_coro::executor);
     step->request.model = model_id;
+    step->request.input = prompt.provider->input();
     step->request.system = system_prompt(turn->agent, options_.directory);
     step->request.tools = tool_set;
     // The agent's last step may call no tools, and the model is told why: the turn ends with

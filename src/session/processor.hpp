@@ -18,6 +18,7 @@
 #include "provider/provider.hpp"
 #include "session/agent.hpp"
 #include "session/conversation_cache.hpp"
+#include "session/files.hpp"
 #include "session/tool_offer.hpp"
 #include "session/turn.hpp"
 #include "session/turn_writer.hpp"
@@ -31,10 +32,18 @@ struct ServiceOptions {
   int retry_attempts = 4;                         // retry.attempts: tries after the first
   std::chrono::milliseconds retry_initial{1000};  // retry.initialDelay, doubled per attempt
   std::chrono::milliseconds retry_max{30000};     // retry.maxDelay
+  FileOptions files;                              // files.*: limits of files in prompts
 };
 
 struct PromptInput {
   std::string text;
+  // File parts (files.hpp), each with its place among the prompt's parts (`file_at`); the text
+  // stands before the first file placed after `text_at`. SessionService reads them into
+  // `file_parts` (one list per file) before the turn starts.
+  std::vector<FileInput> files;
+  std::vector<std::size_t> file_at;
+  std::size_t text_at = 0;
+  std::vector<std::vector<Part>> file_parts;
   std::optional<std::string> model;  // "PROVIDER/MODEL"
   std::optional<std::string> agent;
   std::map<std::string, bool> tools;  // per-prompt tool switches
@@ -58,6 +67,11 @@ struct ResolvedPrompt {
 Result<ResolvedPrompt> resolve_prompt(const std::map<std::string, Agent>& agents,
                                       const provider::ProviderSet& providers,
                                       const PromptInput& input);
+
+// Reads the prompt's files (resolve_files, for a session in `directory` and the prompt's model)
+// into input.file_parts. Errors name the part: 400, or 413 past a limit.
+Result<void> read_prompt_files(PromptInput& input, const std::filesystem::path& directory,
+                               const FileOptions& options, const ResolvedPrompt& prompt);
 
 struct ProcessorDeps {
   std::shared_ptr<bus::EventBus> bus;

@@ -194,6 +194,10 @@ asio::awaitable<Result<MessageWithParts>> SessionService::prompt(std::string ses
   auto self = shared_from_this();
   // Looked up once the turn has begun: a busy session is a Conflict whatever the prompt names.
   auto resolved = resolve_prompt(deps_.agents, deps_.providers, input);
+  if (resolved)
+    if (auto read = read_prompt_files(input, (*turn)->session.directory, options_.files, *resolved);
+        !read)
+      resolved = read.error();
   if (!resolved) {
     end_turn(session_id);
     co_return resolved.error();
@@ -204,11 +208,14 @@ asio::awaitable<Result<MessageWithParts>> SessionService::prompt(std::string ses
 }
 
 Result<void> SessionService::prompt_async(std::string session_id, PromptInput input) {
-  if (auto s = get_session(session_id); !s) return s.error();
+  auto session = get_session(session_id);
+  if (!session) return session.error();
   // Checked before the turn starts: once prompt_async has answered 204, an unknown agent or
-  // model would reach nobody but the log.
+  // model (or an unreadable file) would reach nobody but the log.
   auto resolved = resolve_prompt(deps_.agents, deps_.providers, input);
   if (!resolved) return resolved.error();
+  if (auto read = read_prompt_files(input, session->directory, options_.files, *resolved); !read)
+    return read.error();
   auto turn = begin_turn(session_id);
   if (!turn) return turn.error();
   asio::co_spawn(

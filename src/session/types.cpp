@@ -38,6 +38,8 @@ std::string_view to_string(Part::Type t) {
       return "step-start";
     case Part::Type::StepFinish:
       return "step-finish";
+    case Part::Type::File:
+      return "file";
   }
   return "text";
 }
@@ -266,6 +268,7 @@ void append_json(std::string& out, const Part& p) {
     case Part::Type::Text:
     case Part::Type::Reasoning: {
       o.string("text", p.text);
+      if (p.synthetic) o.value("synthetic", true);
       ObjectWriter time(o.key("time"));
       time.integer("start", p.start);
       if (p.end) time.integer("end", p.end);
@@ -304,6 +307,12 @@ void append_json(std::string& out, const Part& p) {
       break;
     }
     case Part::Type::StepStart:
+      break;
+    case Part::Type::File:
+      o.string("mime", p.mime);
+      if (!p.filename.empty()) o.string("filename", p.filename);
+      o.string("url", p.url);
+      if (!p.source.empty()) o.value("source", p.source);
       break;
     case Part::Type::StepFinish:
       o.string("reason", p.reason).number("cost", p.cost);
@@ -350,12 +359,20 @@ Result<Part> part_from_json(const json::object& o) {
     p.type = Part::Type::StepStart;
   else if (type == "step-finish")
     p.type = Part::Type::StepFinish;
+  else if (type == "file")
+    p.type = Part::Type::File;
   else
     return make_error(ErrorCode::Internal, "stored part of unknown type \"" + type + "\"");
   p.text = str(o, "text");
   const auto& time = obj(o, "time");
   p.start = num(time, "start");
   p.end = num(time, "end");
+  if (auto s = o.find("synthetic"); s != o.end() && s->value().is_bool())
+    p.synthetic = s->value().get_bool();
+  p.mime = str(o, "mime");
+  p.url = str(o, "url");
+  p.filename = str(o, "filename");
+  p.source = obj(o, "source");
   p.call_id = str(o, "callID");
   p.tool = str(o, "tool");
   if (p.type == Part::Type::Tool) {

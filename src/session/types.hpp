@@ -94,7 +94,7 @@ struct ToolState {
 };
 
 struct Part {
-  enum class Type { Text, Reasoning, Tool, StepStart, StepFinish };
+  enum class Type { Text, Reasoning, Tool, StepStart, StepFinish, File };
   std::string id;
   std::string session_id;
   std::string message_id;
@@ -103,6 +103,12 @@ struct Part {
   std::string text;
   std::int64_t start = 0;
   std::int64_t end = 0;
+  bool synthetic = false;  // text: written by the server (an attached file's content)
+  // file (OpenCode's FilePart): an image's or PDF's url is a base64 data: URL, its one copy
+  std::string mime;
+  std::string url;
+  std::string filename;
+  json::object source;  // FilePartSource as the client sent it; empty for none
   // tool
   std::string call_id;
   std::string tool;
