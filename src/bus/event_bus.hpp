@@ -56,6 +56,8 @@ class EventBus : public std::enable_shared_from_this<EventBus> {
   std::size_t subscriber_count() const;
   // For publishers that can skip building an event nobody will read.
   bool has_subscribers() const { return !subscribers_->empty(); }
+  // The seq of the last event published (0 before the first), read or not.
+  std::uint64_t last_seq() const { return seq_; }
 
  private:
   EventBus() = default;

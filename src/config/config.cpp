@@ -165,7 +165,8 @@ const std::vector<KnownLevel>& known_levels() {
       {{"server"},
        {"hostname", "port", "maxBodyBytes", "maxWebSocketMessageBytes", "maxJsonDepth",
         "maxHeaderBytes", "maxHeaderCount", "maxConnections", "subscriberQueueLimit", "idleTimeout",
-        "headerTimeout", "password", "cors", "allowRemote"}},
+        "headerTimeout", "password", "cors", "allowRemote", "eventReplayEvents",
+        "eventReplayBytes"}},
       {{"provider", "*"},
        {"type", "models", "baseURL", "apiKey", "apiKeyEnv", "headers", "script", "scriptFile",
         "input"}},
@@ -271,6 +272,12 @@ Result<void> apply(Config& cfg, const json::value& document, const std::string& 
       return r;
     if (auto r = read_count(o, "subscriberQueueLimit", p, source, 1, 1'000'000,
                             s.subscriber_queue_limit);
+        !r)
+      return r;
+    if (auto r = read_count(o, "eventReplayEvents", p, source, 0, 1'000'000, s.event_replay_events);
+        !r)
+      return r;
+    if (auto r = read_count(o, "eventReplayBytes", p, source, 0, 1LL << 32, s.event_replay_bytes);
         !r)
       return r;
     if (auto r = read_ms(o, "idleTimeout", p, source, 100, s.idle_timeout); !r) return r;

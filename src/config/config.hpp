@@ -60,6 +60,9 @@ struct ServerOptions {
                                         // the open-file limit allows)
   std::uint64_t subscriber_queue_limit = 1024;  // server.subscriberQueueLimit: frames queued per
                                                 // SSE/WS subscriber before it is dropped
+  std::uint64_t event_replay_events = 1000;     // server.eventReplayEvents: /event frames kept for
+                                                // clients that reconnect with Last-Event-ID
+  std::uint64_t event_replay_bytes = 4u << 20;  // server.eventReplayBytes: their size in all
   milliseconds idle_timeout{
       60000};  // server.idleTimeout: an HTTP connection idle this long is closed
   milliseconds header_timeout{

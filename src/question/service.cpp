@@ -52,7 +52,14 @@ void QuestionService::end(std::map<std::string, Pending>::iterator it, const cha
   std::string session_id = std::move(it->second.question.session_id);
   std::string id = it->first;
   pending_.erase(it);
-  bus_->publish(event, json::object{{"sessionID", std::move(session_id)}, {"requestID", id}});
+  json::object props{{"sessionID", std::move(session_id)}, {"requestID", id}};
+  if (answer) {  // question.replied carries the answers, as OpenCode's
+    json::array answers;
+    for (const auto& one : *answer)
+      answers.emplace_back(json::array(one.begin(), one.end()));
+    props["answers"] = std::move(answers);
+  }
+  bus_->publish(event, std::move(props));
   complete_later(executor_, std::move(done), std::move(answer));
 }
 

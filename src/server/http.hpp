@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "bus/event_bus.hpp"
+#include "bus/event_log.hpp"
 #include "chat/service.hpp"
 #include "clienttool/credentials.hpp"
 #include "clienttool/registry.hpp"
@@ -113,6 +114,7 @@ struct ServerState {
   std::shared_ptr<session::SessionService> sessions;
   std::shared_ptr<mcp::Manager> mcp;         // the MCP servers (GET /mcp)
   std::shared_ptr<chat::ChatService> chats;  // the AI SDK's chats (/api/chat)
+  std::shared_ptr<bus::EventLog> event_log;  // /event's frames; made by its first stream
   // /client-tools/mcp: the MCP sessions of legacy hosts (Mcp-Session-Id -> the version agreed),
   // and their tool calls in flight, which notifications/cancelled ends ("SESSION ID" -> signal).
   struct McpServedSession {

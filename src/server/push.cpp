@@ -67,7 +67,16 @@ void PushChannel::start() {
 void PushChannel::pump() {
   if (!started_ || writing_ || ending_ || disconnected_) return;
   if (head_ < queue_.size()) {
-    auto frame = std::move(queue_[head_++]);
+    std::size_t n = std::min(queue_.size() - head_, batch_limit());
+    std::shared_ptr<const std::string> frame;
+    std::vector<std::shared_ptr<const std::string>> batch;
+    if (n == 1) {
+      frame = std::move(queue_[head_++]);
+    } else {
+      batch.reserve(n);
+      for (std::size_t i = 0; i < n; ++i)
+        batch.push_back(std::move(queue_[head_++]));
+    }
     if (head_ == queue_.size()) {
       head_ = 0;
       // Keep the vector for the next burst, unless a burst made it large.
@@ -81,7 +90,10 @@ void PushChannel::pump() {
       head_ = 0;
     }
     writing_ = true;
-    start_write(std::move(frame));
+    if (frame)
+      start_write(std::move(frame));
+    else
+      start_write_batch(std::move(batch));
   } else if (closed_) {
     ending_ = true;
     start_end();
@@ -179,6 +191,21 @@ class SseConnection final : public PushChannel {
     asio::async_write(socket_, http::make_chunk(asio::buffer(*frame)),
                       [self = shared_from_this(), this, frame](boost::system::error_code ec,
                                                                std::size_t) { write_done(!ec); });
+  }
+
+  // Frames that queued while a write was in flight go out as one chunk: one system call, and a
+  // stream that fell behind (a busy loop, a slow peer) catches up at once rather than a frame a
+  // round of the loop, behind the answers written meanwhile.
+  std::size_t batch_limit() const override { return 256; }
+  void start_write_batch(std::vector<std::shared_ptr<const std::string>> frames) override {
+    write_started_ = Clock::now();
+    std::vector<asio::const_buffer> buffers;
+    buffers.reserve(frames.size());
+    for (const auto& f : frames)
+      buffers.push_back(asio::buffer(*f));
+    asio::async_write(socket_, http::make_chunk(buffers),
+                      [self = shared_from_this(), this, frames = std::move(frames)](
+                          boost::system::error_code ec, std::size_t) { write_done(!ec); });
   }
 
   void start_end() override {
@@ -315,18 +342,69 @@ asio::awaitable<void> run_client_sse(ServerState& state, tcp::socket socket, Req
              " SSE stream ended: ", conn->closed() ? conn->close_reason() : "peer closed");
 }
 
-asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Request req) {
-  static const auto heartbeat = std::make_shared<const std::string>(
-      "data: {\"type\":\"server.heartbeat\",\"properties\":{}}\n\n");
-  auto conn = make_sse(state, std::move(socket), heartbeat);
+namespace {
+
+// The log of /event's frames, made when the first stream opens (so that a server nobody watches
+// builds no events).
+bus::EventLog& event_log(ServerState& state) {
+  if (state.event_log) return *state.event_log;
+  bus::EventLog::Options o;
+  o.max_events = static_cast<std::size_t>(state.config.server.event_replay_events);
+  o.max_bytes = static_cast<std::size_t>(state.config.server.event_replay_bytes);
+  std::string directory, project = "global";
+  if (state.sessions) {
+    directory = state.sessions->options().directory.string();
+    if (!state.sessions->options().project_id.empty())
+      project = state.sessions->options().project_id;
+  }
+  o.global_prefix = "{\"directory\":";
+  append_json_string(o.global_prefix, directory);
+  o.global_prefix += ",\"project\":";
+  append_json_string(o.global_prefix, project);
+  o.global_prefix += ",\"payload\":";
+  state.event_log = bus::EventLog::create(state.bus, std::move(o));
+  return *state.event_log;
+}
+
+// A frame of this stream's own (server.connected, server.heartbeat): no id, so that a client's
+// Last-Event-ID stays the last event's.
+std::shared_ptr<const std::string> own_frame(bool global, std::string_view type,
+                                             std::string_view properties) {
+  std::string event =
+      "{\"type\":\"" + std::string(type) + "\",\"properties\":" + std::string(properties) + "}";
+  return std::make_shared<const std::string>(
+      "data: " + (global ? "{\"payload\":" + event + "}" : event) + "\n\n");
+}
+
+// Detaches a stream's reader from the log however the stream ends.
+struct LogReading {
+  std::shared_ptr<bus::EventLog> log;
+  std::uint64_t reader = 0;
+  ~LogReading() { log->detach(reader); }
+};
+
+}  // namespace
+
+asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Request req,
+                                    bool global, std::optional<std::uint64_t> last_event_id) {
+  static const auto heartbeat = own_frame(false, "server.heartbeat", "{}");
+  static const auto global_heartbeat = own_frame(true, "server.heartbeat", "{}");
+  auto conn = make_sse(state, std::move(socket), global ? global_heartbeat : heartbeat);
   TrackedPush tracked(state, conn);
-  conn->post(std::make_shared<const std::string>(
-      "data: {\"type\":\"server.connected\",\"properties\":{}}\n\n"));
-  auto subscription =
-      state.bus->subscribe([weak = std::weak_ptr<PushChannel>(conn)](const bus::EventPtr& event) {
-        if (auto ch = weak.lock())
-          ch->post(std::make_shared<const std::string>("data: " + event->frame + "\n\n"));
+  bus::EventLog& log = event_log(state);
+  auto attached = log.attach(
+      last_event_id, global ? bus::EventLog::Format::Global : bus::EventLog::Format::Event,
+      [weak = std::weak_ptr<PushChannel>(conn)](const bus::EventLog::Frame& frame) {
+        if (auto ch = weak.lock()) ch->post(frame);
       });
+  LogReading reading{state.event_log, attached.reader};
+  std::string_view resumed = !attached.resumed   ? "{}"
+                             : *attached.resumed ? "{\"resumed\":true}"
+                                                 : "{\"resumed\":false}";
+  conn->post(own_frame(global, "server.connected", resumed));
+  // What the client missed, as one frame: a replay longer than the subscriber queue is no sign
+  // of a slow reader.
+  if (attached.missed) conn->post(std::move(attached.missed));
   const std::string no_token;
   bool head_ok = co_await conn->write_head(state, req, no_token);
   req = Request();

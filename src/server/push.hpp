@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,12 @@ class PushChannel : public Stoppable, public std::enable_shared_from_this<PushCh
  protected:
   // Writes one frame and calls write_done() when finished. At most one at a time.
   virtual void start_write(std::shared_ptr<const std::string> frame) = 0;
+  // Several frames queued at once, up to batch_limit(): a stream that can write them together
+  // says how many it takes and writes them here (one write_done() for all).
+  virtual std::size_t batch_limit() const { return 1; }
+  virtual void start_write_batch(std::vector<std::shared_ptr<const std::string>> frames) {
+    (void)frames;
+  }
   // Every frame is written and the channel is closed: end the stream (last chunk, close frame)
   // and then call disconnect().
   virtual void start_end() = 0;
@@ -78,8 +85,13 @@ asio::awaitable<void> run_client_sse(ServerState& state, tcp::socket socket, Req
                                      std::string client_id, std::uint64_t last_event_id,
                                      std::string issued_token);
 
-// GET /event: every bus event.
-asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Request req);
+// GET /event: every bus event, each frame with its id (bus/event_log.hpp); GET /global/event
+// (`global`): the same, each wrapped as OpenCode's GlobalEvent {directory, project, payload}.
+// The first frame is server.connected; with `last_event_id` (Last-Event-ID) its properties say
+// whether the stream `resumed` (the frames after that id follow it) or not (the client should
+// refetch what it shows).
+asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Request req,
+                                    bool global, std::optional<std::uint64_t> last_event_id);
 
 // A response streamed as SSE events of JSON-RPC messages (MCP's Streamable HTTP): the head goes
 // out, then `run` sends messages (each one `event: message`) until it returns, and the stream

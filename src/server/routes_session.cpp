@@ -2,6 +2,8 @@
 // questions, the tool and provider lists (their list: session_routes(), in route.hpp).
 #include "server/route.hpp"
 
+#include <charconv>
+
 #include "server/decode.hpp"
 #include "server/push.hpp"
 
@@ -9,11 +11,34 @@ namespace sb::server {
 
 namespace {
 
-asio::awaitable<Reply> event_stream(Call& c) {
-  c.take_over = [&state = c.state](tcp::socket socket, Request req) {
-    return run_event_sse(state, std::move(socket), std::move(req));
+// Last-Event-ID, or ?lastEventID= for clients that cannot send headers. Anything but a
+// decimal number that fits 64 bits counts as no id: the stream starts afresh.
+std::optional<std::uint64_t> last_event_id(const Call& c) {
+  std::string_view text;
+  if (auto h = c.req.find("Last-Event-ID"); h != c.req.end())
+    text = std::string_view(h->value().data(), h->value().size());
+  std::string query;
+  if (auto q = c.url.params().find("lastEventID"); q != c.url.params().end() && (*q).has_value)
+    text = query = (*q).value;
+  std::uint64_t id = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return id;
+}
+
+// GET /event, and GET /global/event (`global`: OpenCode's GlobalEvent wrapping).
+asio::awaitable<Reply> event_stream(Call& c, bool global) {
+  c.take_over = [&state = c.state, global, last = last_event_id(c)](tcp::socket socket,
+                                                                    Request req) {
+    return run_event_sse(state, std::move(socket), std::move(req), global, last);
   };
   co_return std::nullopt;
+}
+asio::awaitable<Reply> instance_events(Call& c) {
+  return event_stream(c, false);
+}
+asio::awaitable<Reply> global_events(Call& c) {
+  return event_stream(c, true);
 }
 
 asio::awaitable<Reply> create_session(Call& c) {
@@ -216,7 +241,8 @@ asio::awaitable<Reply> reject_question(Call& c) {
 
 std::vector<Route> session_routes() {
   return {
-      {http::verb::get, {"event"}, &event_stream},
+      {http::verb::get, {"event"}, &instance_events},
+      {http::verb::get, {"global", "event"}, &global_events},
       {http::verb::post, {"session"}, &create_session},
       {http::verb::get, {"session"}, &list_sessions},
       {http::verb::get, {"session", "status"}, &session_status},

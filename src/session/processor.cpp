@@ -180,8 +180,7 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
   } else {
     deps_.writer->stage_message(*turn, user);
     Part text = new_part(user, Part::Type::Text);
-    text.text = input.text;
-    text.start = text.end = user.created;
+    text.text = input.text;  // no time: OpenCode's CLI prints a text part with time.end as output
     // The parts in the prompt's order: the files' (files.hpp) with the text among them.
     // Ids in that order too: the message's parts are listed by id.
     MessageWithParts asked{user, {}};
@@ -208,7 +207,8 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
   turn->session.updated = now_ms();
   turn->unsaved_session = turn->session;
   if (deps_.bus->has_subscribers())
-    deps_.bus->publish("session.updated", json::object{{"info", to_json(turn->session)}});
+    deps_.bus->publish("session.updated",
+                       json::object{{"sessionID", session_id}, {"info", to_json(turn->session)}});
 
   provider::ToolSet tool_set = tool_sets_.get(turn->offered);
 

@@ -28,6 +28,7 @@ namespace sb::session {
 
 struct ServiceOptions {
   std::filesystem::path directory;                // the project directory
+  std::string project_id;                         // project_of(directory).id; empty: "global"
   std::filesystem::path data_dir;                 // truncated outputs go to data_dir/truncate
   int retry_attempts = 4;                         // retry.attempts: tries after the first
   std::chrono::milliseconds retry_initial{1000};  // retry.initialDelay, doubled per attempt

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "session/project.hpp"
 #include "util/ids.hpp"
 #include "util/log.hpp"
 
@@ -69,12 +70,14 @@ Result<SessionInfo> SessionService::create_session(CreateInput input) {
   s.id = ids::make("ses");
   s.title = input.title.empty() ? default_title() : input.title;
   s.directory = options_.directory.string();
+  s.slug = slug_of(s.id);
+  s.project_id = options_.project_id;
   s.client_id = std::move(input.client_id);
   s.parent_id = std::move(input.parent_id);
   s.permission = std::move(input.permission);
   s.created = s.updated = now_ms();
   if (auto r = deps_.store->put_session(s); !r) return r.error();
-  deps_.bus->publish("session.created", json::object{{"info", to_json(s)}});
+  deps_.bus->publish("session.created", json::object{{"sessionID", s.id}, {"info", to_json(s)}});
   return s;
 }
 
@@ -111,7 +114,7 @@ Result<void> SessionService::delete_session(const std::string& id) {
   deps_.permissions->forget_session(id);
   auto r = deps_.store->delete_session(id);
   if (!r) return r.error();
-  deps_.bus->publish("session.deleted", json::object{{"info", to_json(*s)}});
+  deps_.bus->publish("session.deleted", json::object{{"sessionID", id}, {"info", to_json(*s)}});
   return {};
 }
 

@@ -56,6 +56,8 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // Marks turns that a crash interrupted as failed (never left running). Call once at start.
   Result<std::size_t> recover();
 
+  const ServiceOptions& options() const { return options_; }
+
   Result<SessionInfo> create_session(CreateInput input);
   Result<std::vector<SessionInfo>> list_sessions();
   Result<SessionInfo> get_session(const std::string& id);

@@ -55,7 +55,9 @@ void TurnWriter::publish_part(const Part& part) {
   // Parts are the largest events: not built when nobody listens.
   if (!bus_->has_subscribers()) return;
   if (is_deleted(part.session_id)) return;  // an aborted turn of a deleted session winding down
-  bus_->publish("message.part.updated", json::object{{"part", to_json(part)}});
+  bus_->publish(
+      "message.part.updated",
+      json::object{{"sessionID", part.session_id}, {"part", to_json(part)}, {"time", now_ms()}});
 }
 
 void TurnWriter::stage_part(Turn& turn, const Part& part) {
@@ -82,7 +84,8 @@ void TurnWriter::stage_message(Turn& turn, const MessageInfo& info) {
     turn.unsaved.push_back(turn.messages.size() - 1);
   }
   if (bus_->has_subscribers() && !is_deleted(info.session_id))
-    bus_->publish("message.updated", json::object{{"info", to_json(info)}});
+    bus_->publish("message.updated",
+                  json::object{{"sessionID", info.session_id}, {"info", to_json(info)}});
 }
 
 void TurnWriter::add(const std::shared_ptr<Turn>& turn) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "session/project.hpp"
 #include "util/log.hpp"
 
 namespace sb::session {
@@ -120,7 +121,9 @@ json::object tree_of(const std::string& text, json::storage_ptr sp) {
 
 void append_json(std::string& out, const SessionInfo& s) {
   ObjectWriter o(out);
-  o.string("id", s.id).string("title", s.title).string("directory", s.directory);
+  o.string("id", s.id).string("slug", s.slug.empty() ? slug_of(s.id) : s.slug);
+  o.string("projectID", s.project_id.empty() ? std::string_view("global") : s.project_id);
+  o.string("title", s.title).string("directory", s.directory);
   o.string("version", SWITCHBOARD_VERSION);
   ObjectWriter time(o.key("time"));
   time.integer("created", s.created).integer("updated", s.updated);
@@ -162,6 +165,10 @@ Result<SessionInfo> session_from_json(const json::object& o) {
   if (s.id.empty()) return make_error(ErrorCode::Internal, "stored session without an id");
   s.title = str(o, "title");
   s.directory = str(o, "directory");
+  // Sessions stored before slugs and project ids were kept get them now.
+  s.slug = str(o, "slug");
+  if (s.slug.empty()) s.slug = slug_of(s.id);
+  s.project_id = str(o, "projectID");
   s.parent_id = str(o, "parentID");
   s.client_id = str(o, "clientID");
   if (auto it = o.find("permission"); it != o.end()) {
@@ -268,6 +275,7 @@ void append_json(std::string& out, const Part& p) {
     case Part::Type::Text:
     case Part::Type::Reasoning: {
       o.string("text", p.text);
+      if (p.type == Part::Type::Text && p.start == 0) break;  // a user's text has no time
       if (p.synthetic) o.value("synthetic", true);
       ObjectWriter time(o.key("time"));
       time.integer("start", p.start);

@@ -20,6 +20,8 @@ struct SessionInfo {
   std::string id;
   std::string title;
   std::string directory;           // the project directory tools resolve relative paths from
+  std::string slug;                // a short readable name (project.hpp's slug_of)
+  std::string project_id;          // projectID (project.hpp); empty: "global"
   std::string parent_id;           // set for sub-sessions of the task tool
   std::string client_id;           // the client that created it, when one did
   permission::Ruleset permission;  // the session's own rules, as created
