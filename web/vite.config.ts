@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vite';
 
 const target = process.env.SWITCHBOARD_URL ?? 'http://127.0.0.1:4096';
-const api = ['/session', '/event', '/client-tools', '/permission', '/question', '/provider', '/tool', '/health'];
+const api = ['/session', '/event', '/client-tools', '/permission', '/question', '/provider', '/config', '/tool', '/health'];
 
 export default defineConfig({
   esbuild: { jsx: 'automatic', jsxImportSource: 'preact' },

@@ -102,6 +102,12 @@ struct LoadOptions {
   std::optional<std::filesystem::path> explicit_file;  // --config; must exist
 };
 
+// The effective configuration in OpenCode's Config shape (GET /config): the files' keys that
+// OpenCode has too, `command` and `provider` in OpenCode's form, `server` and `clientTools` with
+// every default filled in; every secret (API keys, passwords, tokens, header and environment
+// values) reads "[redacted]" (config_json.cpp).
+json::object to_json(const Config& cfg);
+
 // Reads and merges the files. Missing optional files are skipped.
 Result<Config> load(const LoadOptions& options);
 

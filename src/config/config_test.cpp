@@ -452,5 +452,38 @@ TEST(ConfigApply, AppliesOneDocumentOverAnother) {
   EXPECT_TRUE(Contains(r.error().message, "server.port"));
 }
 
+// GET /config's document: OpenCode's shape where keys correspond, and no secret in it.
+TEST(ConfigJson, OpenCodeShapeWithoutSecrets) {
+  Config cfg;
+  ASSERT_TRUE(apply(cfg,
+                    parse_json(R"({
+      "provider": {"p": {"type": "anthropic", "apiKey": "S1", "apiKeyEnv": "P_KEY",
+                         "baseURL": "https://x/v1", "models": ["m"], "headers": {"X": "S2"}}},
+      "mcp": {"r": {"type": "remote", "url": "https://m", "headers": {"Authorization": "S3"}}},
+      "server": {"password": "S4", "port": 5000},
+      "agent": {"a": {"description": "d", "options": {"token": "S5"}}},
+      "permission": {"read": {"*.key": "ask"}},
+      "command": {"c": {"template": "t $1", "agent": "plan"}}})")
+                        .value(),
+                    "f.json"));
+  json::object out = to_json(cfg);
+  std::string text = json::serialize(out);
+  for (const char* secret : {"S1", "S2", "S3", "S4", "S5"})
+    EXPECT_EQ(text.find(std::string("\"") + secret + "\""), std::string::npos) << secret << text;
+  EXPECT_EQ(out.at("provider").at("p").at("npm"), "@ai-sdk/anthropic");
+  EXPECT_EQ(out.at("provider").at("p").at("env").at(0), "P_KEY");
+  EXPECT_EQ(out.at("provider").at("p").at("options").at("baseURL"), "https://x/v1");
+  EXPECT_EQ(out.at("provider").at("p").at("options").at("apiKey"), "[redacted]");
+  EXPECT_TRUE(out.at("provider").at("p").at("models").as_object().contains("m"));
+  EXPECT_EQ(out.at("mcp").at("r").at("url"), "https://m");
+  EXPECT_EQ(out.at("server").at("port"), 5000);
+  EXPECT_EQ(out.at("server").at("password"), "[redacted]");
+  EXPECT_EQ(out.at("permission").at("read").at("*.key"), "ask");  // a pattern, not a secret
+  EXPECT_EQ(out.at("command").at("c").at("agent"), "plan");
+  EXPECT_EQ(out.at("clientTools").at("defaultTimeout"), 30000);
+  Config plain;
+  EXPECT_FALSE(to_json(plain).at("server").as_object().contains("password"));
+}
+
 }  // namespace
 }  // namespace sb::config

@@ -37,6 +37,7 @@ class HttpProvider final : public ModelProvider {
   }
   const std::string& id() const override { return o_.id; }
   std::string type() const override { return o_.type; }
+  std::string base_url() const override { return o_.base_url; }
   std::vector<std::string> models() const override { return o_.models; }
   InputKinds input() const override { return o_.input; }
 

@@ -22,6 +22,8 @@ class ModelProvider {
   virtual ~ModelProvider() = default;
   virtual const std::string& id() const = 0;
   virtual std::string type() const = 0;  // "openai-compatible" | "anthropic" | "scripted"
+  // Where its requests go ("https://api.openai.com/v1"); empty for the scripted model.
+  virtual std::string base_url() const { return {}; }
   virtual std::vector<std::string> models() const = 0;
   // What its models take besides text (provider.NAME.input).
   virtual InputKinds input() const { return {}; }

@@ -421,4 +421,21 @@ Result<chat::ChatRequest> decode_chat_request(const json::object& request,
   return out;
 }
 
+Result<CommandRequest> decode_command(const json::object& body) {
+  CommandRequest out;
+  if (auto r = take(require_string(body, "command"), out.command); !r) return r.error();
+  auto arguments = get_string(body, "arguments");
+  if (!arguments) return arguments.error();
+  out.arguments = arguments->value_or("");
+  if (auto r = take(get_string(body, "agent"), out.agent); !r) return r.error();
+  if (auto r = take(get_string(body, "model"), out.model); !r) return r.error();
+  if (body.contains("messageID"))
+    return invalid("messageID is not supported: the server names the messages it stores");
+  auto parts = get_array(body, "parts");
+  if (!parts) return parts.error();
+  if (*parts && !(*parts)->empty())
+    return invalid("parts (files) are not supported with a command: send them with a prompt");
+  return out;
+}
+
 }  // namespace sb::server

@@ -105,4 +105,14 @@ Result<std::string> decode_message_id(std::string_view text, std::string_view wh
 Result<chat::ChatRequest> decode_chat_request(const json::object& request,
                                               const json::object& body);
 
+// POST /session/{id}/command: {command, arguments?, agent?, model?: "PROVIDER/MODEL", parts?: []}
+// (files with a command, and messageID, are refused).
+struct CommandRequest {
+  std::string command;
+  std::string arguments;  // "" when absent
+  std::optional<std::string> agent;
+  std::optional<std::string> model;
+};
+Result<CommandRequest> decode_command(const json::object& body);
+
 }  // namespace sb::server

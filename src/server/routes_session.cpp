@@ -1,5 +1,5 @@
 // OpenCode's V1 session API: the event stream, sessions and their messages, permission asks,
-// questions, the tool and provider lists (their list: session_routes(), in route.hpp).
+// questions, the tool list (their list: session_routes(), in route.hpp).
 #include "server/route.hpp"
 
 #include <charconv>
@@ -177,23 +177,6 @@ asio::awaitable<Reply> list_tools(Call& c) {
   co_return ok(c, out);
 }
 
-asio::awaitable<Reply> list_providers(Call& c) {
-  json::array providers;
-  for (const auto& [id, p] : c.state.sessions->providers().providers) {
-    json::array models;
-    for (const auto& m : p->models())
-      models.emplace_back(m);
-    providers.push_back(
-        json::object{{"id", id}, {"type", p->type()}, {"models", std::move(models)}});
-  }
-  json::array agents;
-  for (const auto& [name, a] : c.state.sessions->agents())
-    agents.push_back(json::object{{"name", name}, {"description", a.description}});
-  co_return ok(c, json::object{{"providers", std::move(providers)},
-                               {"default", c.state.sessions->providers().default_model},
-                               {"agents", std::move(agents)}});
-}
-
 asio::awaitable<Reply> list_questions(Call& c) {
   json::array out;
   for (const auto& q : c.state.questions->list())
@@ -259,7 +242,6 @@ std::vector<Route> session_routes() {
       {http::verb::get, {"question"}, &list_questions},
       {http::verb::post, {"question", "{}", "reply"}, &reply_question},
       {http::verb::post, {"question", "{}", "reject"}, &reject_question},
-      {http::verb::get, {"provider"}, &list_providers},
   };
 }
 

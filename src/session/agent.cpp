@@ -20,6 +20,7 @@ Result<std::map<std::string, Agent>> load_agents(const json::object& config) {
   build.description = "The default agent: reads, edits, runs commands.";
   build.permission = defaults();
   build.builtin_rules = build.permission.size();
+  build.native = true;
   agents["build"] = build;
 
   Agent plan;
@@ -29,6 +30,7 @@ Result<std::map<std::string, Agent>> load_agents(const json::object& config) {
   plan.permission.push_back({"edit", "*", Action::Deny});
   plan.permission.push_back({"bash", "*", Action::Deny});
   plan.builtin_rules = plan.permission.size();
+  plan.native = true;
   agents["plan"] = plan;
 
   auto section = get_object(config, "agent");
@@ -80,6 +82,23 @@ Result<std::map<std::string, Agent>> load_agents(const json::object& config) {
     }
   }
   return agents;
+}
+
+json::object to_json(const Agent& agent) {
+  json::array rules = permission::to_json(agent.permission);
+  for (const auto& [tool, offered] : agent.tools)
+    if (!offered)
+      rules.push_back(permission::to_json(permission::Rule{tool, "*", permission::Action::Deny}));
+  json::object out{
+      {"name", agent.name},      {"description", agent.description}, {"mode", "all"},
+      {"native", agent.native},  {"permission", std::move(rules)},   {"options", json::object{}},
+      {"steps", agent.max_steps}};
+  if (!agent.prompt.empty()) out["prompt"] = agent.prompt;
+  if (agent.model)
+    if (auto slash = agent.model->find('/'); slash != std::string::npos)
+      out["model"] = json::object{{"providerID", agent.model->substr(0, slash)},
+                                  {"modelID", agent.model->substr(slash + 1)}};
+  return out;
 }
 
 }  // namespace sb::session

@@ -22,7 +22,13 @@ struct Agent {
   // How many of `permission` are built in; the rest are the config's agent.NAME.permission,
   // which come after (and so win over) rules a turn adds to the built-in ones.
   std::size_t builtin_rules = 0;
+  bool native = false;  // built in (build, plan), whether or not the config changed it
 };
+
+// OpenCode's Agent (GET /agent): {name, description, mode, native, permission, options, model?,
+// prompt?, steps}. Every agent may run a turn and the task tool's sub-sessions: mode "all". A
+// tool switched off (tools: {ID: false}) shows as a rule denying it, as OpenCode writes it.
+json::object to_json(const Agent& agent);
 
 // The built-in agents, with config `agent.NAME` applied over them. Errors start with the key
 // path (config::Config::located adds the file).

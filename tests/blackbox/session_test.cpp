@@ -1978,18 +1978,20 @@ TEST_F(SessionApi, PerPromptToolSwitchesHideTools) {
 
 TEST_F(SessionApi, ProvidersAreListed) {
   start_server(openai_config());
+  // OpenCode's shape: {all: [Provider], default: {providerID: modelID}, connected}.
   auto res = http_get(port(), "/provider");
   ASSERT_TRUE(IsOk(res));
-  EXPECT_EQ(string_at(res.json(), "/default"), "fake/fake-model");
+  EXPECT_EQ(string_at(res.json(), "/default/fake"), "fake-model");
   bool found = false;
   json::value body = res.json();
-  for (const auto& p : array_at(body, "/providers"))
+  for (const auto& p : array_at(body, "/all"))
     if (string_at(p, "/id") == "fake") {
       found = true;
-      EXPECT_EQ(string_at(p, "/type"), "openai-compatible");
-      EXPECT_EQ(string_at(p, "/models/0"), "fake-model");
+      EXPECT_EQ(string_at(p, "/models/fake-model/api/npm"), "@ai-sdk/openai-compatible");
+      EXPECT_EQ(string_at(p, "/models/fake-model/providerID"), "fake");
     }
   EXPECT_TRUE(found) << res.describe();
+  EXPECT_EQ(string_at(http_get(port(), "/config").json(), "/model"), "fake/fake-model");
 }
 
 TEST_F(SessionApi, MalformedBodiesAre400NamingTheField) {

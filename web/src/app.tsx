@@ -1,4 +1,4 @@
-import type { ChatStatus, Session } from '@switchboard/sdk';
+import type { ChatStatus, ProviderInfo, Session } from '@switchboard/sdk';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { browserTools } from './browser-tools';
 import type { AppState } from './controller';
@@ -53,17 +53,23 @@ function Sidebar({ state }: { state: AppState }) {
   );
 }
 
+// A provider's wire format, from the AI SDK package OpenCode would use for it (none: scripted).
+function providerKind(p: ProviderInfo): string {
+  const npm = Object.values(p.models)[0]?.api.npm ?? '';
+  return npm ? npm.replace(/^@ai-sdk\//, '') : 'scripted';
+}
+
 function ModelPicker({ state }: { state: AppState }) {
   const controller = useController();
-  const providers = state.providers?.providers ?? [];
+  const providers = state.providers?.all ?? [];
   return (
     <div class="model-picker">
       <label for="model">Model</label>
       <select id="model" value={state.model} disabled={!providers.length}
         onChange={(e) => controller.setModel(e.currentTarget.value)}>
         {providers.map((p) => (
-          <optgroup key={p.id} label={`${p.id} (${p.type})`}>
-            {p.models.map((m) => (
+          <optgroup key={p.id} label={`${p.id} (${providerKind(p)})`}>
+            {Object.keys(p.models).map((m) => (
               <option key={m} value={`${p.id}/${m}`}>
                 {p.id}/{m}
               </option>
@@ -76,9 +82,9 @@ function ModelPicker({ state }: { state: AppState }) {
 }
 
 function ScriptedNotice({ state, open, onUse }: { state: AppState; open: boolean; onUse: (text: string) => void }) {
-  const providers = state.providers?.providers ?? [];
+  const providers = state.providers?.all ?? [];
   const model = providers.find((p) => state.model.startsWith(`${p.id}/`));
-  if (!model || model.type !== 'scripted') return null;
+  if (!model || providerKind(model) !== 'scripted') return null;
   // With nothing configured the server offers its built-in `scripted` provider alone.
   const nothingConfigured = providers.length === 1 && providers[0]!.id === 'scripted';
   const id = (name: string) => `client_${state.clientID}_${name}`;

@@ -132,9 +132,9 @@ export class Controller {
   private async loadProviders(): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       try {
-        const providers = await this.client.providers();
-        const models = providers.providers.flatMap((p) => p.models.map((m) => `${p.id}/${m}`));
-        const model = models.includes(this.state.model) ? this.state.model : providers.default;
+        const [providers, config] = await Promise.all([this.client.providers(), this.client.config()]);
+        const models = providers.all.flatMap((p) => Object.keys(p.models).map((m) => `${p.id}/${m}`));
+        const model = models.includes(this.state.model) ? this.state.model : config.model;
         this.set({ providers, model });
         return;
       } catch {

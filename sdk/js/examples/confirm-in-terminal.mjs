@@ -48,7 +48,7 @@ chat.subscribe((state) => {
   }
 });
 
-const scripted = (await client.providers()).default.startsWith('scripted/');
+const scripted = (await client.config()).model.startsWith('scripted/');
 const text =
   process.argv[2] ??
   (scripted

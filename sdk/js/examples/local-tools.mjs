@@ -46,7 +46,7 @@ const { session, prompt, close } = await client.startSession({
   },
 });
 
-const scripted = (await client.providers()).default.startsWith('scripted/');
+const scripted = (await client.config()).model.startsWith('scripted/');
 const id = (name) => client.clientTools.toolID(name);
 const thisFile = fileURLToPath(import.meta.url);
 const prompts = process.argv.length > 2

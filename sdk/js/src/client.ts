@@ -9,12 +9,14 @@ import { SwitchboardError } from './errors.js';
 import { HttpClient, errorFromResponse, type HttpOptions } from './http.js';
 import { readSSE } from './sse.js';
 import type {
+  AgentInfo,
   MessageWithParts,
   PermissionReply,
   PermissionRequest,
   PermissionRule,
   ProviderList,
   QuestionRequest,
+  ServerConfig,
   ServerEvent,
   Session,
   SessionStatus,
@@ -279,8 +281,19 @@ export class SwitchboardClient {
     return this.http.json('GET', `/tool${query ? `?${query}` : ''}`);
   }
 
+  /** The configured providers and their models (`GET /provider`). */
   providers(): Promise<ProviderList> {
     return this.http.json('GET', '/provider');
+  }
+
+  /** The effective configuration, with the default model in `model` (`GET /config`). */
+  config(): Promise<ServerConfig> {
+    return this.http.json('GET', '/config');
+  }
+
+  /** The agents a prompt may name (`GET /agent`). */
+  agents(): Promise<AgentInfo[]> {
+    return this.http.json('GET', '/agent');
   }
 
   /**

@@ -194,10 +194,81 @@ export interface QuestionRequest {
   tool: { messageID: string; callID: string };
 }
 
+/** What a model takes or gives, by kind. */
+export interface Modalities {
+  text: boolean;
+  audio: boolean;
+  image: boolean;
+  video: boolean;
+  pdf: boolean;
+}
+
+/**
+ * A model of a provider, in OpenCode's shape. `api.npm` names the wire format
+ * (`@ai-sdk/openai-compatible`, `@ai-sdk/anthropic`; empty for the scripted model); prices and
+ * limits the server does not know are 0.
+ */
+export interface ModelInfo {
+  id: string;
+  providerID: string;
+  name: string;
+  api: { id: string; url: string; npm: string };
+  capabilities: {
+    temperature: boolean;
+    reasoning: boolean;
+    attachment: boolean;
+    toolcall: boolean;
+    input: Modalities;
+    output: Modalities;
+    interleaved: boolean | { field: string };
+  };
+  cost: { input: number; output: number; cache: { read: number; write: number } };
+  limit: { context: number; input?: number; output: number };
+  status: 'alpha' | 'beta' | 'deprecated' | 'active';
+  options: Record<string, unknown>;
+  headers: Record<string, string>;
+  release_date: string;
+  variants?: Record<string, Record<string, unknown>>;
+}
+
+/** A configured provider, in OpenCode's shape; never carries its API key. */
+export interface ProviderInfo {
+  id: string;
+  name: string;
+  /** `config` (the config file), `env` (OPENAI_API_KEY, ANTHROPIC_API_KEY), `custom` (built in). */
+  source: 'env' | 'config' | 'custom' | 'api';
+  env: string[];
+  options: { baseURL?: string; [key: string]: unknown };
+  models: Record<string, ModelInfo>;
+}
+
+/** `GET /provider`: every provider, each one's default model id, the usable ones. */
 export interface ProviderList {
-  providers: { id: string; type: string; models: string[] }[];
-  default: string;
-  agents: { name: string; description: string }[];
+  all: ProviderInfo[];
+  default: Record<string, string>;
+  connected: string[];
+}
+
+/** `GET /config`: the effective configuration (secrets read "[redacted]"). */
+export interface ServerConfig {
+  /** The default model, "PROVIDER/MODEL". */
+  model: string;
+  default_agent: string;
+  [key: string]: unknown;
+}
+
+/** `GET /agent`: an agent, in OpenCode's shape. */
+export interface AgentInfo {
+  name: string;
+  description?: string;
+  mode: 'subagent' | 'primary' | 'all';
+  native?: boolean;
+  hidden?: boolean;
+  permission: { permission: string; pattern: string; action: 'allow' | 'ask' | 'deny' }[];
+  options: Record<string, unknown>;
+  model?: { providerID: string; modelID: string };
+  prompt?: string;
+  steps?: number;
 }
 
 // ---- the /event stream ----------------------------------------------------------------------

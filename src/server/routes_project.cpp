@@ -1,0 +1,161 @@
+// What OpenCode's clients read at start: the effective config, providers, agents, commands, and
+// the answers OpenCode gives for features Switchboard does not have (LSP, formatters, skills,
+// workspaces, ...); and running a command (their list: project_routes(), in route.hpp).
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "provider/catalog.hpp"
+#include "server/decode.hpp"
+#include "server/route.hpp"
+
+namespace sb::server {
+
+namespace {
+
+// ---- the config, providers, agents -----------------------------------------------------------
+
+// The login name of the user the server runs as (OpenCode's `username`); empty when unknown.
+// Looked up once: the password database may be a file read, or a network service.
+const std::string& user_name() {
+  static const std::string name = [] {
+    std::vector<char> buf(16384);
+    passwd pw{};
+    passwd* found = nullptr;
+    if (::getpwuid_r(::geteuid(), &pw, buf.data(), buf.size(), &found) == 0 && found &&
+        found->pw_name)
+      return std::string(found->pw_name);
+    const char* user = std::getenv("USER");
+    return std::string(user ? user : "");
+  }();
+  return name;
+}
+
+asio::awaitable<Reply> get_config(Call& c) {
+  json::object out = config::to_json(c.state.config);
+  out["model"] = c.state.sessions->providers().default_model;  // with nothing set, the one used
+  out["default_agent"] = "build";
+  if (!user_name().empty()) out["username"] = user_name();
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> get_config_providers(Call& c) {
+  co_return ok(c,
+               provider::config_providers_json(c.state.sessions->providers(), c.state.config.raw));
+}
+
+asio::awaitable<Reply> get_providers(Call& c) {
+  co_return ok(c, provider::provider_list_json(c.state.sessions->providers(), c.state.config.raw));
+}
+
+asio::awaitable<Reply> list_agents(Call& c) {
+  json::array out;
+  for (const auto& [name, agent] : c.state.sessions->agents())
+    out.push_back(session::to_json(agent));
+  co_return ok(c, out);
+}
+
+// ---- commands --------------------------------------------------------------------------------
+
+json::object command_json(const config::Command& command) {
+  json::array hints;
+  for (auto& h : config::template_hints(command.template_text))
+    hints.emplace_back(h);
+  json::object out{{"name", command.name}, {"source", "command"}};
+  if (!command.description.empty()) out["description"] = command.description;
+  if (command.agent) out["agent"] = *command.agent;
+  if (command.model) out["model"] = *command.model;
+  out["template"] = command.template_text;
+  out["hints"] = std::move(hints);
+  return out;
+}
+
+asio::awaitable<Reply> list_commands(Call& c) {
+  json::array out;
+  for (const auto& [name, command] : c.state.config.commands)
+    out.push_back(command_json(command));
+  co_return ok(c, out);
+}
+
+// POST /session/{id}/command: the command's template with the arguments put in, prompted as
+// OpenCode does: with the command's agent, else the request's; with the command's model, else
+// its agent's, else the request's (else the agent's or the default). Answers as
+// POST /session/{id}/message.
+asio::awaitable<Reply> run_command(Call& c) {
+  auto body = body_object(c.state, c.req);
+  if (!body) co_return fail(c, body.error());
+  auto request = decode_command(*body);
+  if (!request) co_return fail(c, request.error());
+  auto found = c.state.config.commands.find(request->command);
+  if (found == c.state.config.commands.end())
+    co_return fail(c, make_error(ErrorCode::NotFound,
+                                 "no command \"" + request->command +
+                                     "\": the config's `command` key names the commands"));
+  const config::Command& command = found->second;
+  session::PromptInput input;
+  input.text = config::expand_template(command.template_text, request->arguments);
+  input.agent = command.agent ? command.agent : request->agent;
+  input.model = request->model;
+  if (command.agent) {
+    auto agent = c.state.sessions->agents().find(*command.agent);
+    if (agent == c.state.sessions->agents().end())
+      co_return fail(
+          c, make_error(ErrorCode::InvalidRequest, "Unknown agent: " + *command.agent +
+                                                       " (command." + command.name + ".agent)"));
+    if (agent->second.model) input.model = agent->second.model;
+  }
+  if (command.model) input.model = command.model;
+  std::string session_id = c.params[0];
+  auto r = co_await c.state.sessions->prompt(session_id, std::move(input));
+  if (!r) co_return fail(c, r.error());
+  c.state.bus->publish("command.executed", json::object{{"name", command.name},
+                                                        {"sessionID", session_id},
+                                                        {"arguments", request->arguments},
+                                                        {"messageID", r->info.id}});
+  co_return ok_text(c, session::json_text(*r));
+}
+
+// ---- features Switchboard does not have: OpenCode's answers with them off ----------------------
+
+asio::awaitable<Reply> empty_list(Call& c) {
+  co_return ok(c, json::array{});
+}
+
+asio::awaitable<Reply> empty_object(Call& c) {
+  co_return ok(c, json::object{});
+}
+
+asio::awaitable<Reply> capabilities(Call& c) {
+  co_return ok(c, json::object{{"backgroundSubagents", false}});
+}
+
+asio::awaitable<Reply> console_state(Call& c) {
+  co_return ok(c,
+               json::object{{"consoleManagedProviders", json::array{}}, {"switchableOrgCount", 0}});
+}
+
+}  // namespace
+
+std::vector<Route> project_routes() {
+  return {
+      {http::verb::get, {"config"}, &get_config},
+      {http::verb::get, {"config", "providers"}, &get_config_providers},
+      {http::verb::get, {"provider"}, &get_providers},
+      {http::verb::get, {"provider", "auth"}, &empty_object},  // no login flows
+      {http::verb::get, {"agent"}, &list_agents},
+      {http::verb::get, {"command"}, &list_commands},
+      {http::verb::post, {"session", "{}", "command"}, &run_command},
+      {http::verb::get, {"project", "{}", "directories"}, &empty_list},  // no sandboxes
+      {http::verb::get, {"lsp"}, &empty_list},
+      {http::verb::get, {"formatter"}, &empty_list},
+      {http::verb::get, {"skill"}, &empty_list},
+      {http::verb::get, {"experimental", "capabilities"}, &capabilities},
+      {http::verb::get, {"experimental", "console"}, &console_state},
+      {http::verb::get, {"experimental", "resource"}, &empty_object},  // MCP resources: not read
+      {http::verb::get, {"experimental", "workspace"}, &empty_list},
+      {http::verb::get, {"experimental", "workspace", "status"}, &empty_list},
+  };
+}
+
+}  // namespace sb::server
