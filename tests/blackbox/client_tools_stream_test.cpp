@@ -967,6 +967,50 @@ TEST_F(ClientToolsStream, EventStreamSendsHeartbeats) {
   EXPECT_LT(elapsed_ms(t0), 2000);
 }
 
+TEST_F(ClientToolsStream, EventStreamIdsResumeAndBadLastEventIdsCountAsNone) {
+  start(test_config());
+  SseClient first(port(), "/event");
+  ASSERT_TRUE(first.next_event(5s));  // server.connected: the stream's log records from here
+  WsClient tool_client(port(), "/client-tools/ws/c1");
+  tool_client.send_json(json::object{{"type", "register"}, {"tools", {tool_def("echo")}}});
+  ASSERT_TRUE(tool_client.next_message_of_type("registered", 5s));
+  std::optional<SseEvent> registered;
+  while (!registered || string_at(registered->json(), "/type") != "client-tool.registered")
+    ASSERT_TRUE(registered = first.next_event(5s));
+  ASSERT_TRUE(registered->id);
+
+  auto connected = [&](std::optional<std::string> id) {
+    SseClient::Options o;
+    o.last_event_id = std::move(id);
+    SseClient s(port(), "/event", o);
+    EXPECT_EQ(s.status(), 200u);
+    auto e = s.next_event(5s);
+    EXPECT_TRUE(e);
+    EXPECT_EQ(string_at(e->json(), "/type"), "server.connected");
+    return json::value(e->json().at("properties"));
+  };
+  // Just before the registration: resumed, and the registration comes again.
+  std::string before = std::to_string(std::stoull(*registered->id) - 1);
+  {
+    SseClient::Options o;
+    o.last_event_id = before;
+    SseClient again(port(), "/event", o);
+    auto hello = again.next_event(5s);
+    ASSERT_TRUE(hello);
+    EXPECT_EQ(hello->json().at("properties"), json::parse(R"({"resumed": true})"));
+    auto replayed = again.next_event(5s);
+    ASSERT_TRUE(replayed);
+    EXPECT_EQ(replayed->id, registered->id);
+    EXPECT_EQ(replayed->data, registered->data);
+  }
+  EXPECT_EQ(connected("1"), json::parse(R"({"resumed": false})"));
+  EXPECT_EQ(connected("18446744073709551615"), json::parse(R"({"resumed": false})"));
+  for (const char* bad : {"abc", "-5", "1.5", "0x10", "99999999999999999999999", "12abc"})
+    EXPECT_EQ(connected(std::string(bad)), json::parse("{}")) << bad;
+  // The server is still well.
+  EXPECT_EQ(connected(std::nullopt), json::parse("{}"));
+}
+
 // ---- slow consumers --------------------------------------------------------------------------
 
 TEST_F(ClientToolsStream, SlowEventSubscriberIsDroppedWhileOthersReceiveEverything) {

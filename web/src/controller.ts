@@ -150,16 +150,18 @@ export class Controller {
 
   // ---- the session list ---------------------------------------------------------------------
 
-  // Follows /event for the list and the busy badges. The stream has no replay: after each
-  // (re)connection the list is loaded again.
+  // Follows /event for the list and the busy badges. A reconnection resumes after the last event
+  // seen; when the server cannot replay the gap (or at the first connection) the list is loaded.
   private async followSessions(): Promise<void> {
     let first = true;
+    let lastEventID: string | undefined;
     for (let attempt = 0; ; ) {
       try {
-        for await (const event of this.client.events()) {
+        for await (const event of this.client.events({ lastEventID })) {
+          if (event.id !== undefined) lastEventID = event.id;
           switch (event.type) {
             case 'server.connected':
-              await this.reloadSessions();
+              if (event.properties.resumed !== true) await this.reloadSessions();
               attempt = 0;
               this.set({ listConnection: 'connected' });
               if (first) {

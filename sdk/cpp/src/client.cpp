@@ -109,6 +109,7 @@ class EventStreamImpl : public std::enable_shared_from_this<EventStreamImpl> {
       event.type = string_field(v.get_object(), "type");
       if (event.type == "server.heartbeat") continue;
       event.properties = object_field(v.get_object(), "properties");
+      if (frame->id) event.id = *frame->id;
       if (!self->push(std::move(event))) {
         self->stream_->close();
         co_return;
@@ -415,8 +416,15 @@ asio::awaitable<void> Client::async_reply_permission(std::string permission_id,
 }
 
 asio::awaitable<EventStream> Client::async_events() {
+  return async_events(std::string());
+}
+
+asio::awaitable<EventStream> Client::async_events(std::string last_event_id) {
   auto target = endpoint_->target("/event");
-  auto stream = co_await detail::SseStream::open(*endpoint_, target, {}, options_.request_timeout);
+  detail::Headers headers;
+  if (!last_event_id.empty()) headers.emplace_back("Last-Event-ID", std::move(last_event_id));
+  auto stream = co_await detail::SseStream::open(*endpoint_, target, std::move(headers),
+                                                 options_.request_timeout);
   auto impl = std::make_shared<detail::EventStreamImpl>(runtime_->executor(), std::move(stream),
                                                         options_.tools.idle_timeout);
   impl->start();
@@ -486,8 +494,8 @@ void Client::reply_permission(const std::string& permission_id, PermissionReply 
   detail::run_blocking(*runtime_, async_reply_permission(permission_id, reply, message));
 }
 
-EventStream Client::events() {
-  return detail::run_blocking(*runtime_, async_events());
+EventStream Client::events(const std::string& last_event_id) {
+  return detail::run_blocking(*runtime_, async_events(last_event_id));
 }
 
 SessionHandle Client::start_session(const StartSessionOptions& options) {

@@ -177,6 +177,39 @@ TEST_F(SdkTest, TheEventStreamIsTyped) {
   events.close();
 }
 
+TEST_F(SdkTest, AStreamOpenedWithTheLastIdResumesThere) {
+  start(test_config());
+  Client client(url(), client_options());
+  EventStream events = client.events();
+  auto first = events.next(5s);
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->id.empty());
+  EXPECT_TRUE(first->properties.empty());
+  Session a = client.create_session();
+  Event created = wait_event(events, "session.created", a.id);
+  ASSERT_FALSE(created.id.empty());
+  events.close();
+  Session b = client.create_session();  // missed by the closed stream
+
+  EventStream again = client.events(created.id);
+  auto connected = again.next(5s);
+  ASSERT_TRUE(connected);
+  EXPECT_EQ(connected->type, "server.connected");
+  EXPECT_EQ(json::value(connected->properties), json::parse(R"({"resumed": true})"));
+  auto missed = again.next(5s);
+  ASSERT_TRUE(missed);
+  EXPECT_EQ(missed->type, "session.created");
+  EXPECT_EQ(missed->session_id(), b.id);
+  EXPECT_EQ(std::stoull(missed->id), std::stoull(created.id) + 1);
+  again.close();
+
+  EventStream stale = client.events("1");
+  auto refused = stale.next(5s);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(json::value(refused->properties), json::parse(R"({"resumed": false})"));
+  stale.close();
+}
+
 TEST_F(SdkTest, APermissionAskIsAnsweredThroughTheClient) {
   json::object config = test_config();
   config["permission"] = json::object{{"bash", "ask"}};

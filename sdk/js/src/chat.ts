@@ -101,6 +101,7 @@ export class Chat {
   private serverStatus: SessionStatus['type'] = 'idle';
   private sending = false;
   private closed = false;
+  private lastEventID: string | undefined;  // of the last /event frame, to resume after a drop
   private readonly lifetime = new AbortController();
   private readonly unsubscribe: (() => void)[] = [];
   private firstSync: { promise: Promise<void>; resolve: () => void; reject: (e: unknown) => void };
@@ -314,9 +315,12 @@ export class Chat {
     let attempt = 0;
     while (!this.closed) {
       try {
-        for await (const event of this.client.events({ signal: this.lifetime.signal })) {
+        const resume = { signal: this.lifetime.signal, lastEventID: this.lastEventID };
+        for await (const event of this.client.events(resume)) {
+          if (event.id !== undefined) this.lastEventID = event.id;
           if (event.type === 'server.connected') {
-            await this.resync();
+            // Resumed: the events missed follow. Otherwise reload what the chat shows.
+            if (event.properties.resumed !== true) await this.resync();
             attempt = 0;
             this.update({ connection: 'connected' });
             this.firstSync.resolve();
@@ -336,13 +340,13 @@ export class Chat {
       }
       if (this.closed) return;
       this.update({ connection: 'reconnecting' });
-      // No replay on /event: after the gap, resync() reloads the session's state.
+      // The next stream resumes after the last event seen, or resync() reloads the state.
       const delay = Math.min(1000 * 2 ** attempt++, 30000);
       await sleep(delay, this.lifetime.signal);
     }
   }
 
-  // Reloads messages, status and waiting asks (the stream has no replay).
+  // Reloads messages, status and waiting asks (after a gap the stream could not replay).
   private async resync(): Promise<void> {
     const [messages, status, permissions, questions] = await Promise.all([
       this.client.session.messages(this.sessionID),

@@ -299,15 +299,22 @@ export class SwitchboardClient {
   /**
    * The server's event stream (`/event`), typed by `type`. The first event is `server.connected`.
    * Ends when the server closes the stream or `signal` aborts; rejects with NETWORK_ERROR when
-   * the connection fails (there is no replay: reload state, e.g. `session.messages`, after a gap).
+   * the connection fails. Each event carries its `id`: reconnect with the last one as
+   * `lastEventID` and the server sends what was missed first, saying so with `server.connected`
+   * `{resumed: true}`; with `{resumed: false}` (too long away, or the server restarted) reload
+   * state, e.g. `session.messages`.
    */
-  async *events(options: { signal?: AbortSignal } = {}): AsyncGenerator<ServerEvent> {
-    const { signal } = options;
+  async *events(
+    options: { signal?: AbortSignal; lastEventID?: string } = {},
+  ): AsyncGenerator<ServerEvent> {
+    const { signal, lastEventID } = options;
+    const headers: Record<string, string> = { Accept: 'text/event-stream' };
+    if (lastEventID !== undefined) headers['Last-Event-ID'] = lastEventID;
     let response: Response;
     try {
       response = await this.http.raw('/event', {
         method: 'GET',
-        headers: { Accept: 'text/event-stream' },
+        headers,
         signal,
         cache: 'no-store',
       });
@@ -325,7 +332,9 @@ export class SwitchboardClient {
         } catch {
           continue;
         }
-        if (event && typeof event.type === 'string') yield event;
+        if (!event || typeof event.type !== 'string') continue;
+        if (frame.id !== undefined) event.id = frame.id;
+        yield event;
       }
     } catch (error) {
       if (signal?.aborted) return;

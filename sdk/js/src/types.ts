@@ -284,16 +284,18 @@ interface ClientToolCallProperties {
 
 /** Maps each event type on `/event` to its `properties`. */
 export interface ServerEventMap {
-  'server.connected': Record<string, never>;
+  /** `resumed`: set when the stream was opened with a last id (see `events`). */
+  'server.connected': { resumed?: boolean };
   'server.heartbeat': Record<string, never>;
-  'session.created': { info: Session };
-  'session.updated': { info: Session };
-  'session.deleted': { info: Session };
+  'session.created': { sessionID: string; info: Session };
+  'session.updated': { sessionID: string; info: Session };
+  'session.deleted': { sessionID: string; info: Session };
   'session.status': { sessionID: string; status: SessionStatus };
   'session.idle': { sessionID: string };
   'session.error': { sessionID: string; error: NamedError };
-  'message.updated': { info: MessageInfo };
-  'message.part.updated': { part: Part };
+  'message.updated': { sessionID: string; info: MessageInfo };
+  /** `time`: when it was published (ms since the epoch). */
+  'message.part.updated': { sessionID: string; part: Part; time: number };
   'message.part.delta': {
     sessionID: string;
     messageID: string;
@@ -304,7 +306,7 @@ export interface ServerEventMap {
   'permission.asked': PermissionRequest;
   'permission.replied': { sessionID: string; requestID: string; reply: PermissionReply };
   'question.asked': QuestionRequest;
-  'question.replied': { sessionID: string; requestID: string };
+  'question.replied': { sessionID: string; requestID: string; answers: string[][] };
   'question.rejected': { sessionID: string; requestID: string };
   'todo.updated': { sessionID: string; todos: unknown[] };
   'file.edited': { file: string };
@@ -326,5 +328,5 @@ export type ServerEventType = keyof ServerEventMap;
  * `properties`. A newer server may send types not listed here; treat unknown ones as opaque.
  */
 export type ServerEvent = {
-  [K in ServerEventType]: { type: K; properties: ServerEventMap[K] };
+  [K in ServerEventType]: { type: K; properties: ServerEventMap[K]; id?: string };
 }[ServerEventType];

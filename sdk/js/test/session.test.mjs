@@ -103,6 +103,41 @@ for (const transport of ['sse', 'websocket']) {
   });
 }
 
+test('events resume after the last id: exactly the missed events, then resumed: false for an id too old', async () => {
+  const client = newClient();
+  const read = async (options, until) => {
+    const controller = new AbortController();
+    const seen = [];
+    for await (const event of client.events({ ...options, signal: controller.signal })) {
+      seen.push(event);
+      if (until(event, seen)) break;
+    }
+    controller.abort();
+    return seen;
+  };
+  const first = await read({}, (e) => e.type === 'server.connected');
+  assert.deepEqual(first[0].properties, {});
+  const witness = client.events();
+  assert.equal((await witness.next()).value.type, 'server.connected');  // live before the changes
+  const witnessed = [];
+  const s1 = await client.session.create({ title: 'one' });
+  const s2 = await client.session.create({ title: 'two' });
+  for await (const e of witness) {
+    witnessed.push(e);
+    if (e.type === 'session.created' && e.properties.sessionID === s2.id) break;
+  }
+  const created = witnessed.filter((e) => e.type === 'session.created');
+  assert.equal(created[0].properties.sessionID, s1.id);
+  const [a, b] = created.map((e) => BigInt(e.id));
+  assert.equal(b, a + 1n);
+  // From the id before s1's creation: both creations again, in order, then live.
+  const resumed = await read({ lastEventID: String(a - 1n) }, (e, seen) => seen.length === 3);
+  assert.deepEqual(resumed[0].properties, { resumed: true });
+  assert.deepEqual(resumed.slice(1).map((e) => e.id), created.map((e) => e.id));
+  const stale = await read({ lastEventID: '1' }, (e) => e.type === 'server.connected');
+  assert.deepEqual(stale[0].properties, { resumed: false });
+});
+
 test('promptAsync and the typed event stream follow a turn to idle', async () => {
   const client = newClient();
   const { session, promptAsync, close } = await client.startSession({

@@ -56,8 +56,10 @@ struct PromptOptions {
 };
 
 // GET /event. Events are queued as they arrive (at most 10000; a consumer that falls further
-// behind loses the stream, which then ends). The stream does not reconnect: open a new one.
-// Thread-safe.
+// behind loses the stream, which then ends). The stream does not reconnect: open a new one with
+// the last event's id (Client::events(id)), and the events missed come first, after a
+// server.connected whose properties say {"resumed": true}; with {"resumed": false} the server
+// could not replay the gap (too long, or it restarted): reload what you show. Thread-safe.
 class EventStream {
  public:
   EventStream() = default;  // no stream, like a moved-from one; assign one from Client::events()
@@ -134,8 +136,9 @@ class Client {
   std::vector<PermissionRequest> permissions();
   void reply_permission(const std::string& permission_id, PermissionReply reply,
                         const std::string& message = {});
-  // Opens GET /event; returns once the server accepted the stream.
-  EventStream events();
+  // Opens GET /event; returns once the server accepted the stream. `last_event_id`: the id of
+  // the last event of an earlier stream, to resume after it (see EventStream).
+  EventStream events(const std::string& last_event_id = {});
   // Creates a session owned by this client and connects client_tools() to it.
   SessionHandle start_session(const StartSessionOptions& options = {});
 
@@ -161,6 +164,7 @@ class Client {
   boost::asio::awaitable<void> async_reply_permission(std::string permission_id,
                                                       PermissionReply reply, std::string message);
   boost::asio::awaitable<EventStream> async_events();
+  boost::asio::awaitable<EventStream> async_events(std::string last_event_id);
   boost::asio::awaitable<AsyncSessionHandle> async_start_session();
   boost::asio::awaitable<AsyncSessionHandle> async_start_session(StartSessionOptions options);
 

@@ -112,6 +112,8 @@ struct SessionStatus {
 struct Event {
   std::string type;  // "session.status", "message.part.updated", "client-tool.completed", ...
   json::object properties;
+  // The frame's id ("" for server.connected): Client::events(id) of the last one resumes there.
+  std::string id;
 
   // The session the event is about, when it names one ("" otherwise).
   std::string session_id() const;
