@@ -9,6 +9,7 @@
 #include "provider/provider.hpp"
 #include "server/access.hpp"
 #include "session/agent.hpp"
+#include "session/project.hpp"
 #include "session/service.hpp"
 #include "session/store.hpp"
 #include "session/todos.hpp"
@@ -171,6 +172,15 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   deps.agents = std::move(*agents);
   session::ServiceOptions service_options;
   service_options.directory = paths.directory;
+  // The project, found once (it runs git): sessions carry its id, /project/current and /vcs say
+  // the rest.
+  state->project = session::project_of(paths.directory.string());
+  state->directory = paths.directory;
+  state->data_dir = paths.data_dir;
+  state->started = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  service_options.project_id = state->project.id;
   service_options.data_dir = paths.data_dir;
   auto files = session::file_options(config.raw);
   if (!files) return config.located(files.error());

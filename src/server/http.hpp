@@ -4,6 +4,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <filesystem>
 #include <functional>
 #include <list>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "config/config.hpp"
 #include "mcp/manager.hpp"
 #include "permission/service.hpp"
+#include "session/project.hpp"
 #include "session/service.hpp"
 #include "tool/registry.hpp"
 
@@ -114,6 +116,12 @@ struct ServerState {
   std::shared_ptr<session::SessionService> sessions;
   std::shared_ptr<mcp::Manager> mcp;         // the MCP servers (GET /mcp)
   std::shared_ptr<chat::ChatService> chats;  // the AI SDK's chats (/api/chat)
+  // Where the server works (GET /path, /project/current, /vcs): the project (found at start-up),
+  // the project and data directories, and when the server started (ms since the epoch).
+  session::ProjectInfo project;
+  std::filesystem::path directory;
+  std::filesystem::path data_dir;
+  std::int64_t started = 0;
   std::shared_ptr<bus::EventLog> event_log;  // /event's frames; made by its first stream
   // /client-tools/mcp: the MCP sessions of legacy hosts (Mcp-Session-Id -> the version agreed),
   // and their tool calls in flight, which notifications/cancelled ends ("SESSION ID" -> signal).

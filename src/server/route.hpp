@@ -39,8 +39,8 @@ std::vector<Route> session_routes();      // OpenCode's V1 API: /event, /session
 std::vector<Route> revert_routes();       // /session/{id}/revert, unrevert, diff
 std::vector<Route> mcp_routes();          // /mcp: the MCP servers
 std::vector<Route> chat_routes();         // /api/chat: the AI SDK's chats
-// What OpenCode's clients read at start (/config, /provider, /agent, /command, ...) and
-// POST /session/{id}/command.
+// What OpenCode's clients read at start (/config, /provider, /agent, /command, /path, /project,
+// /vcs, ...) and POST /session/{id}/command.
 std::vector<Route> project_routes();
 
 // The body as a JSON object. `sp`: where the document lives; a route that is done with the body

@@ -1,18 +1,26 @@
-// What OpenCode's clients read at start: the effective config, providers, agents, commands, and
-// the answers OpenCode gives for features Switchboard does not have (LSP, formatters, skills,
-// workspaces, ...); and running a command (their list: project_routes(), in route.hpp).
+// What OpenCode's clients read at start: the effective config, providers, agents, commands, the
+// server's directories, the project and its branch, and the answers OpenCode gives for features
+// Switchboard does not have (LSP, formatters, skills, workspaces, ...); and running a command
+// (their list: project_routes(), in route.hpp).
 #include <pwd.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "provider/catalog.hpp"
 #include "server/decode.hpp"
 #include "server/route.hpp"
+#include "session/project.hpp"
+#include "util/text.hpp"
 
 namespace sb::server {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 // ---- the config, providers, agents -----------------------------------------------------------
 
@@ -116,6 +124,80 @@ asio::awaitable<Reply> run_command(Call& c) {
   co_return ok_text(c, session::json_text(*r));
 }
 
+// ---- directories, the project, its branch -----------------------------------------------------
+
+// The project the server works in (OpenCode's Project): its id, the repository's top directory
+// ("/" outside one), "git" when in one; created and updated as its sessions were (the server's
+// start when it has none).
+asio::awaitable<Reply> current_project_reply(Call& c, bool as_list) {
+  const auto& project = c.state.project;
+  auto sessions = c.state.sessions->list_sessions();
+  if (!sessions) co_return fail(c, sessions.error());
+  std::int64_t created = c.state.started, updated = c.state.started;
+  for (const auto& s : *sessions) {
+    created = std::min(created, s.created);
+    updated = std::max(updated, s.updated);
+  }
+  json::object out{{"id", project.id}, {"worktree", project.worktree}};
+  if (!project.vcs.empty()) out["vcs"] = project.vcs;
+  out["time"] = json::object{{"created", created}, {"updated", updated}};
+  out["sandboxes"] = json::array{};
+  if (as_list) co_return ok(c, json::array{out});
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> current_project(Call& c) {
+  return current_project_reply(c, false);
+}
+
+asio::awaitable<Reply> list_projects(Call& c) {
+  return current_project_reply(c, true);
+}
+
+// GET /path: the user's home, Switchboard's data directory (OpenCode's state), the directory of
+// the user's config file, the project's repository and the project directory.
+asio::awaitable<Reply> get_path(Call& c) {
+  const char* home = std::getenv("HOME");
+  fs::path config_dir = home ? fs::path(home) / ".config" / "switchboard" : fs::path();
+  co_return ok(c, json::object{{"home", home ? home : ""},
+                               {"state", c.state.data_dir.string()},
+                               {"config", config_dir.string()},
+                               {"worktree", c.state.project.worktree},
+                               {"directory", c.state.directory.string()}});
+}
+
+// A small file of the repository (HEAD, a ref) without its surrounding spaces; "" when absent.
+std::string git_file(const fs::path& file) {
+  std::ifstream in(file);
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  return std::string(trim(text));
+}
+
+// GET /vcs: {branch, default_branch} of the project's repository, read from its files (HEAD, and
+// origin's HEAD for the default branch); null for what it does not have, both outside one.
+asio::awaitable<Reply> get_vcs(Call& c) {
+  json::object out{{"branch", nullptr}, {"default_branch", nullptr}};
+  if (c.state.project.vcs != "git") co_return ok(c, out);
+  fs::path git = fs::path(c.state.project.worktree) / ".git";
+  std::error_code ec;
+  if (fs::is_regular_file(git, ec)) {  // a linked worktree: "gitdir: PATH"
+    std::string link = git_file(git);
+    if (link.starts_with("gitdir: ")) git = fs::path(c.state.project.worktree) / link.substr(8);
+  }
+  fs::path common = git;
+  if (auto shared = git_file(git / "commondir"); !shared.empty()) common = git / shared;
+  constexpr std::string_view kHeads = "ref: refs/heads/", kOrigin = "ref: refs/remotes/origin/";
+  std::string head = git_file(git / "HEAD");
+  if (head.starts_with(kHeads))
+    out["branch"] = head.substr(kHeads.size());
+  else if (!head.empty())
+    out["branch"] = "HEAD";  // detached, as `git rev-parse --abbrev-ref HEAD` says
+  if (std::string origin = git_file(common / "refs" / "remotes" / "origin" / "HEAD");
+      origin.starts_with(kOrigin))
+    out["default_branch"] = origin.substr(kOrigin.size());
+  co_return ok(c, out);
+}
+
 // ---- features Switchboard does not have: OpenCode's answers with them off ----------------------
 
 asio::awaitable<Reply> empty_list(Call& c) {
@@ -146,7 +228,11 @@ std::vector<Route> project_routes() {
       {http::verb::get, {"agent"}, &list_agents},
       {http::verb::get, {"command"}, &list_commands},
       {http::verb::post, {"session", "{}", "command"}, &run_command},
+      {http::verb::get, {"path"}, &get_path},
+      {http::verb::get, {"project"}, &list_projects},
+      {http::verb::get, {"project", "current"}, &current_project},
       {http::verb::get, {"project", "{}", "directories"}, &empty_list},  // no sandboxes
+      {http::verb::get, {"vcs"}, &get_vcs},
       {http::verb::get, {"lsp"}, &empty_list},
       {http::verb::get, {"formatter"}, &empty_list},
       {http::verb::get, {"skill"}, &empty_list},

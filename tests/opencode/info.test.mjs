@@ -1,9 +1,13 @@
-// What OpenCode's clients read at start (config, providers, agents, commands)
+// What OpenCode's clients read at start (config, providers, agents, paths, the project, commands)
 // and running a command: the real V1 and V2 SDK clients and the CLI against Switchboard.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { CASE, must, runAttached, scriptedConfig, serverFor, v1, v2 } from './harness.mjs';
+import { CASE, HOOK, must, runAttached, scriptedConfig, serverFor, startServer, stopServer, v1, v2 } from './harness.mjs';
 
 const SECRETS = ['sk-test-SECRET-1', 'SECRET-header-2', 'SECRET-env-3', 'SECRET-password-4'];
 
@@ -99,6 +103,24 @@ describe('OpenCode clients read what Switchboard has', () => {
       assert.equal(byName.review.prompt, 'You review.');
       assert.equal(byName.review.steps, 7);
     }
+  });
+
+  it('GET /path, /project/current, /project, /vcs: the server\'s directories and project', CASE, async () => {
+    const path = must(await c1().path.get(), 'v1 path.get');
+    assert.deepEqual(must(await c2().path.get(), 'v2 path.get'), path);
+    assert.equal(path.directory, h.server.work);
+    assert.equal(path.state, `${h.server.work}/data`);
+    assert.equal(path.home, `${h.server.work}/home`);
+    assert.equal(path.config, `${h.server.work}/home/.config/switchboard`);
+    assert.equal(path.worktree, '/'); // not a git repository
+    const project = must(await c1().project.current(), 'v1 project.current');
+    assert.deepEqual(must(await c2().project.current(), 'v2 project.current'), project);
+    assert.equal(project.id, 'global');
+    assert.equal(project.worktree, '/');
+    assert.deepEqual(project.sandboxes, []);
+    assert.equal(typeof project.time.created, 'number');
+    assert.deepEqual(must(await c1().project.list(), 'project.list'), [project]);
+    assert.deepEqual(must(await c2().vcs.get(), 'vcs.get'), { branch: null, default_branch: null });
   });
 
   it('GET /command: the config\'s commands with their placeholders', CASE, async () => {
@@ -204,5 +226,31 @@ describe('the CLI: --agent and --command', () => {
     assert.match(r.stdout + r.stderr, /agent "nobody" not found/);
     const messages = await messagesOf((await lastSession()).id);
     assert.equal(messages[0].info.agent, 'build');
+  });
+});
+
+describe('GET /vcs, /path and /project/current in a git repository', () => {
+  const holder = {};
+  before(async () => {
+    const work = mkdtempSync(join(tmpdir(), 'sb-opencode-git-'));
+    const git = (...args) => execFileSync('git', ['-C', work, ...args], { stdio: 'pipe' }).toString().trim();
+    git('init', '-q', '-b', 'trunk');
+    git('-c', 'user.email=t@t', '-c', 'user.name=t', 'commit', '-q', '--allow-empty', '-m', 'first');
+    git('checkout', '-q', '-b', 'feature');
+    mkdirSync(join(work, '.git', 'refs', 'remotes', 'origin'), { recursive: true });
+    writeFileSync(join(work, '.git', 'refs', 'remotes', 'origin', 'HEAD'), 'ref: refs/remotes/origin/trunk\n');
+    holder.root = git('rev-list', '--max-parents=0', 'HEAD');
+    holder.server = await startServer(scriptedConfig([{ text: 'x' }]), work);
+  }, HOOK);
+  after(() => holder.server && stopServer(holder.server).finally(() => holder.server.remove()), HOOK);
+
+  it('name its branch, default branch, top directory and project id', CASE, async () => {
+    const c = v2(holder.server);
+    assert.deepEqual(must(await c.vcs.get(), 'vcs.get'), { branch: 'feature', default_branch: 'trunk' });
+    const project = must(await c.project.current(), 'project.current');
+    assert.equal(project.id, holder.root);
+    assert.equal(project.worktree, holder.server.work);
+    assert.equal(project.vcs, 'git');
+    assert.equal(must(await c.path.get(), 'path.get').worktree, holder.server.work);
   });
 });
