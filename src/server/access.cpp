@@ -101,7 +101,7 @@ bool open_route(const std::vector<std::string>& segments, http::verb method) {
 Response preflight(const Request& req) {
   Response res{http::status::no_content, req.version()};
   res.set(http::field::server, "switchboard/" SWITCHBOARD_VERSION);
-  res.set(http::field::access_control_allow_methods, "GET, POST, DELETE, OPTIONS");
+  res.set(http::field::access_control_allow_methods, "GET, POST, PATCH, DELETE, OPTIONS");
   res.set(http::field::access_control_allow_headers,
           "Authorization, Content-Type, Last-Event-ID, X-Switchboard-Client-Token");
   res.set(http::field::access_control_max_age, "600");

@@ -1,5 +1,6 @@
 #include "server/decode.hpp"
 
+#include <charconv>
 #include <chrono>
 
 #include "clienttool/wire.hpp"
@@ -35,6 +36,21 @@ Result<Answer> decode_answer(const json::object& body) {
   if (auto r = take(require_string(body, "requestID"), out.request_id); !r) return r.error();
   if (auto r = take(optional_client_id(body), out.client_id); !r) return r.error();
   return out;
+}
+
+// A prompt's model: "PROVIDER/MODEL" or {providerID, modelID}; nullopt when absent.
+Result<std::optional<std::string>> decode_model(const json::object& body) {
+  auto it = body.find("model");
+  if (it == body.end() || it->value().is_null()) return std::optional<std::string>();
+  if (it->value().is_string()) return std::optional<std::string>(it->value().get_string());
+  if (!it->value().is_object())
+    return invalid("model must be \"PROVIDER/MODEL\" or {providerID, modelID}, got " +
+                   std::string(kind_name(it->value())));
+  auto p = require_string(it->value().get_object(), "providerID", "model");
+  if (!p) return p.error();
+  auto m = require_string(it->value().get_object(), "modelID", "model");
+  if (!m) return m.error();
+  return std::optional<std::string>(*p + "/" + *m);
 }
 
 }  // namespace
@@ -180,20 +196,10 @@ Result<session::PromptInput> decode_prompt(const json::object& body) {
     if (!in.text.empty()) in.text += "\n";
     in.text += **text;
   }
-  if (auto it = body.find("model"); it != body.end() && !it->value().is_null()) {
-    if (it->value().is_string()) {
-      in.model = std::string(it->value().get_string());
-    } else if (it->value().is_object()) {
-      auto p = require_string(it->value().get_object(), "providerID", "model");
-      if (!p) return p.error();
-      auto m = require_string(it->value().get_object(), "modelID", "model");
-      if (!m) return m.error();
-      in.model = *p + "/" + *m;
-    } else {
-      return invalid("model must be \"PROVIDER/MODEL\" or {providerID, modelID}, got " +
-                     std::string(kind_name(it->value())));
-    }
-  }
+  if (auto r = take(decode_model(body), in.model); !r) return r.error();
+  auto no_reply = get_bool(body, "noReply");
+  if (!no_reply) return no_reply.error();
+  in.no_reply = no_reply->value_or(false);
   if (auto r = take(get_string(body, "agent"), in.agent); !r) return r.error();
   auto tools = get_object(body, "tools");
   if (!tools) return tools.error();
@@ -207,18 +213,100 @@ Result<session::PromptInput> decode_prompt(const json::object& body) {
   return in;
 }
 
-Result<PermissionReplyRequest> decode_permission_reply(const json::object& body) {
+namespace {
+
+// A permission answer whose choice is the field `key` ("reply", or the V1 route's "response").
+Result<PermissionReplyRequest> decode_permission_answer(const json::object& body,
+                                                        std::string_view key) {
   PermissionReplyRequest out;
-  auto reply = require_string(body, "reply");
+  auto reply = require_string(body, key);
   if (!reply) return reply.error();
   auto parsed = permission::parse_reply(*reply);
   if (!parsed)
-    return invalid("reply must be \"once\", \"always\" or \"reject\", got " +
+    return invalid(std::string(key) + " must be \"once\", \"always\" or \"reject\", got " +
                    json::serialize(json::string(*reply)));
   out.reply = *parsed;
   if (auto r = take(get_string(body, "message"), out.message); !r) return r.error();
   if (auto r = take(optional_client_id(body), out.client_id); !r) return r.error();
   return out;
+}
+
+}  // namespace
+
+Result<PermissionReplyRequest> decode_permission_reply(const json::object& body) {
+  return decode_permission_answer(body, "reply");
+}
+
+Result<PermissionReplyRequest> decode_permission_response(const json::object& body) {
+  return decode_permission_answer(body, "response");
+}
+
+Result<SessionUpdateRequest> decode_session_update(const json::object& body) {
+  SessionUpdateRequest out;
+  if (auto r = take(get_string(body, "title"), out.update.title); !r) return r.error();
+  auto time = get_object(body, "time");
+  if (!time) return time.error();
+  if (*time) {
+    if (auto a = (*time)->find("archived"); a != (*time)->end()) {
+      if (a->value().is_null()) {
+        out.update.archived = std::optional<std::int64_t>();
+      } else {
+        auto archived = get_int(**time, "archived", "time");
+        if (!archived) return archived.error();
+        out.update.archived = *archived;
+      }
+    }
+  }
+  if (auto it = body.find("permission"); it != body.end()) {
+    if (auto r = take(permission::parse_rules(it->value(), "permission"), out.update.permission);
+        !r)
+      return r.error();
+  }
+  if (auto r = take(optional_client_id(body), out.client_id); !r) return r.error();
+  return out;
+}
+
+Result<std::optional<std::string>> decode_fork(const json::object& body) {
+  return get_string(body, "messageID");
+}
+
+Result<session::ShellInput> decode_shell(const json::object& body) {
+  session::ShellInput out;
+  if (auto r = take(require_string(body, "agent"), out.agent); !r) return r.error();
+  if (auto r = take(require_string(body, "command"), out.command); !r) return r.error();
+  if (out.command.empty()) return invalid("command must not be empty");
+  if (auto r = take(decode_model(body), out.model); !r) return r.error();
+  if (body.contains("messageID"))
+    return invalid("messageID is not supported: the server names the messages it stores");
+  return out;
+}
+
+Result<session::Part> decode_part_update(const json::object& body, const std::string& session_id,
+                                         const std::string& message_id,
+                                         const std::string& part_id) {
+  for (auto [key, expected] : {std::pair{"id", &part_id}, std::pair{"sessionID", &session_id},
+                               std::pair{"messageID", &message_id}}) {
+    auto v = require_string(body, key);
+    if (!v) return v.error();
+    if (*v != *expected)
+      return invalid(std::string(key) + " must be the path's " + *expected + ", got " + *v);
+  }
+  auto type = require_string(body, "type");
+  if (!type) return type.error();
+  for (auto known : {"text", "reasoning", "tool", "step-start", "step-finish"})
+    if (*type == known) return session::part_from_json(body);
+  return invalid("type \"" + *type +
+                 "\" is not a part type of this server (text, reasoning, tool, step-start, "
+                 "step-finish)");
+}
+
+Result<std::size_t> decode_message_limit(std::string_view text) {
+  std::size_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    return invalid("limit must be a non-negative integer, got " +
+                   json::serialize(json::string(text)));
+  return n;
 }
 
 Result<QuestionReplyRequest> decode_question_reply(const json::object& body) {

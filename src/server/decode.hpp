@@ -64,7 +64,7 @@ Result<session::CreateInput> decode_create_session(const json::object& body);
 
 // POST /session/{id}/message and prompt_async: {parts: [{type: "text", text} | {type: "file",
 // mime, url, filename?, source?}], model?: "P/M" |
-// {providerID, modelID}, agent?, tools?: {ID: bool}}.
+// {providerID, modelID}, agent?, tools?: {ID: bool}, noReply?}.
 Result<session::PromptInput> decode_prompt(const json::object& body);
 
 // POST /permission/{id}/reply: {reply: "once" | "always" | "reject", message?, clientID?}.
@@ -74,6 +74,32 @@ struct PermissionReplyRequest {
   std::optional<std::string> client_id;
 };
 Result<PermissionReplyRequest> decode_permission_reply(const json::object& body);
+
+// POST /session/{id}/permissions/{permissionID} (V1, deprecated in OpenCode): {response: "once" |
+// "always" | "reject", message?, clientID?}.
+Result<PermissionReplyRequest> decode_permission_response(const json::object& body);
+
+// PATCH /session/{id}: {title?, time?: {archived?: number | null}, permission? (rules appended),
+// clientID? (a client's session: its owner, for permission)}.
+struct SessionUpdateRequest {
+  session::SessionUpdate update;
+  std::optional<std::string> client_id;
+};
+Result<SessionUpdateRequest> decode_session_update(const json::object& body);
+
+// POST /session/{id}/fork: {messageID?}.
+Result<std::optional<std::string>> decode_fork(const json::object& body);
+
+// POST /session/{id}/shell: {agent, command, model?: "P/M" | {providerID, modelID}}.
+Result<session::ShellInput> decode_shell(const json::object& body);
+
+// PATCH /session/{id}/message/{messageID}/part/{partID}: a whole Part whose id, sessionID and
+// messageID are the path's.
+Result<session::Part> decode_part_update(const json::object& body, const std::string& session_id,
+                                         const std::string& message_id, const std::string& part_id);
+
+// ?limit= of GET /session/{id}/message: a non-negative integer (0: all).
+Result<std::size_t> decode_message_limit(std::string_view text);
 
 // POST /question/{id}/reply: {answers: [[label, ...], ...] (one per question), clientID?}.
 struct QuestionReplyRequest {

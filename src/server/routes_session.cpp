@@ -94,8 +94,21 @@ asio::awaitable<Reply> delete_session(Call& c) {
   co_return ok(c, true);
 }
 
+// The body as a JSON object, or an empty object when the request has none.
+Result<json::object> optional_body(const Call& c) {
+  if (c.req.body().empty()) return json::object();
+  return body_object(c.state, c.req);
+}
+
+// ?limit=N: the newest N messages (oldest first); 0 or none: all of them.
 asio::awaitable<Reply> list_messages(Call& c) {
-  auto list = c.state.sessions->messages(c.params[0]);
+  std::size_t limit = 0;
+  if (auto q = c.url.params().find("limit"); q != c.url.params().end()) {
+    auto n = decode_message_limit((*q).value);
+    if (!n) co_return fail(c, n.error());
+    limit = *n;
+  }
+  auto list = c.state.sessions->messages(c.params[0], limit);
   if (!list) co_return fail(c, list.error());
   std::string out = "[";
   for (const auto& m : *list) {
@@ -104,6 +117,91 @@ asio::awaitable<Reply> list_messages(Call& c) {
   }
   out.push_back(']');
   co_return ok_text(c, std::move(out));
+}
+
+asio::awaitable<Reply> get_message(Call& c) {
+  auto m = c.state.sessions->message(c.params[0], c.params[1]);
+  if (!m) co_return fail(c, m.error());
+  co_return ok_text(c, session::json_text(*m));
+}
+
+asio::awaitable<Reply> delete_message(Call& c) {
+  auto r = c.state.sessions->delete_message(c.params[0], c.params[1]);
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, true);
+}
+
+asio::awaitable<Reply> update_part(Call& c) {
+  auto body = body_object(c.state, c.req);
+  if (!body) co_return fail(c, body.error());
+  auto part = decode_part_update(*body, c.params[0], c.params[1], c.params[2]);
+  if (!part) co_return fail(c, part.error());
+  auto r = c.state.sessions->update_part(std::move(*part));
+  if (!r) co_return fail(c, r.error());
+  co_return ok_text(c, session::json_text(*r));
+}
+
+asio::awaitable<Reply> delete_part(Call& c) {
+  auto r = c.state.sessions->delete_part(c.params[0], c.params[1], c.params[2]);
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, true);
+}
+
+// PATCH /session/{id}: title, time.archived, more rules (a client's session: by its owner only).
+asio::awaitable<Reply> update_session(Call& c) {
+  auto body = body_object(c.state, c.req);
+  if (!body) co_return fail(c, body.error());
+  auto request = decode_session_update(*body);
+  if (!request) co_return fail(c, request.error());
+  if (!request->update.permission.empty())
+    if (auto v = verify_answerer(c, c.params[0], request->client_id); !v)
+      co_return fail(c, v.error());
+  auto s = c.state.sessions->update_session(c.params[0], std::move(request->update));
+  if (!s) co_return fail(c, s.error());
+  co_return ok(c, session::to_json(*s));
+}
+
+asio::awaitable<Reply> session_children(Call& c) {
+  auto list = c.state.sessions->children(c.params[0]);
+  if (!list) co_return fail(c, list.error());
+  json::array out;
+  for (const auto& s : *list)
+    out.push_back(session::to_json(s));
+  co_return ok(c, out);
+}
+
+asio::awaitable<Reply> fork_session(Call& c) {
+  auto body = optional_body(c);
+  if (!body) co_return fail(c, body.error());
+  auto message_id = decode_fork(*body);
+  if (!message_id) co_return fail(c, message_id.error());
+  auto s = c.state.sessions->fork(c.params[0], *message_id);
+  if (!s) co_return fail(c, s.error());
+  co_return ok(c, session::to_json(*s));
+}
+
+asio::awaitable<Reply> run_shell(Call& c) {
+  auto body = body_object(c.state, c.req);
+  if (!body) co_return fail(c, body.error());
+  auto input = decode_shell(*body);
+  if (!input) co_return fail(c, input.error());
+  auto r = co_await c.state.sessions->shell(c.params[0], std::move(*input));
+  if (!r) co_return fail(c, r.error());
+  co_return ok_text(c, session::json_text(*r));
+}
+
+// Sharing is off in Switchboard: share fails as OpenCode's does with `"share": "disabled"`,
+// unshare has nothing to undo and answers the session.
+asio::awaitable<Reply> share_session(Call& c) {
+  if (auto s = c.state.sessions->get_session(c.params[0]); !s) co_return fail(c, s.error());
+  co_return fail(c, make_error(ErrorCode::Internal,
+                               "Sharing is disabled: this server does not share sessions"));
+}
+
+asio::awaitable<Reply> unshare_session(Call& c) {
+  auto s = c.state.sessions->get_session(c.params[0]);
+  if (!s) co_return fail(c, s.error());
+  co_return ok(c, session::to_json(*s));
 }
 
 asio::awaitable<Reply> list_todos(Call& c) {
@@ -150,18 +248,39 @@ asio::awaitable<Reply> list_permissions(Call& c) {
   co_return ok(c, out);
 }
 
+// The answer to the waiting ask `ask_id`, by the owner of its session (verify_answerer).
+// `in_session`: the session the ask must belong to (the V1 route's path), NotFound otherwise.
+Reply answer_permission(const Call& c, const std::string& ask_id,
+                        const PermissionReplyRequest& request,
+                        const std::optional<std::string>& in_session = std::nullopt) {
+  std::optional<std::string> session_id;
+  for (const auto& ask : c.state.permissions->list())
+    if (ask.id == ask_id) session_id = ask.session_id;
+  if (in_session && session_id != in_session)
+    return fail(c, make_error(ErrorCode::NotFound, "Permission request not found: " + ask_id +
+                                                       " (in session " + *in_session + ")"));
+  if (auto v = verify_answerer(c, session_id, request.client_id); !v) return fail(c, v.error());
+  auto r = c.state.permissions->reply(ask_id, request.reply, request.message);
+  if (!r) return fail(c, r.error());
+  return ok(c, true);
+}
+
 asio::awaitable<Reply> reply_permission(Call& c) {
   auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
   auto request = decode_permission_reply(*body);
   if (!request) co_return fail(c, request.error());
-  std::optional<std::string> session_id;
-  for (const auto& ask : c.state.permissions->list())
-    if (ask.id == c.params[0]) session_id = ask.session_id;
-  if (auto v = verify_answerer(c, session_id, request->client_id); !v) co_return fail(c, v.error());
-  auto r = c.state.permissions->reply(c.params[0], request->reply, request->message);
-  if (!r) co_return fail(c, r.error());
-  co_return ok(c, true);
+  co_return answer_permission(c, c.params[0], *request);
+}
+
+// OpenCode's V1 reply (deprecated there, still served; the V1 SDK's permission.respond).
+asio::awaitable<Reply> respond_permission(Call& c) {
+  auto body = body_object(c.state, c.req);
+  if (!body) co_return fail(c, body.error());
+  auto request = decode_permission_response(*body);
+  if (!request) co_return fail(c, request.error());
+  if (auto s = c.state.sessions->get_session(c.params[0]); !s) co_return fail(c, s.error());
+  co_return answer_permission(c, c.params[1], *request, c.params[0]);
 }
 
 asio::awaitable<Reply> list_tools(Call& c) {
@@ -231,6 +350,17 @@ std::vector<Route> session_routes() {
       {http::verb::get, {"session", "status"}, &session_status},
       {http::verb::get, {"session", "{}"}, &get_session},
       {http::verb::delete_, {"session", "{}"}, &delete_session},
+      {http::verb::patch, {"session", "{}"}, &update_session},
+      {http::verb::get, {"session", "{}", "children"}, &session_children},
+      {http::verb::post, {"session", "{}", "fork"}, &fork_session},
+      {http::verb::post, {"session", "{}", "shell"}, &run_shell},
+      {http::verb::post, {"session", "{}", "share"}, &share_session},
+      {http::verb::delete_, {"session", "{}", "share"}, &unshare_session},
+      {http::verb::post, {"session", "{}", "permissions", "{}"}, &respond_permission},
+      {http::verb::get, {"session", "{}", "message", "{}"}, &get_message},
+      {http::verb::delete_, {"session", "{}", "message", "{}"}, &delete_message},
+      {http::verb::patch, {"session", "{}", "message", "{}", "part", "{}"}, &update_part},
+      {http::verb::delete_, {"session", "{}", "message", "{}", "part", "{}"}, &delete_part},
       {http::verb::get, {"session", "{}", "message"}, &list_messages},
       {http::verb::get, {"session", "{}", "todo"}, &list_todos},
       {http::verb::post, {"session", "{}", "message"}, &prompt},

@@ -209,6 +209,10 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
   if (deps_.bus->has_subscribers())
     deps_.bus->publish("session.updated",
                        json::object{{"sessionID", session_id}, {"info", to_json(turn->session)}});
+  if (input.no_reply) {
+    co_await deps_.writer->store(turn);
+    co_return turn->messages.front();
+  }
 
   provider::ToolSet tool_set = tool_sets_.get(turn->offered);
 

@@ -51,6 +51,8 @@ struct PromptInput {
   // The stored user message to answer again (SessionService::remove_last_answer): no new user
   // message, `text` unused.
   std::string answer_again;
+  // noReply: the user's message is stored and no step runs; the turn answers that message.
+  bool no_reply = false;
 };
 
 // A prompt's agent and model, looked up once per prompt (before a prompt_async answers, so that

@@ -118,11 +118,12 @@ Result<void> SessionService::delete_session(const std::string& id) {
   return {};
 }
 
-Result<std::vector<MessageWithParts>> SessionService::messages(const std::string& session_id) {
+Result<std::vector<MessageWithParts>> SessionService::messages(const std::string& session_id,
+                                                               std::size_t limit) {
   if (auto s = get_session(session_id); !s) return s.error();
   // What turns have not stored yet (within the write delay), so that it is listed.
   writer_->write_pending();
-  return deps_.store->list_messages(session_id);
+  return deps_.store->list_messages(session_id, limit);
 }
 
 Result<std::string> SessionService::todos(const std::string& session_id) {

@@ -49,6 +49,21 @@ struct CreateInput {
   std::string parent_id;
 };
 
+// PATCH /session/{id}: what it changes (each field optional).
+struct SessionUpdate {
+  std::optional<std::string> title;
+  // time.archived: a time sets it, nullopt inside clears it.
+  std::optional<std::optional<std::int64_t>> archived;
+  permission::Ruleset permission;  // rules appended to the session's own
+};
+
+// POST /session/{id}/shell: the user's own command, run with the bash tool.
+struct ShellInput {
+  std::string agent;
+  std::optional<std::string> model;  // "PROVIDER/MODEL"; the agent's or the default when absent
+  std::string command;
+};
+
 class SessionService : public std::enable_shared_from_this<SessionService> {
  public:
   static std::shared_ptr<SessionService> create(ServiceDeps deps, ServiceOptions options);
@@ -65,7 +80,36 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // Seed 000's validateClientSession: Forbidden when `session_id` belongs to another client.
   // Sessions created without a client, and ids that name no session, are open to every client.
   Result<void> validate_client_session(const std::string& client_id, const std::string& session_id);
-  Result<std::vector<MessageWithParts>> messages(const std::string& session_id);
+  // `limit` > 0: the newest `limit` messages only (oldest first still).
+  Result<std::vector<MessageWithParts>> messages(const std::string& session_id,
+                                                 std::size_t limit = 0);
+
+  // ---- editing sessions (service_edit.cpp) ----
+  // Title, archive time, more rules; publishes session.updated. Rules and title changes do not
+  // move the session in the list (its `updated` stays), as OpenCode's.
+  Result<SessionInfo> update_session(const std::string& id, SessionUpdate update);
+  // The sessions whose parentID is `id` (the task tool's sub-sessions), oldest first.
+  Result<std::vector<SessionInfo>> children(const std::string& id);
+  // NotFound for an unknown message or one of another session.
+  Result<MessageWithParts> message(const std::string& session_id, const std::string& message_id);
+  // A new session with copies (new ids) of the messages before `message_id` (all when absent):
+  // title "<title> (fork #N)", the source's client and rules, no parent. Of a running session
+  // only what precedes the running turn's user message is copied.
+  Result<SessionInfo> fork(const std::string& session_id,
+                           const std::optional<std::string>& message_id);
+  // Delete one stored message, or one part of it; Conflict while a turn runs.
+  Result<void> delete_message(const std::string& session_id, const std::string& message_id);
+  Result<void> delete_part(const std::string& session_id, const std::string& message_id,
+                           const std::string& part_id);
+  // Replaces a stored part (same id, message and session); Conflict while a turn runs.
+  Result<Part> update_part(Part part);
+
+  // ---- shell (shell.cpp) ----
+  // Runs the user's command with the bash tool as a turn of its own: a user message and an
+  // assistant message with one bash tool part, no model call; returns the assistant message.
+  // Rules apply as to the model's calls, except that an `ask` counts as answered (the person
+  // asked for this command); a denied command's part ends in error. Conflict when busy.
+  boost::asio::awaitable<Result<MessageWithParts>> shell(std::string session_id, ShellInput input);
   // ---- revert (service_revert.cpp; session/revert.hpp) ----
   // Reverts the session to a message (or a part of it): files that edit/write changed from
   // there on are put back, the session is marked reverted. Conflict while a turn runs,
@@ -115,6 +159,11 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   void end_turn(const std::string& session_id);
   // A prompt to a reverted session first makes the revert final (service_revert.cpp).
   Result<SessionInfo> settle_revert(SessionInfo session);
+  // Conflict while the session runs a turn (edits of its stored messages).
+  Result<void> require_idle(const std::string& session_id) const;
+  // A stored message, what turns have staged written first.
+  Result<MessageWithParts> stored_message(const std::string& session_id,
+                                          const std::string& message_id);
 
   ServiceDeps deps_;
   ServiceOptions options_;

@@ -346,12 +346,25 @@ Result<std::optional<MessageWithParts>> SessionStore::get_message(const std::str
   return std::optional<MessageWithParts>{std::move(*m)};
 }
 
-Result<std::vector<MessageWithParts>> SessionStore::list_messages(const std::string& session_id) {
+Result<std::vector<MessageWithParts>> SessionStore::list_messages(const std::string& session_id,
+                                                                  std::size_t limit) {
   std::lock_guard lock(db_->mutex());
-  auto st = db_->prepare("SELECT data, parts FROM message WHERE session_id = ?1 ORDER BY id");
+  // The newest `limit` rows, put back in id order by the outer query. LIMIT -1 is no limit.
+  auto st = db_->prepare(
+      "SELECT data, parts FROM (SELECT id, data, parts FROM message WHERE session_id = ?1 "
+      "ORDER BY id DESC LIMIT ?2) ORDER BY id");
   if (!st) return st.error();
-  st->bind(1, session_id);
+  st->bind(1, session_id).bind(2, limit == 0 ? std::int64_t{-1} : static_cast<std::int64_t>(limit));
   return read_all<MessageWithParts>(*st, message_row);
+}
+
+Result<bool> SessionStore::delete_message(const std::string& session_id, const std::string& id) {
+  std::lock_guard lock(db_->mutex());
+  auto st = db_->prepare("DELETE FROM message WHERE session_id = ?1 AND id = ?2");
+  if (!st) return st.error();
+  st->bind(1, session_id).bind(2, id);
+  if (auto r = st->run(); !r) return r.error();
+  return db_->changes() > 0;
 }
 
 Result<void> SessionStore::write(const StoreChanges& changes) {

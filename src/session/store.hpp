@@ -73,7 +73,11 @@ class SessionStore {
   Result<void> put_message(const MessageWithParts& m);
   Result<std::optional<MessageWithParts>> get_message(const std::string& session_id,
                                                       const std::string& id);
-  Result<std::vector<MessageWithParts>> list_messages(const std::string& session_id);
+  // In id order; `limit` > 0: only the newest `limit` (still oldest first).
+  Result<std::vector<MessageWithParts>> list_messages(const std::string& session_id,
+                                                      std::size_t limit = 0);
+  // Deletes one message with its parts; false when the session has no such message.
+  Result<bool> delete_message(const std::string& session_id, const std::string& id);
 
   Result<void> write(const StoreChanges& changes);  // all or nothing
   // Several turns' changes in one transaction (all or nothing), in order.

@@ -206,6 +206,45 @@ TEST(SessionStore, MessagesAreListedForTheirOwnSessionOnly) {
   EXPECT_FALSE(*store->get_message(s.id, foreign.id)) << "found under another session";
 }
 
+TEST(SessionStore, ALimitListsTheNewestMessagesOldestFirst) {
+  auto store = *SessionStore::open_memory();
+  auto s = make_session("s", 1);
+  ASSERT_TRUE(store->put_session(s));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto m = make_assistant(s);
+    ids.push_back(m.id);
+    ASSERT_TRUE(store->put_message({m, {tool_part(m, ToolState::Status::Completed)}}));
+  }
+  auto ids_of = [](const std::vector<MessageWithParts>& list) {
+    std::vector<std::string> out;
+    for (const auto& m : list)
+      out.push_back(m.info.id);
+    return out;
+  };
+  EXPECT_EQ(ids_of(*store->list_messages(s.id, 2)), (std::vector{ids[2], ids[3]}));
+  EXPECT_EQ(ids_of(*store->list_messages(s.id, 0)), ids) << "0 is no limit";
+  EXPECT_EQ(ids_of(*store->list_messages(s.id, 9)), ids);
+}
+
+TEST(SessionStore, DeleteMessageRemovesOneMessageOfItsSession) {
+  auto store = *SessionStore::open_memory();
+  auto s = make_session("s", 1);
+  auto other = make_session("other", 2);
+  ASSERT_TRUE(store->put_session(s));
+  ASSERT_TRUE(store->put_session(other));
+  auto first = make_assistant(s);
+  auto second = make_assistant(s);
+  ASSERT_TRUE(store->put_message({first, {tool_part(first, ToolState::Status::Completed)}}));
+  ASSERT_TRUE(store->put_message({second, {}}));
+  EXPECT_FALSE(*store->delete_message(other.id, first.id)) << "deleted under another session";
+  EXPECT_TRUE(*store->delete_message(s.id, first.id));
+  EXPECT_FALSE(*store->delete_message(s.id, first.id)) << "deleted twice";
+  auto list = store->list_messages(s.id);
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].info.id, second.id);
+}
+
 // A message of a session that does not exist breaks the foreign key: a write that holds one
 // fails as a whole.
 MessageWithParts orphan_message() {

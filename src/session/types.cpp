@@ -127,6 +127,7 @@ void append_json(std::string& out, const SessionInfo& s) {
   o.string("version", SWITCHBOARD_VERSION);
   ObjectWriter time(o.key("time"));
   time.integer("created", s.created).integer("updated", s.updated);
+  if (s.archived) time.integer("archived", *s.archived);
   time.close();
   if (!s.parent_id.empty()) o.string("parentID", s.parent_id);
   if (!s.client_id.empty()) o.string("clientID", s.client_id);
@@ -184,6 +185,7 @@ Result<SessionInfo> session_from_json(const json::object& o) {
   if (const auto& revert = obj(o, "revert"); !str(revert, "messageID").empty())
     s.revert =
         SessionInfo::Revert{str(revert, "messageID"), str(revert, "partID"), str(revert, "diff")};
+  if (time.contains("archived")) s.archived = num(time, "archived");
   return s;
 }
 

@@ -27,6 +27,7 @@ struct SessionInfo {
   permission::Ruleset permission;  // the session's own rules, as created
   std::int64_t created = 0;
   std::int64_t updated = 0;
+  std::optional<std::int64_t> archived;  // time.archived: when it was archived (PATCH)
   // Rules stored by an older build that do not decode (a number as a pattern was accepted):
   // kept and written back as stored, and the session refuses turns and tool lists (Conflict,
   // naming `why`) rather than run without rules its creator set.
