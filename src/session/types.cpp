@@ -277,8 +277,8 @@ void append_json(std::string& out, const Part& p) {
     case Part::Type::Text:
     case Part::Type::Reasoning: {
       o.string("text", p.text);
-      if (p.type == Part::Type::Text && p.start == 0) break;  // a user's text has no time
       if (p.synthetic) o.value("synthetic", true);
+      if (p.type == Part::Type::Text && p.start == 0) break;  // a user's text has no time
       ObjectWriter time(o.key("time"));
       time.integer("start", p.start);
       if (p.end) time.integer("end", p.end);
