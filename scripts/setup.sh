@@ -10,6 +10,7 @@ packages=(
   libre2-dev  # tool schemas' regular expressions
   libmimalloc-dev  # the server's allocator (not in sanitizer builds)
   ripgrep procps
+  tmux  # OpenCode's TUI in a pseudo-terminal (tests/opencode/tui.test.mjs)
   chromium  # the web page's end-to-end tests (web/e2e)
   clang-14 libclang-rt-14-dev  # libFuzzer targets (fuzz/, docs/fuzzing.md)
 )
