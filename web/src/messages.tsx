@@ -208,6 +208,119 @@ function ToolCard({
   );
 }
 
+// ---- files of user messages ----
+
+/** A file part of a user message (docs/api.md "Files in prompts"); the SDK's Part does not list it. */
+interface FilePart {
+  id: string;
+  type: 'file';
+  mime: string;
+  url: string;
+  filename?: string;
+}
+
+/** What a user message may hold: its text (`synthetic` when the server wrote it from a file) and files. */
+type UserPart = { id: string; type: string; text?: string; synthetic?: boolean } | FilePart;
+
+interface Attachment {
+  part: FilePart;
+  /** The synthetic text parts the server stored just before the file: what the model read of it. */
+  read: string[];
+}
+
+/**
+ * The text the person typed and the files they attached. Synthetic text parts are not the
+ * person's: those just before a file part go with that file (shown folded in its chip), others
+ * are left out.
+ */
+function userContent(parts: readonly UserPart[]): { text: string; files: Attachment[] } {
+  const typed: string[] = [];
+  const files: Attachment[] = [];
+  let read: string[] = [];
+  for (const p of parts) {
+    if (p.type === 'file') {
+      files.push({ part: p as FilePart, read });
+      read = [];
+    } else if (p.type === 'text' && 'text' in p && typeof p.text === 'string') {
+      if ('synthetic' in p && p.synthetic) read.push(p.text);
+      else {
+        typed.push(p.text);
+        read = [];
+      }
+    }
+  }
+  return { text: typed.join('\n'), files };
+}
+
+const imageMimes = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
+
+/** Shown as an image only when both the part's mime and its base64 `data:` URL say the same image type. */
+function shownImage(part: FilePart): boolean {
+  const mime = part.mime.toLowerCase();
+  if (!imageMimes.has(mime) || typeof part.url !== 'string') return false;
+  const prefix = `data:${mime};base64,`;
+  return part.url.slice(0, prefix.length).toLowerCase() === prefix;
+}
+
+function fileName(part: FilePart): string {
+  if (part.filename) return part.filename;
+  if (!part.url.startsWith('data:')) return part.url.split('/').pop() || part.url;
+  return 'file';
+}
+
+/** A thumbnail that opens the image at full size in a modal dialog (Escape or Close closes it). */
+function ImageAttachment({ part }: { part: FilePart }) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  const name = fileName(part);
+  return (
+    <>
+      <button type="button" class="attachment-thumb" title={`${name} (${part.mime}): open larger`}
+        onClick={() => dialog.current?.showModal()}>
+        <img src={part.url} alt={name} />
+      </button>
+      <dialog class="image-dialog" ref={dialog} aria-label={name}
+        onClick={(e) => {
+          // A click on the backdrop (the dialog element itself, outside its content) closes it.
+          if (e.target === e.currentTarget) e.currentTarget.close();
+        }}>
+        <figure>
+          <img src={part.url} alt={name} />
+          <figcaption>
+            {name} <span class="attachment-mime">{part.mime}</span>
+          </figcaption>
+        </figure>
+        <form method="dialog" class="actions">
+          <button type="submit" class="secondary">
+            Close
+          </button>
+        </form>
+      </dialog>
+    </>
+  );
+}
+
+/** Any other file: its name and type; what the model read of it, when the server stored that, folded inside. */
+function FileChip({ file }: { file: Attachment }) {
+  const name = fileName(file.part);
+  const label = (
+    <>
+      <span class="attachment-name">{name}</span> <span class="attachment-mime">{file.part.mime}</span>
+    </>
+  );
+  if (!file.read.length)
+    return (
+      <span class="attachment-chip" title={`${name} (${file.part.mime})`}>
+        {label}
+      </span>
+    );
+  return (
+    <details class="attachment-chip">
+      <summary title={`${name} (${file.part.mime}): show what the model read`}>{label}</summary>
+      <pre>{file.read.join('\n')}</pre>
+    </details>
+  );
+}
+
 function errorText(m: MessageWithParts): string | undefined {
   if (m.info.role !== 'assistant' || !m.info.error) return undefined;
   const e = m.info.error;
@@ -231,11 +344,22 @@ function Message({
   questions: readonly QuestionRequest[];
 }) {
   if (m.info.role === 'user') {
-    const text = m.parts.map((p) => (p.type === 'text' ? p.text : '')).join('\n');
+    const { text, files } = userContent(m.parts as readonly UserPart[]);
     return (
       <div class="message user" data-message-id={m.info.id}>
         <p class="who visually-hidden">You</p>
-        <div class="bubble">{text}</div>
+        <div class="user-content">
+          {(text || !files.length) && <div class="bubble">{text}</div>}
+          {files.length > 0 && (
+            <ul class="attachments" aria-label="Attached files">
+              {files.map((f) => (
+                <li key={f.part.id}>
+                  {shownImage(f.part) ? <ImageAttachment part={f.part} /> : <FileChip file={f} />}
+                </li>
+              ))}
+            </ul>
+          )}
+        </div>
       </div>
     );
   }
