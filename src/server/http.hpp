@@ -41,6 +41,8 @@ using Response = http::response<http::string_body>;
 using TakeOver = std::function<asio::awaitable<void>(tcp::socket, Request)>;
 
 // Something the server must stop on shutdown: a connection. Used only on the I/O thread.
+class PushChannel;
+
 class Stoppable {
  public:
   virtual ~Stoppable() = default;
@@ -122,7 +124,8 @@ struct ServerState {
   std::filesystem::path directory;
   std::filesystem::path data_dir;
   std::int64_t started = 0;
-  std::shared_ptr<bus::EventLog> event_log;  // /event's frames; made by its first stream
+  std::shared_ptr<bus::EventLog> event_log;             // /event's frames; made by its first stream
+  std::list<std::weak_ptr<PushChannel>> event_streams;  // open /event and /global/event streams
   // /client-tools/mcp: the MCP sessions of legacy hosts (Mcp-Session-Id -> the version agreed),
   // and their tool calls in flight, which notifications/cancelled ends ("SESSION ID" -> signal).
   struct McpServedSession {

@@ -7,7 +7,9 @@
 // connection holds only what it needs.
 #include <boost/asio/awaitable.hpp>
 
+#include <chrono>
 #include <functional>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +31,8 @@ class PushChannel : public Stoppable, public std::enable_shared_from_this<PushCh
   void close(std::string reason);
 
   bool closed() const { return closed_; }
+  // Every frame posted so far has been written (or the connection is over).
+  bool flushed() const { return disconnected_ || (!writing_ && head_ == queue_.size()); }
   const std::string& close_reason() const { return reason_; }
   asio::any_io_executor executor() const { return executor_; }
 
@@ -92,6 +96,14 @@ asio::awaitable<void> run_client_sse(ServerState& state, tcp::socket socket, Req
 // refetch what it shows).
 asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Request req,
                                     bool global, std::optional<std::uint64_t> last_event_id);
+
+// Returns once every /event stream has written the frames posted before the call, or after
+// kCatchUpLimit: the answer of a prompt waits for it, so that a client that reads the events of
+// its turn and stops at the answer (`opencode run --attach`) has them all. Streams that are
+// written to at once (the usual case) cost one check; one whose reader is slow holds the answer
+// back by the limit at most.
+inline constexpr std::chrono::milliseconds kCatchUpLimit{50};
+asio::awaitable<void> event_streams_caught_up(ServerState& state);
 
 // A response streamed as SSE events of JSON-RPC messages (MCP's Streamable HTTP): the head goes
 // out, then `run` sends messages (each one `event: message`) until it returns, and the stream

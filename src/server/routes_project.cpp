@@ -12,6 +12,7 @@
 
 #include "provider/catalog.hpp"
 #include "server/decode.hpp"
+#include "server/push.hpp"
 #include "server/route.hpp"
 #include "session/project.hpp"
 #include "util/text.hpp"
@@ -116,6 +117,7 @@ asio::awaitable<Reply> run_command(Call& c) {
   if (command.model) input.model = command.model;
   std::string session_id = c.params[0];
   auto r = co_await c.state.sessions->prompt(session_id, std::move(input));
+  co_await event_streams_caught_up(c.state);  // the turn's events before its answer
   if (!r) co_return fail(c, r.error());
   c.state.bus->publish("command.executed", json::object{{"name", command.name},
                                                         {"sessionID", session_id},

@@ -186,6 +186,7 @@ asio::awaitable<Reply> run_shell(Call& c) {
   auto input = decode_shell(*body);
   if (!input) co_return fail(c, input.error());
   auto r = co_await c.state.sessions->shell(c.params[0], std::move(*input));
+  co_await event_streams_caught_up(c.state);  // the turn's events before its answer
   if (!r) co_return fail(c, r.error());
   co_return ok_text(c, session::json_text(*r));
 }
@@ -220,6 +221,7 @@ asio::awaitable<Reply> prompt(Call& c) {
   auto in = prompt_input(c.state, c.req);
   if (!in) co_return fail(c, in.error());
   auto r = co_await c.state.sessions->prompt(c.params[0], std::move(*in));
+  co_await event_streams_caught_up(c.state);  // the turn's events before its answer
   if (!r) co_return fail(c, r.error());
   co_return ok_text(c, session::json_text(*r));
 }

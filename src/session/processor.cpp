@@ -51,6 +51,8 @@ NamedError named_error(const provider::StreamError& e) {
   return {"APIError", e.message, std::move(data)};
 }
 
+}  // namespace
+
 // A new message of a turn, of the prompt's agent and model.
 MessageInfo new_message(const std::string& session_id, MessageInfo::Role role,
                         const ResolvedPrompt& prompt) {
@@ -74,8 +76,6 @@ Part new_part(const MessageInfo& message, Part::Type type) {
   p.type = type;
   return p;
 }
-
-}  // namespace
 
 Result<ResolvedPrompt> resolve_prompt(const std::map<std::string, Agent>& agents,
                                       const provider::ProviderSet& providers,
@@ -394,6 +394,14 @@ asio::awaitable<void> Processor::run_step(std::shared_ptr<Step> step) {
   }
 
   publish_delta(*step);
+  // The model's stream has ended: its text and reasoning are whole. They end before the step's
+  // finish, as OpenCode orders them (its CLI prints a text part when it ends, and stops reading
+  // at the turn's end).
+  for (auto* slot : {&step->text, &step->reasoning}) {
+    if (!*slot) continue;
+    (*slot)->end = now_ms();
+    deps_.writer->stage_part(turn, **slot);
+  }
   // The model is done with the step: its usage and finish reason go out now, before the tools'
   // results, so that a watcher (a chat's stream) knows that no more calls come in this step.
   if (step->finish) {
@@ -411,11 +419,6 @@ asio::awaitable<void> Processor::run_step(std::shared_ptr<Step> step) {
   co_await step->running->wait();
 
   auto now = now_ms();
-  for (auto* slot : {&step->text, &step->reasoning}) {
-    if (!*slot) continue;
-    (*slot)->end = now;
-    deps_.writer->stage_part(turn, **slot);
-  }
   // A call whose input never finished streaming cannot run: it fails rather than hang.
   for (const auto& id : step->tool_order) {
     Part& p = step->tools[id];
@@ -542,9 +545,8 @@ asio::awaitable<void> Processor::run_tool(std::shared_ptr<Step> step, provider::
       p.state.metadata["truncated"] = cut;
       p.state.attachments = std::move(result->attachments);
       for (auto& f : result->file_changes)
-        turn.unsaved_files.push_back(FileChangeRow{session_id, p.message_id, p.id,
-                                                   f.path.string(), std::move(f.before),
-                                                   std::move(f.after)});
+        turn.unsaved_files.push_back(FileChangeRow{session_id, p.message_id, p.id, f.path.string(),
+                                                   std::move(f.before), std::move(f.after)});
     }
     deps_.writer->stage_part(turn, p);
     step->running->done();

@@ -71,6 +71,12 @@ Result<ResolvedPrompt> resolve_prompt(const std::map<std::string, Agent>& agents
                                       const provider::ProviderSet& providers,
                                       const PromptInput& input);
 
+// A new message of a turn (of the prompt's agent and model) and a new part of a message, with
+// fresh ids: the turns' and the shell's.
+MessageInfo new_message(const std::string& session_id, MessageInfo::Role role,
+                        const ResolvedPrompt& prompt);
+Part new_part(const MessageInfo& message, Part::Type type);
+
 // Reads the prompt's files (resolve_files, for a session in `directory` and the prompt's model)
 // into input.file_parts. Errors name the part: 400, or 413 past a limit.
 Result<void> read_prompt_files(PromptInput& input, const std::filesystem::path& directory,

@@ -53,35 +53,16 @@ asio::awaitable<Result<MessageWithParts>> SessionService::shell(std::string sess
     co_return make_error(ErrorCode::Unavailable, "the bash tool is not available");
   }
 
-  auto message = [&](MessageInfo::Role role) {
-    MessageInfo m;
-    m.id = ids::make("msg");
-    m.session_id = session_id;
-    m.role = role;
-    m.created = now_ms();
-    m.agent = resolved->agent_name;
-    m.provider_id = resolved->provider_id;
-    m.model_id = resolved->model_id;
-    return m;
-  };
-  auto part = [](const MessageInfo& m, Part::Type type) {
-    Part p;
-    p.id = ids::make("prt");
-    p.session_id = m.session_id;
-    p.message_id = m.id;
-    p.type = type;
-    return p;
-  };
-  MessageInfo user = message(MessageInfo::Role::User);
+  MessageInfo user = new_message(session_id, MessageInfo::Role::User, *resolved);
   writer_->stage_message(*turn, user);
-  Part said = part(user, Part::Type::Text);
+  Part said = new_part(user, Part::Type::Text);
   said.text = "The following tool was executed by the user";
   writer_->stage_part(*turn, said);
-  MessageInfo answer = message(MessageInfo::Role::Assistant);
+  MessageInfo answer = new_message(session_id, MessageInfo::Role::Assistant, *resolved);
   answer.parent_id = user.id;
   answer.cwd = options_.directory.string();
   writer_->stage_message(*turn, answer);
-  Part call = part(answer, Part::Type::Tool);
+  Part call = new_part(answer, Part::Type::Tool);
   call.call_id = ids::make("call");
   call.tool = "bash";
   call.state.status = ToolState::Status::Running;

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { startServer } from '../support/server.mjs';
+import { startServer, within } from '../support/server.mjs';
 
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -51,16 +51,6 @@ function waitFor(pred, what, ms = 10000) {
   });
 }
 
-// Rejects after `ms` naming `what` (a call that should have ended by itself).
-function within(promise, ms, what) {
-  let timer;
-  return Promise.race([
-    promise,
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
 
 // An HTTP answer read whole: {status, headers, body (parsed JSON, else the text), text}.
 async function answer(res) {

@@ -31,8 +31,12 @@ describe('opencode attach (the TUI)', { timeout: 120000 }, () => {
     return list[0];
   };
   const messages = async (id) => must(await v1(h.server).session.messages({ path: { id } }), 'session.messages');
-  const submit = (text) => {
+  // Types `text`, waits until the TUI shows `ready` (by default the text itself; each prompt here
+  // is new on the screen), then presses Enter: keys sent before the TUI has drawn what came first
+  // can be taken differently (a command's completion list not open yet).
+  const submit = async (text, ready = new RegExp(text.replace(/[/.*+?^${}()|[\]\\]/g, '\\$&'))) => {
     tui.type(text);
+    await tui.until(ready, `the TUI showing what was typed (${text})`);
     tui.press('Enter');
   };
 
@@ -42,14 +46,14 @@ describe('opencode attach (the TUI)', { timeout: 120000 }, () => {
   });
 
   it('answers a typed prompt live', async () => {
-    submit('say hello');
+    await submit('say hello');
     await tui.until(/hello from the tui test/, 'the answer on screen');
     const s = await session();
     await waitFor(async () => (await messages(s.id)).length === 2, 'the question and the answer stored');
   });
 
   it('asks for a permission and runs the command once it is allowed', async () => {
-    submit('run bash');
+    await submit('run bash');
     await tui.until(/Permission required[\s\S]*echo hi-from-bash[\s\S]*Allow once/, 'the permission ask');
     const pending = must(await v2(h.server).permission.list(), 'permission.list');
     assert.equal(pending.length, 1, 'one ask waits on the server');
@@ -59,7 +63,7 @@ describe('opencode attach (the TUI)', { timeout: 120000 }, () => {
   });
 
   it('stops a running turn with Esc', async () => {
-    submit('go slow');
+    await submit('go slow');
     await tui.until(/w3 /, 'the slow answer streaming');
     tui.press('Escape');
     await tui.until(/esc again to interrupt/, 'the TUI asking for a second Esc');
@@ -77,7 +81,7 @@ describe('opencode attach (the TUI)', { timeout: 120000 }, () => {
   });
 
   it('reverts the last turn with /undo', async () => {
-    submit('/undo');
+    await submit('/undo', /Undo previous message/);
     await tui.until(/1 message reverted/, 'the revert notice');
     const s = await session();
     const info = must(await v1(h.server).session.get({ path: { id: s.id } }), 'session.get');
