@@ -1,289 +1,17 @@
 #include "server/push.hpp"
 
-#include <boost/beast/websocket.hpp>
-
-#include <sys/socket.h>
-
-#include <cerrno>
 #include <optional>
 
 #include "chat/service.hpp"
 #include "clienttool/wire.hpp"
 #include "server/access.hpp"
 #include "server/decode.hpp"
+#include "server/push_connection.hpp"
 #include "util/log.hpp"
 
 namespace sb::server {
 
-namespace websocket = beast::websocket;
-using Clock = std::chrono::steady_clock;
-constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
-
-// ---- PushChannel ----------------------------------------------------------------------------
-
-PushChannel::PushChannel(asio::any_io_executor executor, std::size_t limit)
-    : executor_(std::move(executor)), limit_(limit) {}
-
-void PushChannel::post(std::shared_ptr<const std::string> frame) {
-  asio::dispatch(executor_, [self = shared_from_this(), frame = std::move(frame)]() mutable {
-    self->push_here(std::move(frame));
-  });
-}
-
-void PushChannel::close(std::string reason) {
-  asio::dispatch(executor_, [self = shared_from_this(), reason = std::move(reason)]() mutable {
-    self->close_here(std::move(reason));
-  });
-}
-
-void PushChannel::push_here(std::shared_ptr<const std::string> frame) {
-  if (closed_ || disconnected_) return;
-  if (queue_.size() - head_ >= limit_) {
-    // The subscriber cannot keep up. Dropping it (it may reconnect and replay) is the only
-    // choice that never stalls the publisher or grows memory without bound. The socket closes
-    // at once, because the write in flight may never finish for a peer that stopped reading.
-    log::warn("dropping a subscriber that fell ", limit_, " frames behind");
-    closed_ = true;
-    reason_ = "subscriber too slow";
-    disconnect();
-    return;
-  }
-  queue_.push_back(std::move(frame));
-  pump();
-}
-
-void PushChannel::close_here(std::string reason) {
-  if (closed_) return;
-  closed_ = true;
-  reason_ = std::move(reason);
-  pump();
-}
-
-void PushChannel::start() {
-  started_ = true;
-  pump();
-}
-
-void PushChannel::pump() {
-  if (!started_ || writing_ || ending_ || disconnected_) return;
-  if (head_ < queue_.size()) {
-    std::size_t n = std::min(queue_.size() - head_, batch_limit());
-    std::shared_ptr<const std::string> frame;
-    std::vector<std::shared_ptr<const std::string>> batch;
-    if (n == 1) {
-      frame = std::move(queue_[head_++]);
-    } else {
-      batch.reserve(n);
-      for (std::size_t i = 0; i < n; ++i)
-        batch.push_back(std::move(queue_[head_++]));
-    }
-    if (head_ == queue_.size()) {
-      head_ = 0;
-      // Keep the vector for the next burst, unless a burst made it large.
-      if (queue_.capacity() > 64)
-        queue_ = {};
-      else
-        queue_.clear();
-    } else if (head_ >= 64 && head_ * 2 >= queue_.size()) {
-      // A queue that never quite drains: drop the written slots in front.
-      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(head_));
-      head_ = 0;
-    }
-    writing_ = true;
-    if (frame)
-      start_write(std::move(frame));
-    else
-      start_write_batch(std::move(batch));
-  } else if (closed_) {
-    ending_ = true;
-    start_end();
-  }
-}
-
-void PushChannel::write_done(bool ok) {
-  writing_ = false;
-  if (!ok) return disconnect();
-  pump();
-}
-
-void PushChannel::disconnect() {
-  if (disconnected_) return;
-  disconnected_ = true;
-  queue_ = {};
-  head_ = 0;
-  close_socket();
-}
-
 namespace {
-
-std::chrono::milliseconds write_timeout(const ServerState& state) {
-  return std::max(std::chrono::milliseconds(10000),
-                  state.config.client_tools.keepalive_interval * 2);
-}
-
-// Registers a push connection for shutdown (which closes its channel) and removes it when the
-// scope ends.
-class TrackedPush {
- public:
-  TrackedPush(ServerState& state, const std::shared_ptr<PushChannel>& channel)
-      : state_(state), handle_(state.connections.add(channel)) {
-    if (state.stopping) channel->close("server shutting down");
-  }
-  ~TrackedPush() { state_.connections.remove(handle_); }
-  TrackedPush(const TrackedPush&) = delete;
-  TrackedPush& operator=(const TrackedPush&) = delete;
-
- private:
-  ServerState& state_;
-  ConnectionSet::Handle handle_;
-};
-
-// ---- SSE ------------------------------------------------------------------------------------
-
-// An SSE stream: frames go out as HTTP chunks. One timer per stream sends the keepalive frame
-// every interval and notices a write that has hung for longer than the write timeout (a peer
-// that stopped reading): the stream is then dropped, between one and two intervals late.
-class SseConnection final : public PushChannel {
- public:
-  SseConnection(tcp::socket socket, std::size_t limit, std::chrono::milliseconds interval,
-                std::chrono::milliseconds write_timeout,
-                std::shared_ptr<const std::string> keepalive)
-      : PushChannel(socket.get_executor(), limit),
-        socket_(std::move(socket)),
-        timer_(socket_.get_executor()),
-        interval_(interval),
-        write_timeout_(write_timeout),
-        keepalive_(std::move(keepalive)) {}
-
-  tcp::socket& socket() { return socket_; }
-
-  // Writes the response head, then lets frames go out. False when the peer is gone.
-  // `issued_token`, when not empty, goes out in the X-Switchboard-Client-Token header.
-  // `ui_message_stream`: the AI SDK's UI message stream, which says so in a header of its own.
-  asio::awaitable<bool> write_head(const ServerState& state, const Request& req,
-                                   const std::string& issued_token,
-                                   bool ui_message_stream = false) {
-    http::response<http::empty_body> res{http::status::ok, req.version()};
-    add_cors_headers(state, req, res);
-    if (!issued_token.empty()) res.set(kClientTokenHeader, issued_token);
-    if (ui_message_stream) res.set("x-vercel-ai-ui-message-stream", "v1");
-    res.set(http::field::content_type, "text/event-stream");
-    res.set(http::field::cache_control, "no-cache");
-    res.set(http::field::connection, "keep-alive");
-    res.set("X-Accel-Buffering", "no");
-    res.chunked(true);
-    http::response_serializer<http::empty_body> sr{res};
-    write_started_ = Clock::now();
-    in_head_ = true;
-    arm(std::min(interval_, std::chrono::milliseconds(10000)));
-    auto [ec, n] = co_await http::async_write_header(socket_, sr, tuple_awaitable);
-    in_head_ = false;
-    if (ec) co_return false;
-    arm(interval_);
-    start();
-    co_return true;
-  }
-
- private:
-  void start_write(std::shared_ptr<const std::string> frame) override {
-    write_started_ = Clock::now();
-    // One HTTP chunk: the size in hex, the frame, CRLF.
-    asio::async_write(socket_, http::make_chunk(asio::buffer(*frame)),
-                      [self = shared_from_this(), this, frame](boost::system::error_code ec,
-                                                               std::size_t) { write_done(!ec); });
-  }
-
-  // Frames that queued while a write was in flight go out as one chunk: one system call, and a
-  // stream that fell behind (a busy loop, a slow peer) catches up at once rather than a frame a
-  // round of the loop, behind the answers written meanwhile.
-  std::size_t batch_limit() const override { return 256; }
-  void start_write_batch(std::vector<std::shared_ptr<const std::string>> frames) override {
-    write_started_ = Clock::now();
-    std::vector<asio::const_buffer> buffers;
-    buffers.reserve(frames.size());
-    for (const auto& f : frames)
-      buffers.push_back(asio::buffer(*f));
-    asio::async_write(socket_, http::make_chunk(buffers),
-                      [self = shared_from_this(), this, frames = std::move(frames)](
-                          boost::system::error_code ec, std::size_t) { write_done(!ec); });
-  }
-
-  void start_end() override {
-    write_started_ = Clock::now();
-    arm(std::chrono::seconds(2));  // the end of the stream gets two seconds, then the socket closes
-    asio::async_write(socket_, http::make_chunk_last(),
-                      [self = shared_from_this(), this](boost::system::error_code, std::size_t) {
-                        disconnect();
-                      });
-  }
-
-  void close_socket() override {
-    boost::system::error_code ignored;
-    timer_.cancel();
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
-  }
-
-  void arm(std::chrono::milliseconds after) {
-    // A wait that had already completed when disconnect() cancelled the timer still runs its
-    // handler: it must not start another wait, which would keep the connection alive forever.
-    if (disconnected()) return;
-    timer_.expires_after(after);
-    timer_.async_wait([self = shared_from_this(), this](boost::system::error_code ec) {
-      if (!ec) on_timer();
-    });
-  }
-
-  void on_timer() {
-    if (in_head_ || ending() || (writing() && Clock::now() - write_started_ >= write_timeout_)) {
-      log::warn("dropping an SSE subscriber whose write did not finish in time");
-      return disconnect();
-    }
-    post(keepalive_);
-    arm(interval_);
-  }
-
-  tcp::socket socket_;
-  asio::steady_timer timer_;
-  std::chrono::milliseconds interval_;
-  std::chrono::milliseconds write_timeout_;
-  std::shared_ptr<const std::string> keepalive_;
-  Clock::time_point write_started_{};
-  bool in_head_ = false;
-};
-
-// An SSE stream with the server's queue limit, keepalive interval and write timeout; `keepalive`
-// is the frame it sends when idle.
-std::shared_ptr<SseConnection> make_sse(const ServerState& state, tcp::socket socket,
-                                        std::shared_ptr<const std::string> keepalive) {
-  return std::make_shared<SseConnection>(
-      std::move(socket), state.config.server.subscriber_queue_limit,
-      state.config.client_tools.keepalive_interval, write_timeout(state), std::move(keepalive));
-}
-
-// An SSE comment: the keepalive of the streams whose events are all data.
-const std::shared_ptr<const std::string>& comment_keepalive() {
-  static const auto frame = std::make_shared<const std::string>(":\n\n");
-  return frame;
-}
-
-// Reads and drops what the peer sent. False once the peer has closed or reset the connection.
-bool drain(tcp::socket& socket) {
-  char scratch[512];
-  ssize_t n = ::recv(socket.native_handle(), scratch, sizeof scratch, MSG_DONTWAIT);
-  if (n == 0) return false;
-  return n > 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-}
-
-// Completes when the peer closes (or resets) the connection, or disconnect() closes the socket.
-// Bytes a client sends on an SSE stream are ignored. Waits for readability rather than reading,
-// so that an idle stream holds no read buffer.
-asio::awaitable<void> wait_until_closed(tcp::socket& socket) {
-  for (;;) {
-    auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, tuple_awaitable);
-    if (ec || !socket.is_open() || !drain(socket)) co_return;
-  }
-}
 
 std::string sse_frame_for(const clienttool::ClientMessage& m) {
   if (m.kind == clienttool::ClientMessage::Kind::Request)
@@ -391,6 +119,12 @@ asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Requ
   static const auto global_heartbeat = own_frame(true, "server.heartbeat", "{}");
   auto conn = make_sse(state, std::move(socket), global ? global_heartbeat : heartbeat);
   TrackedPush tracked(state, conn);
+  auto listed = state.event_streams.insert(state.event_streams.end(), conn);
+  struct Unlist {
+    std::list<std::weak_ptr<PushChannel>>& list;
+    std::list<std::weak_ptr<PushChannel>>::iterator at;
+    ~Unlist() { list.erase(at); }
+  } unlist{state.event_streams, listed};
   bus::EventLog& log = event_log(state);
   auto attached = log.attach(
       last_event_id, global ? bus::EventLog::Format::Global : bus::EventLog::Format::Event,
@@ -410,6 +144,20 @@ asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Requ
   req = Request();
   if (head_ok) co_await wait_until_closed(conn->socket());
   conn->disconnect();
+}
+
+asio::awaitable<void> event_streams_caught_up(ServerState& state) {
+  auto behind = [&state] {
+    for (const auto& weak : state.event_streams)
+      if (auto ch = weak.lock(); ch && !ch->flushed()) return true;
+    return false;
+  };
+  // A write in flight completes on a later turn of the loop: yield to it (no timer: the loop
+  // runs the completions queued before this continuation).
+  auto until = std::chrono::steady_clock::now() + kCatchUpLimit;
+  auto executor = co_await asio::this_coro::executor;
+  while (behind() && std::chrono::steady_clock::now() < until)
+    co_await asio::post(executor, asio::use_awaitable);
 }
 
 asio::awaitable<void> run_message_stream(ServerState& state, tcp::socket socket, Request req,
@@ -502,68 +250,6 @@ asio::awaitable<void> run_ui_message_stream(ServerState& state, tcp::socket sock
 
 namespace {
 
-// The WebSocket over the plain socket: Beast's own timeouts (handshake, idle with pings) need no
-// basic_stream, and moving a basic_stream would allocate a second implementation.
-using WsStream = websocket::stream<tcp::socket>;
-
-class WsConnection final : public PushChannel {
- public:
-  WsConnection(tcp::socket socket, std::size_t limit)
-      : PushChannel(socket.get_executor(), limit), ws_(std::move(socket)) {}
-
-  WsStream& ws() { return ws_; }
-
-  // Ends the connection with `code` and `reason` in the close frame, after the queued frames.
-  void close_with(websocket::close_code code, std::string reason) {
-    if (closed()) return;
-    code_ = code;
-    close(std::move(reason));
-  }
-
- private:
-  void start_write(std::shared_ptr<const std::string> frame) override {
-    ws_.text(true);
-    ws_.async_write(asio::buffer(*frame),
-                    [self = shared_from_this(), this, frame](boost::system::error_code ec,
-                                                             std::size_t) { write_done(!ec); });
-  }
-
-  void start_end() override {
-    websocket::close_reason reason(code_.value_or(websocket::close_code::going_away));
-    if (!code_ && close_reason().starts_with("superseded"))
-      reason.code = websocket::close_code::normal;
-    reason.reason = close_reason().substr(0, 120);
-    ws_.async_close(reason,
-                    [self = shared_from_this(), this](boost::system::error_code) { disconnect(); });
-  }
-
-  void close_socket() override {
-    boost::system::error_code ignored;
-    ws_.next_layer().shutdown(tcp::socket::shutdown_both, ignored);
-    ws_.next_layer().close(ignored);
-  }
-
-  WsStream ws_;
-  std::optional<websocket::close_code> code_;
-};
-
-// A WebSocket before its handshake, with the server's timeouts (keep-alive pings at the
-// keepalive interval). Its read loop enforces server.maxWebSocketMessageBytes itself: Beast's own
-// limit would end the connection with code 1009 and no word of why.
-std::shared_ptr<WsConnection> make_websocket(const ServerState& state, tcp::socket socket,
-                                             std::size_t min_queue = 0) {
-  auto conn = std::make_shared<WsConnection>(
-      std::move(socket),
-      std::max<std::size_t>(state.config.server.subscriber_queue_limit, min_queue));
-  websocket::stream_base::timeout timeouts;
-  timeouts.handshake_timeout = std::chrono::seconds(30);
-  timeouts.idle_timeout = state.config.client_tools.keepalive_interval;
-  timeouts.keep_alive_pings = true;
-  conn->ws().set_option(timeouts);
-  conn->ws().read_message_max(0);
-  return conn;
-}
-
 std::shared_ptr<const std::string> ws_error(const Error& e, const std::string& request_id = {}) {
   json::object msg{{"type", "error"}, {"error", e.message}, {"code", error_code_name(e.code)}};
   if (!request_id.empty()) msg["requestID"] = request_id;
@@ -637,50 +323,6 @@ void handle_ws_message(ServerState& state, const std::string& client_id, PushCha
   channel.post(ws_error(make_error(ErrorCode::InvalidRequest,
                                    "unknown message type \"" + **type +
                                        "\" (expected register, unregister, result or progress)")));
-}
-
-// Reads the peer's messages until the socket ends: each whole text message goes to `on_text`. A
-// binary message is refused (`refuse` gets an InvalidRequest). One over
-// server.maxWebSocketMessageBytes ends the connection: the peer hears why (`refuse` gets a
-// TooLarge, then the close frame with code 1009, "message too big", and the reason), and the rest
-// of what it sends is read and dropped until the close handshake ends (or its timeout does).
-// `who` names the peer in the log.
-using TextHandler = std::function<asio::awaitable<void>(std::string text)>;
-using Refuse = std::function<void(const Error& why)>;
-asio::awaitable<void> read_messages(WsConnection& conn, std::size_t max_message, std::string who,
-                                    TextHandler on_text, Refuse refuse) {
-  WsStream& ws = conn.ws();
-  beast::flat_buffer buffer;
-  for (;;) {
-    // A message arrives in pieces of at most what the limit leaves (a frame may announce any
-    // length), so that the buffer never grows past one byte over it.
-    auto [ec, n] =
-        co_await ws.async_read_some(buffer, max_message + 1 - buffer.size(), tuple_awaitable);
-    if (ec) co_return;
-    if (buffer.size() > max_message) break;
-    if (!ws.is_message_done()) continue;
-    if (!ws.got_text()) {
-      refuse(
-          make_error(ErrorCode::InvalidRequest, "binary frames are not accepted; send JSON text"));
-    } else {
-      auto data = buffer.cdata();
-      co_await on_text(std::string(static_cast<const char*>(data.data()), data.size()));
-    }
-    // An idle connection keeps no read buffer: the next message gets a fresh one.
-    buffer = beast::flat_buffer();
-  }
-  log::warn(who, " sent a WebSocket message over ", max_message,
-            " bytes (server.maxWebSocketMessageBytes): closing it");
-  std::string why =
-      "message over " + std::to_string(max_message) + " bytes (server.maxWebSocketMessageBytes)";
-  refuse(make_error(ErrorCode::TooLarge, "WebSocket " + why + "; the connection closes"));
-  conn.close_with(websocket::close_code::too_big, why);
-  beast::flat_buffer discard;
-  for (;;) {
-    auto [ec, n] = co_await ws.async_read_some(discard, 65536, tuple_awaitable);
-    if (ec) break;
-    discard.clear();
-  }
 }
 
 // handle_ws_message as read_messages calls it.
