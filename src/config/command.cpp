@@ -64,10 +64,17 @@ void for_each_placeholder(std::string_view t, On on) {
   }
 }
 
-void replace_all(std::string& text, std::string_view what, std::string_view with) {
-  for (auto pos = text.find(what); pos != std::string::npos;
-       pos = text.find(what, pos + with.size()))
-    text.replace(pos, what.size(), with);
+// Appends `segment` of the template with its $ARGUMENTS filled. Only the template is searched:
+// what the user wrote is never read for placeholders again (an argument made of "$ARGUMENTS"s
+// would otherwise grow the prompt with the square of its length).
+void append_filled(std::string& out, std::string_view segment, std::string_view arguments) {
+  static constexpr std::string_view kAll = "$ARGUMENTS";
+  for (auto pos = segment.find(kAll); pos != std::string_view::npos; pos = segment.find(kAll)) {
+    out.append(segment.substr(0, pos));
+    out.append(arguments);
+    segment.remove_prefix(pos + kAll.size());
+  }
+  out.append(segment);
 }
 
 }  // namespace
@@ -129,7 +136,7 @@ std::string expand_template(std::string_view template_text, std::string_view arg
   std::string out;
   std::size_t copied = 0;
   for_each_placeholder(template_text, [&](std::size_t pos, std::size_t len, std::size_t n) {
-    out.append(template_text.substr(copied, pos - copied));
+    append_filled(out, template_text.substr(copied, pos - copied), arguments);
     copied = pos + len;
     if (n == 0 || n > words.size()) return;
     if (n != last) {
@@ -139,9 +146,8 @@ std::string expand_template(std::string_view template_text, std::string_view arg
     for (std::size_t i = n - 1; i < words.size(); ++i)
       out += (i == n - 1 ? "" : " ") + words[i];
   });
-  out.append(template_text.substr(copied));
+  append_filled(out, template_text.substr(copied), arguments);
   bool all = template_text.find("$ARGUMENTS") != std::string_view::npos;
-  replace_all(out, "$ARGUMENTS", arguments);
   bool blank = std::all_of(arguments.begin(), arguments.end(), is_space);
   if (!numbered && !all && !blank) out += "\n\n" + std::string(arguments);
   return out;

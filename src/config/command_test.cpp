@@ -98,6 +98,13 @@ TEST(Commands, ArgumentsFillThePlaceholders) {
   EXPECT_EQ(expand_template("[$1]", ""), "[]");
   // A quote that closes nothing is dropped.
   EXPECT_EQ(expand_template("[$1][$2]", "it\"s x"), "[it][s x]");
+  // What the user wrote is not searched for placeholders: an argument of "$ARGUMENTS"s stays as
+  // it is (it grew the prompt with the square of its length).
+  std::string many;
+  for (int i = 0; i < 2000; ++i)
+    many += "$ARGUMENTS";
+  EXPECT_EQ(expand_template("Review $1", many), "Review " + many);
+  EXPECT_EQ(expand_template("Review $ARGUMENTS", many), "Review " + many);
   // Both kinds in one template.
   EXPECT_EQ(expand_template("$1: $ARGUMENTS", "a b"), "a b: a b");
   EXPECT_EQ(expand_template("$1 $2: $ARGUMENTS", "a b"), "a b: a b");

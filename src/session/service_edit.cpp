@@ -2,7 +2,7 @@
 // deleting a message or a part, editing a part), and the reads of one message or of children.
 #include <algorithm>
 #include <map>
-#include <regex>
+#include <string_view>
 
 #include "session/service.hpp"
 #include "util/ids.hpp"
@@ -11,12 +11,22 @@ namespace sb::session {
 
 namespace {
 
-// "<title> (fork #N)" for a fork of `title`: a fork of a fork counts on from its number.
+// "<title> (fork #N)" for a fork of `title`: a fork of a fork counts on from its number. Read by
+// hand, not with std::regex, whose matcher recurses per character (a long title overflowed the
+// stack).
 std::string fork_title(const std::string& title) {
-  static const std::regex numbered(R"(^(.*) \(fork #(\d+)\)$)");
-  std::smatch m;
-  if (std::regex_match(title, m, numbered) && m[2].length() < 9)
-    return m[1].str() + " (fork #" + std::to_string(std::stoi(m[2].str()) + 1) + ")";
+  static constexpr std::string_view kMark = " (fork #";
+  std::string_view t = title;
+  if (t.ends_with(')')) {
+    auto at = t.rfind(kMark);
+    if (at != std::string_view::npos) {
+      auto digits = t.substr(at + kMark.size(), t.size() - 1 - at - kMark.size());
+      if (!digits.empty() && digits.size() < 9 &&
+          std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+        return std::string(t.substr(0, at)) + std::string(kMark) +
+               std::to_string(std::stoi(std::string(digits)) + 1) + ")";
+    }
+  }
   return title + " (fork #1)";
 }
 

@@ -58,7 +58,11 @@ std::int64_t num(const json::object& o, std::string_view key) {
   if (it == o.end()) return 0;
   if (it->value().is_int64()) return it->value().get_int64();
   if (it->value().is_uint64()) return static_cast<std::int64_t>(it->value().get_uint64());
-  if (it->value().is_double()) return static_cast<std::int64_t>(it->value().get_double());
+  if (it->value().is_double()) {
+    // Out of range (1e300, NaN) a cast is undefined: such a number is no time or count.
+    double d = it->value().get_double();
+    return d >= -9.2e18 && d <= 9.2e18 ? static_cast<std::int64_t>(d) : 0;
+  }
   return 0;
 }
 

@@ -202,4 +202,14 @@ TEST(SessionJson, AMessageWithPartsIsInfoAndPartsInOrder) {
 }
 
 }  // namespace
+TEST(SessionJson, NumbersOutOfRangeReadAsZeroNotUndefined) {
+  // A part edited through PATCH is read with this reader: 1e300 as a time must not be cast.
+  auto p = part_from_json(json::parse(R"({"id":"prt_1","sessionID":"ses_1","messageID":"msg_1",
+      "type":"text","text":"x","time":{"start":1e300,"end":-1e300}})")
+                              .as_object());
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->start, 0);
+  EXPECT_EQ(p->end, 0);
+}
+
 }  // namespace sb::session

@@ -123,6 +123,10 @@ describe('session operations with the V1 and V2 clients', () => {
     assert.equal(must(await c.session.messages({ path: { id: whole.id } }), 'messages').length, 4);
 
     assert.equal((await c.session.fork({ path: { id: s.id }, body: { messageID: 'msg_unknown' } })).response.status, 404);
+    // A long title forks (its number was read with a regex that recursed per character).
+    const long = await create({ title: `${'t'.repeat(300000)} (fork #41)` });
+    const longFork = must(await c.session.fork({ path: { id: long.id }, body: {} }), 'fork of a long title');
+    assert.equal(longFork.title, `${'t'.repeat(300000)} (fork #42)`);
     assert.equal((await c.session.fork({ path: { id: 'ses_unknown' } })).response.status, 404);
     assert.equal((await raw(h.server, 'POST', `/session/${s.id}/fork`, { messageID: 5 })).status, 400);
   });
