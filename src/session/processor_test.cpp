@@ -469,5 +469,55 @@ TEST_F(ProcessorTest, TheLastStepOfTheAgentsLimitOffersNoToolsAndTheTurnEndsTher
   EXPECT_TRUE(idle());
 }
 
+// A prompt or a shell command that is refused (an unknown agent) leaves a pending revert as it
+// is: its messages stay, and unrevert takes it back.
+TEST_F(ProcessorTest, ARefusedPromptOrShellCommandLeavesTheRevertToUnrevert) {
+  start(json::array{json::object{{"text", "The first answer."}}});
+  ASSERT_TRUE(prompt("hi"));
+  auto list = messages();
+  ASSERT_EQ(list.size(), 2u);
+  auto reverted = service_->revert(sid_, list[0].info.id, "");
+  ASSERT_TRUE(reverted) << reverted.error().message;
+  ASSERT_TRUE(reverted->revert);
+
+  // Run to their end as the routes run them.
+  auto finish = [&](asio::awaitable<Result<MessageWithParts>> a) -> Result<MessageWithParts> {
+    auto out = std::make_shared<std::optional<Result<MessageWithParts>>>();
+    asio::co_spawn(io_, std::move(a), [out](std::exception_ptr e, Result<MessageWithParts> r) {
+      if (e)
+        *out = make_error(ErrorCode::Internal, "it threw an exception");
+      else
+        *out = std::move(r);
+    });
+    EXPECT_TRUE(run_until([&] { return out->has_value(); }));
+    if (!*out) return make_error(ErrorCode::Timeout, "it did not end");
+    return std::move(**out);
+  };
+  PromptInput bad;
+  bad.text = "again";
+  bad.agent = "nobody";
+  auto refused = finish(service_->prompt(sid_, std::move(bad)));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::InvalidRequest) << refused.error().message;
+  PromptInput bad_model;
+  bad_model.text = "again";
+  bad_model.model = "nowhere/nothing";
+  EXPECT_FALSE(finish(service_->prompt(sid_, std::move(bad_model))));
+  ShellInput command;
+  command.agent = "nobody";
+  command.command = "true";
+  EXPECT_FALSE(finish(service_->shell(sid_, command)));
+
+  EXPECT_TRUE(idle());
+  auto session = service_->get_session(sid_);
+  ASSERT_TRUE(session);
+  EXPECT_TRUE(session->revert) << "a refused request made the revert final";
+  EXPECT_EQ(messages().size(), 2u);
+  auto back = service_->unrevert(sid_);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_FALSE(back->revert);
+  EXPECT_EQ(messages().size(), 2u);
+}
+
 }  // namespace
 }  // namespace sb::session

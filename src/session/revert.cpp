@@ -5,6 +5,7 @@
 #include <set>
 
 #include "tool/builtin/file_util.hpp"
+#include "util/log.hpp"
 #include "util/text.hpp"
 
 namespace sb::session {
@@ -42,16 +43,39 @@ void publish_session(bus::EventBus& bus, const SessionInfo& s) {
   bus.publish("session.updated", json::object{{"sessionID", s.id}, {"info", to_json(s)}});
 }
 
-// Writes each target whose content differs from the file's; file.edited for each.
+// Writes each target whose content differs from the file's; file.edited for each. On an error,
+// the files already written get back what they held (`current`) and the error is returned.
 Result<void> write_targets(bus::EventBus& bus,
                            const std::map<std::string, std::optional<std::string>>& targets,
                            const std::map<std::string, std::optional<std::string>>& current) {
+  std::vector<std::string> written;
   for (const auto& [path, content] : targets) {
     auto now = current.find(path);
     if (now != current.end() && now->second == content) continue;
-    if (auto r = put_file(path, content); !r) return r;
+    if (auto r = put_file(path, content); !r) {
+      for (const auto& done : written) {
+        auto before = current.find(done);
+        if (before == current.end()) continue;  // not known: left as written
+        if (put_file(done, before->second))
+          bus.publish("file.edited", json::object{{"file", done}});
+      }
+      return r;
+    }
+    written.push_back(path);
     bus.publish("file.edited", json::object{{"file", path}});
   }
+  return {};
+}
+
+// Conflict when the path is a symbolic link now: a revert neither reads nor writes through it
+// (it may point out of the project).
+Result<void> refuse_symlink(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_symlink(fs::symlink_status(path, ec)))
+    return make_error(ErrorCode::Conflict,
+                      path +
+                          " is a symbolic link now; the revert does not read or write "
+                          "through it (replace the link with a file, or remove it)");
   return {};
 }
 
@@ -96,12 +120,14 @@ Result<std::optional<std::string>> read_current(const std::string& path) {
   std::error_code ec;
   auto status = fs::symlink_status(path, ec);
   if (!fs::exists(status)) return std::optional<std::string>{};
+  if (auto r = refuse_symlink(path); !r) return r.error();
   auto content = tool::fsutil::read_file(path);
   if (!content) return content.error();
   return std::optional<std::string>{std::move(*content)};
 }
 
 Result<void> put_file(const std::string& path, const std::optional<std::string>& content) {
+  if (auto r = refuse_symlink(path); !r) return r;
   if (content) return tool::fsutil::replace_file(path, *content);
   std::error_code ec;
   fs::remove(path, ec);
@@ -184,7 +210,7 @@ Result<SessionInfo> revert_files(SessionStore& store, bus::EventBus& bus, Sessio
     if (!now) return now.error();
     current.emplace(path, std::move(*now));
   }
-  std::vector<HeldFile> keep = std::move(*held);
+  std::vector<HeldFile> keep = *held;
   std::set<std::string> kept;
   for (const auto& h : keep)
     kept.insert(h.path);
@@ -196,11 +222,18 @@ Result<SessionInfo> revert_files(SessionStore& store, bus::EventBus& bus, Sessio
     diff += tool::fsutil::unified_diff(file, now.value_or(""), content.value_or("")).patch;
   }
 
+  const SessionInfo before = session;
   session.revert = SessionInfo::Revert{point.message_id, point.part_id, repair_utf8(diff)};
   session.updated = now_ms();
   // Stored first: once a file is written, what it held must be on disk for unrevert.
   if (auto r = store.put_revert(session, keep); !r) return r.error();
-  if (auto r = write_targets(bus, targets, current); !r) return r.error();
+  if (auto r = write_targets(bus, targets, current); !r) {
+    // The files are back as they were (write_targets); so is the session's revert state.
+    if (auto back = store.put_revert(before, *held); !back)
+      log::warn("revert of ", before.id,
+                ": cannot restore the previous revert state: ", back.error().message);
+    return r.error();
+  }
 
   std::vector<MessageWithParts> none;
   auto now_diff = session_diff(store, session, none, "");

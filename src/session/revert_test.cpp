@@ -214,6 +214,88 @@ TEST_F(TwoTurns, ADiffShowsATurnsChangesOrTheWholeSessions) {
   EXPECT_EQ(session_diff(*store, session, messages, "msg_nope").error().code, ErrorCode::NotFound);
 }
 
+// A revert that cannot write a file (its directory is a regular file now, which stops root too)
+// puts back what it wrote and the session's revert state: the session is as before the request.
+TEST_F(TwoTurns, ARevertThatFailsMidwayLeavesTheFilesAndTheRevertAsTheyWere) {
+  fs::create_directories(path("z"));
+  dir.write("z/f.txt", "f1\n");
+  change(messages[3], "z/f.txt", "f2\n");  // turn 2 edits z/f.txt, after a.txt and c.txt
+  auto break_z = [&] {
+    fs::remove_all(path("z"));
+    dir.write("z", "not a directory\n");
+  };
+  auto held_paths = [&] {
+    std::vector<std::string> out;
+    for (const auto& h : *store->held_files(session.id))
+      out.push_back(h.path + "=" + h.content.value_or("(none)"));
+    return out;
+  };
+
+  // Not reverted before: not reverted after, nothing held, the files as turn 2 left them.
+  break_z();
+  auto point = revert_point(messages, messages[2].info.id, "");
+  ASSERT_TRUE(point);
+  auto failed = revert_files(*store, *bus, session, *point);
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(file(path("a.txt")), "a2\n");
+  EXPECT_EQ(file(path("b.txt")), "b1\n");
+  EXPECT_EQ(file(path("c.txt")), "c2\n");  // removed, then put back
+  EXPECT_FALSE((*store->get_session(session.id))->revert);
+  EXPECT_TRUE(store->held_files(session.id)->empty());
+
+  // Reverted before: the first revert stays, with what it held.
+  fs::remove(path("z"));
+  dir.write("z/f.txt", "f2\n");
+  revert_to(messages[2].info.id);
+  EXPECT_EQ(file(path("z/f.txt")), "f1\n");
+  auto held_before = held_paths();
+  break_z();
+  point = revert_point(messages, messages[0].info.id, "");
+  ASSERT_TRUE(point);
+  failed = revert_files(*store, *bus, session, *point);
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(file(path("a.txt")), "a1\n");
+  EXPECT_EQ(file(path("b.txt")), "b1\n");
+  EXPECT_EQ(file(path("c.txt")), std::nullopt);
+  auto stored = *store->get_session(session.id);
+  ASSERT_TRUE(stored->revert);
+  EXPECT_EQ(stored->revert->message_id, messages[2].info.id);
+  EXPECT_EQ(held_paths(), held_before);
+}
+
+// A recorded file that is a symbolic link now (here to a file out of the project): the revert is
+// refused naming it, nothing is read or written through the link, and nothing is stored.
+TEST_F(TwoTurns, ARevertRefusesAFileThatIsASymbolicLinkNow) {
+  TempDir outside{"sb_revert_outside"};
+  outside.write("secret.txt", "outside\n");
+  fs::remove(path("a.txt"));
+  fs::create_symlink(outside.path() / "secret.txt", path("a.txt"));
+  auto point = revert_point(messages, messages[2].info.id, "");
+  ASSERT_TRUE(point);
+  auto refused = revert_files(*store, *bus, session, *point);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::Conflict);
+  EXPECT_NE(refused.error().message.find(path("a.txt").string()), std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(file(outside.path() / "secret.txt"), "outside\n");
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(path("a.txt"))));
+  EXPECT_EQ(file(path("c.txt")), "c2\n");
+  EXPECT_FALSE((*store->get_session(session.id))->revert);
+  EXPECT_TRUE(store->held_files(session.id)->empty());
+
+  // Nor does unrevert write through a link that took a held file's place.
+  fs::remove(path("a.txt"));
+  dir.write("a.txt", "a2\n");
+  revert_to(messages[2].info.id);
+  fs::remove(path("a.txt"));
+  fs::create_symlink(outside.path() / "secret.txt", path("a.txt"));
+  auto back = unrevert_files(*store, *bus, session);
+  ASSERT_FALSE(back);
+  EXPECT_EQ(back.error().code, ErrorCode::Conflict);
+  EXPECT_EQ(file(outside.path() / "secret.txt"), "outside\n");
+  EXPECT_TRUE((*store->get_session(session.id))->revert);
+}
+
 TEST(RevertStore, ARevertIsFoundAgainAfterReopeningAndDeletedWithItsSession) {
   TempDir dir{"sb_revert_store"};
   SessionInfo s;

@@ -141,7 +141,8 @@ json::object SessionService::status() const {
 
 // ---- turns ----------------------------------------------------------------------------------
 
-Result<std::shared_ptr<Turn>> SessionService::begin_turn(const std::string& session_id) {
+Result<std::shared_ptr<Turn>> SessionService::begin_turn(
+    const std::string& session_id, const std::function<Result<void>(const SessionInfo&)>& ready) {
   auto session = get_session(session_id);
   if (!session) return session.error();
   // Refused here, not in the turn: prompt_async's caller hears it.
@@ -151,6 +152,9 @@ Result<std::shared_ptr<Turn>> SessionService::begin_turn(const std::string& sess
   if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
   if (turns_.count(session_id))
     return make_error(ErrorCode::Conflict, "Session " + session_id + " is busy with another turn");
+  // Before the revert is made final: a request refused here must leave it to unrevert.
+  if (ready)
+    if (auto r = ready(turn->session); !r) return r.error();
   if (turn->session.revert) {
     auto settled = settle_revert(std::move(turn->session));
     if (!settled) return settled.error();
@@ -193,19 +197,19 @@ void SessionService::shutdown() {
 
 asio::awaitable<Result<MessageWithParts>> SessionService::prompt(std::string session_id,
                                                                  PromptInput input) {
-  auto turn = begin_turn(session_id);
-  if (!turn) co_return turn.error();
   auto self = shared_from_this();
-  // Looked up once the turn has begun: a busy session is a Conflict whatever the prompt names.
-  auto resolved = resolve_prompt(deps_.agents, deps_.providers, input);
-  if (resolved)
-    if (auto read = read_prompt_files(input, (*turn)->session.directory, options_.files, *resolved);
-        !read)
-      resolved = read.error();
-  if (!resolved) {
-    end_turn(session_id);
-    co_return resolved.error();
-  }
+  // Looked up once the session is known to be free (a busy session is a Conflict whatever the
+  // prompt names), and before a pending revert is made final (a refused prompt leaves it).
+  std::optional<ResolvedPrompt> resolved;
+  auto turn = begin_turn(session_id, [&](const SessionInfo& session) -> Result<void> {
+    auto found = resolve_prompt(deps_.agents, deps_.providers, input);
+    if (!found) return found.error();
+    if (auto read = read_prompt_files(input, session.directory, options_.files, *found); !read)
+      return read.error();
+    resolved = std::move(*found);
+    return {};
+  });
+  if (!turn) co_return turn.error();
   auto result = co_await processor_->run_turn(*turn, std::move(input), std::move(*resolved));
   end_turn(session_id);
   co_return result;

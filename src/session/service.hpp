@@ -11,6 +11,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -155,7 +156,12 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
  private:
   SessionService(ServiceDeps deps, ServiceOptions options);
 
-  Result<std::shared_ptr<Turn>> begin_turn(const std::string& session_id);
+  // Registers the session's turn (Conflict while one runs). `ready` (when set) checks the
+  // request once the session is known to be free, before anything changes: a refused request
+  // (its error returned) leaves a pending revert as it is; otherwise the revert is made final.
+  Result<std::shared_ptr<Turn>> begin_turn(
+      const std::string& session_id,
+      const std::function<Result<void>(const SessionInfo&)>& ready = {});
   void end_turn(const std::string& session_id);
   // A prompt to a reverted session first makes the revert final (service_revert.cpp).
   Result<SessionInfo> settle_revert(SessionInfo session);

@@ -36,22 +36,22 @@ asio::awaitable<Result<void>> shell_permission(
 asio::awaitable<Result<MessageWithParts>> SessionService::shell(std::string session_id,
                                                                 ShellInput input) {
   auto self = shared_from_this();
-  auto begun = begin_turn(session_id);
-  if (!begun) co_return begun.error();
-  std::shared_ptr<Turn> turn = *begun;
   PromptInput named;
   named.agent = input.agent;
   named.model = input.model;
-  auto resolved = resolve_prompt(deps_.agents, deps_.providers, named);
-  if (!resolved) {
-    end_turn(session_id);
-    co_return resolved.error();
-  }
-  auto tool = deps_.tools->find("bash", session_id);
-  if (!tool) {
-    end_turn(session_id);
-    co_return make_error(ErrorCode::Unavailable, "the bash tool is not available");
-  }
+  // Checked before a pending revert is made final: a refused command leaves it.
+  std::optional<ResolvedPrompt> resolved;
+  tool::ToolPtr tool;
+  auto begun = begin_turn(session_id, [&](const SessionInfo&) -> Result<void> {
+    auto found = resolve_prompt(deps_.agents, deps_.providers, named);
+    if (!found) return found.error();
+    tool = deps_.tools->find("bash", session_id);
+    if (!tool) return make_error(ErrorCode::Unavailable, "the bash tool is not available");
+    resolved = std::move(*found);
+    return {};
+  });
+  if (!begun) co_return begun.error();
+  std::shared_ptr<Turn> turn = *begun;
 
   MessageInfo user = new_message(session_id, MessageInfo::Role::User, *resolved);
   writer_->stage_message(*turn, user);
