@@ -105,8 +105,14 @@ struct LoadOptions {
 // The effective configuration in OpenCode's Config shape (GET /config): the files' keys that
 // OpenCode has too, `command` and `provider` in OpenCode's form, `server` and `clientTools` with
 // every default filled in; every secret (API keys, passwords, tokens, header and environment
-// values) reads "[redacted]" (config_json.cpp).
+// values, URLs' userinfo and query values, MCP command arguments) reads "[redacted]"
+// (config_json.cpp).
 json::object to_json(const Config& cfg);
+
+// A URL as it may be shown (GET /config, GET /provider): userinfo becomes "[redacted]@", each
+// query parameter keeps its name with the value "[redacted]", a fragment reads "#[redacted]";
+// scheme, host, port and path stay. A string that is not a URL is "[redacted]" whole.
+std::string redact_url(std::string_view url);
 
 // Reads and merges the files. Missing optional files are skipped.
 Result<Config> load(const LoadOptions& options);

@@ -3,6 +3,8 @@
 #include <array>
 #include <cctype>
 
+#include <boost/url/parse.hpp>
+
 #include "config/config.hpp"
 
 namespace sb::config {
@@ -63,6 +65,8 @@ json::object provider_json(const json::object& p) {
   if (auto name = string_or(p, "apiKeyEnv"); !name.empty()) out["env"] = json::array{name};
   for (std::string_view key : {"baseURL", "apiKey", "script", "scriptFile"})
     if (auto it = p.find(key); it != p.end()) options[key] = it->value();
+  if (auto* url = options.if_contains("baseURL"); url && url->is_string())
+    *url = redact_url(url->get_string());
   if (const auto* headers = object_at(p, "headers")) options["headers"] = redact_values(*headers);
   out["options"] = std::move(options);
   if (auto it = p.find("models"); it != p.end() && it->value().is_array()) {
@@ -74,14 +78,27 @@ json::object provider_json(const json::object& p) {
   return out;
 }
 
+// mcp.NAME with its secrets redacted: environment and header values, the url's userinfo and
+// query values, and every argument of the command after the program (`--api-key sk-...`,
+// `--token=...`, a connection string: which argument is a secret cannot be told in general).
 json::object mcp_json(const json::object& servers) {
   json::object out;
   for (const auto& [name, entry] : servers) {
     json::value copy = entry;
-    if (copy.is_object())
+    if (copy.is_object()) {
+      auto& o = copy.get_object();
       for (std::string_view key : {"environment", "headers"})
-        if (auto* o = copy.get_object().if_contains(key); o && o->is_object())
-          *o = redact_values(o->get_object());
+        if (auto* v = o.if_contains(key); v && v->is_object()) *v = redact_values(v->get_object());
+      if (auto* url = o.if_contains("url"); url && url->is_string())
+        *url = redact_url(url->get_string());
+      if (auto* command = o.if_contains("command"); command && command->is_array()) {
+        auto& argv = command->get_array();
+        for (std::size_t i = 1; i < argv.size(); ++i)
+          argv[i] = kRedacted;
+      } else if (command && command->is_string()) {
+        *command = kRedacted;
+      }
+    }
     out[name] = std::move(copy);
   }
   return out;
@@ -137,6 +154,34 @@ json::object client_tools_json(const ClientToolsOptions& c) {
 }
 
 }  // namespace
+
+std::string redact_url(std::string_view text) {
+  auto parsed = boost::urls::parse_uri_reference(text);
+  if (!parsed) return std::string(kRedacted);
+  const auto& url = *parsed;
+  // Put back together from the parsed parts: "[redacted]" is not a valid userinfo or query value
+  // (Boost.URL would percent-encode its brackets), and it is only ever shown, never requested.
+  std::string out;
+  if (url.has_scheme()) out += std::string(url.scheme()) + ":";
+  if (url.has_authority()) {
+    out += "//";
+    if (url.has_userinfo()) out += std::string(kRedacted) + "@";
+    out += url.encoded_host_and_port();
+  }
+  out += url.encoded_path();
+  if (url.has_query()) {
+    out += '?';
+    bool first = true;
+    for (auto param : url.encoded_params()) {
+      if (!first) out += '&';
+      first = false;
+      out += param.key;
+      if (param.has_value) out += "=" + std::string(kRedacted);
+    }
+  }
+  if (url.has_fragment()) out += "#" + std::string(kRedacted);
+  return out;
+}
 
 json::object to_json(const Config& cfg) {
   json::object out;

@@ -485,5 +485,36 @@ TEST(ConfigJson, OpenCodeShapeWithoutSecrets) {
   EXPECT_FALSE(to_json(plain).at("server").as_object().contains("password"));
 }
 
+// Secrets inside URLs and MCP command lines: userinfo and query values, arguments after the
+// program.
+TEST(ConfigJson, UrlsAndMcpCommandsLoseTheirSecrets) {
+  Config cfg;
+  ASSERT_TRUE(apply(cfg,
+                    parse_json(R"({
+      "provider": {"p": {"type": "openai-compatible",
+                         "baseURL": "https://user:S6@host:8443/v1?key=S7&flag&v=2#S8"}},
+      "mcp": {"r": {"type": "remote", "url": "http://u:S9@m/mcp?token=S10"},
+              "l": {"type": "local", "command": ["server", "--api-key", "S11", "--x=S12"]}}})")
+                        .value(),
+                    "f.json"));
+  json::object out = to_json(cfg);
+  std::string text = json::serialize(out);
+  for (const char* secret : {"S6", "S7", "S8", "S9", "S10", "S11", "S12", "user"})
+    EXPECT_EQ(text.find(secret), std::string::npos) << secret << text;
+  EXPECT_EQ(out.at("provider").at("p").at("options").at("baseURL"),
+            "https://[redacted]@host:8443/v1?key=[redacted]&flag&v=[redacted]#[redacted]");
+  EXPECT_EQ(out.at("mcp").at("r").at("url"), "http://[redacted]@m/mcp?token=[redacted]");
+  EXPECT_EQ(out.at("mcp").at("l").at("command"),
+            (json::array{"server", "[redacted]", "[redacted]", "[redacted]"}));
+}
+
+TEST(RedactUrl, KeepsWhatIsNoSecret) {
+  EXPECT_EQ(redact_url("https://api.openai.com/v1"), "https://api.openai.com/v1");
+  EXPECT_EQ(redact_url("http://127.0.0.1:9/v1/"), "http://127.0.0.1:9/v1/");
+  EXPECT_EQ(redact_url(""), "");
+  EXPECT_EQ(redact_url("http://[::1]:80/x?a=%20b"), "http://[::1]:80/x?a=[redacted]");
+  EXPECT_EQ(redact_url("not a url at all"), "[redacted]");
+}
+
 }  // namespace
 }  // namespace sb::config

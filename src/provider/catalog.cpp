@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "config/config.hpp"
+
 namespace sb::provider {
 namespace {
 
@@ -24,7 +26,9 @@ json::object model_json(const ModelProvider& p, const std::string& model) {
   return json::object{
       {"id", model},
       {"providerID", p.id()},
-      {"api", json::object{{"id", model}, {"url", p.base_url()}, {"npm", npm_of(p.type())}}},
+      {"api",
+       json::object{
+           {"id", model}, {"url", config::redact_url(p.base_url())}, {"npm", npm_of(p.type())}}},
       {"name", model},
       {"capabilities", json::object{{"temperature", http},
                                     {"reasoning", false},
@@ -91,7 +95,7 @@ json::object provider_json(const ProviderSet& set, const ModelProvider& p,
     env.emplace_back(p.type() == "anthropic" ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
   }
   json::object options;
-  if (!p.base_url().empty()) options["baseURL"] = p.base_url();
+  if (!p.base_url().empty()) options["baseURL"] = config::redact_url(p.base_url());
   json::object models;
   for (const auto& m : models_of(set, p))
     models[m] = model_json(p, m);

@@ -2,7 +2,8 @@
 // The configured providers as OpenCode's clients read them (GET /provider, GET /config/providers):
 // OpenCode's Provider and Model objects, filled from what Switchboard knows of each provider (its
 // wire format, base URL, models and what they take). What it does not know is left at OpenCode's
-// "unknown": zero prices and limits, an empty release date. No API key is ever in them. Pure
+// "unknown": zero prices and limits, an empty release date. No API key is ever in them, and the
+// base URL is shown without its userinfo and query values (config::redact_url). Pure
 // functions; thread-safe.
 #include <string>
 

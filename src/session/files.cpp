@@ -253,8 +253,17 @@ Result<std::vector<std::vector<Part>>> resolve_files(const std::vector<FileInput
                                                      const fs::path& directory,
                                                      const FileOptions& options,
                                                      const provider::InputKinds& accepts) {
+  if (files.size() > kMaxPromptFiles)
+    return make_error(ErrorCode::TooLarge,
+                      "the prompt has " + std::to_string(files.size()) + " file parts, over the " +
+                          std::to_string(kMaxPromptFiles) + " a prompt may hold");
   std::vector<std::vector<Part>> all;
   std::size_t total = 0;
+  auto over_prompt_bytes = [&](const std::string& at) {
+    return make_error(ErrorCode::TooLarge, at + ": the prompt's files come to " + size_text(total) +
+                                               ", over files.maxPromptBytes (" +
+                                               size_text(options.max_prompt_bytes) + ")");
+  };
   for (std::size_t i = 0; i < files.size(); ++i) {
     const FileInput& file = files[i];
     std::vector<Part>& out = all.emplace_back();
@@ -295,6 +304,8 @@ Result<std::vector<std::vector<Part>>> resolve_files(const std::vector<FileInput
       if (fs::is_directory(status)) {
         auto list = listing(*resolved, at);
         if (!list) return list.error();
+        total += list->size();
+        if (total > options.max_prompt_bytes) return over_prompt_bytes(at + name);
         out.push_back(read_note(path));
         out.push_back(synthetic_text(std::move(*list)));
         Part part;
@@ -320,11 +331,7 @@ Result<std::vector<std::vector<Part>>> resolve_files(const std::vector<FileInput
       bytes = std::move(*read);
     }
     total += bytes.size();
-    if (total > options.max_prompt_bytes)
-      return make_error(ErrorCode::TooLarge, at + name + ": the prompt's files come to " +
-                                                 size_text(total) +
-                                                 ", over files.maxPromptBytes (" +
-                                                 size_text(options.max_prompt_bytes) + ")");
+    if (total > options.max_prompt_bytes) return over_prompt_bytes(at + name);
     FileInput named = file;
     if (named.filename.empty() && !path.empty()) named.filename = fs::path(path).filename();
     if (auto r = file_parts(named, *kind, bytes, path, at + name, out); !r) return r.error();

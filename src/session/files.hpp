@@ -34,6 +34,10 @@ struct FileOptions {
   std::size_t max_prompt_bytes = std::size_t{10} << 20;  // files.maxPromptBytes: a prompt's
 };
 
+// The most file parts one prompt may hold (docs/api.md, "Files in prompts"): each is a read or a
+// directory scan when the prompt comes, so their number is bounded as their bytes are.
+inline constexpr std::size_t kMaxPromptFiles = 100;
+
 // Reads `files` of the merged config document; errors name the key.
 Result<FileOptions> file_options(const json::object& config);
 
@@ -60,7 +64,8 @@ std::optional<FileKind> file_kind(std::string_view mime);
 // the part ("parts[0]"; `first_index` is the first file's place among the prompt's parts):
 // InvalidRequest for a malformed URL, an unsupported mime type, bytes that are not what the mime
 // type says, a missing file, a path outside the project (symlinks resolved) or a kind `accepts`
-// lacks; TooLarge past FileOptions' limits, naming the key.
+// lacks; TooLarge past FileOptions' limits (a directory's listing counts against
+// files.maxPromptBytes as a file's bytes do), naming the key, or past kMaxPromptFiles files.
 Result<std::vector<std::vector<Part>>> resolve_files(const std::vector<FileInput>& files,
                                                      const std::vector<std::size_t>& indices,
                                                      const std::filesystem::path& directory,

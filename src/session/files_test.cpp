@@ -207,6 +207,32 @@ TEST_F(ResolveFiles, LimitsNameTheirKeys) {
       << all.error().message;
 }
 
+TEST_F(ResolveFiles, DirectoryListingsCountAgainstThePromptBytes) {
+  FileInput dir{"application/x-directory", "file://" + (root_ / "proj").string(), "", {}};
+  auto one = resolve({dir});
+  ASSERT_TRUE(one) << one.error().message;
+  std::size_t listing = one->front()[1].text.size();
+  FileOptions tight{.max_prompt_bytes = listing * 2 + 1};
+  ASSERT_TRUE(resolve({dir, dir}, tight));
+  auto three = resolve({dir, dir, dir}, tight);
+  ASSERT_FALSE(three);
+  EXPECT_EQ(three.error().code, ErrorCode::TooLarge);
+  EXPECT_NE(three.error().message.find("parts[2]: the prompt's files come to"), std::string::npos)
+      << three.error().message;
+  EXPECT_NE(three.error().message.find("files.maxPromptBytes"), std::string::npos);
+}
+
+TEST_F(ResolveFiles, FilePartsPerPromptAreBounded) {
+  FileInput dir{"application/x-directory", "file://" + (root_ / "proj").string(), "", {}};
+  auto most = resolve(std::vector<FileInput>(kMaxPromptFiles, dir));
+  ASSERT_TRUE(most) << most.error().message;
+  EXPECT_EQ(most->size(), kMaxPromptFiles);
+  auto over = resolve(std::vector<FileInput>(kMaxPromptFiles + 1, dir));
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.error().code, ErrorCode::TooLarge);
+  EXPECT_EQ(over.error().message, "the prompt has 101 file parts, over the 100 a prompt may hold");
+}
+
 TEST_F(ResolveFiles, AModelWithoutImagesIsNamed) {
   auto refused = resolve({{"image/png", "one.png", "", {}}}, {}, {.image = false, .pdf = true});
   ASSERT_FALSE(refused);

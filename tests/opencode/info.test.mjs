@@ -9,7 +9,8 @@ import { after, before, describe, it } from 'node:test';
 
 import { CASE, HOOK, must, runAttached, scriptedConfig, serverFor, startServer, stopServer, v1, v2 } from './harness.mjs';
 
-const SECRETS = ['sk-test-SECRET-1', 'SECRET-header-2', 'SECRET-env-3', 'SECRET-password-4'];
+const SECRETS = ['sk-test-SECRET-1', 'SECRET-header-2', 'SECRET-env-3', 'SECRET-password-4',
+  'SECRET-url-5', 'SECRET-query-6', 'SECRET-argv-7', 'SECRET-mcp-url-8'];
 
 // Two answers per session at most; every command or prompt below runs in a session of its own.
 const config = () =>
@@ -17,10 +18,14 @@ const config = () =>
     provider: {
       sb: { type: 'scripted', script: [{ text: 'answered' }] },
       // Never called: it shows how an HTTP provider is listed, with a key that must not show.
-      remote: { type: 'openai-compatible', baseURL: 'http://127.0.0.1:9/v1', apiKey: SECRETS[0],
+      remote: { type: 'openai-compatible', baseURL: `http://user:${SECRETS[4]}@127.0.0.1:9/v1?key=${SECRETS[5]}`, apiKey: SECRETS[0],
                 models: ['m1', 'm2'], headers: { 'X-Api-Key': SECRETS[1] } },
     },
-    mcp: { tools: { type: 'local', command: ['false'], environment: { API_TOKEN: SECRETS[2] }, enabled: false } },
+    mcp: {
+      tools: { type: 'local', command: ['false'], environment: { API_TOKEN: SECRETS[2] }, enabled: false },
+      keyed: { type: 'local', command: ['false', '--api-key', SECRETS[6]], enabled: false },
+      hosted: { type: 'remote', url: `http://me:${SECRETS[7]}@127.0.0.1:9/mcp?token=${SECRETS[7]}`, enabled: false },
+    },
     server: { password: SECRETS[3] },
     agent: { review: { description: 'Reviews code', prompt: 'You review.', steps: 7, tools: { bash: false } } },
     command: {
@@ -44,12 +49,14 @@ describe('OpenCode clients read what Switchboard has', () => {
       for (const secret of SECRETS) assert.ok(!text.includes(secret), `${secret} in ${text}`);
       assert.equal(cfg.model, 'sb/default');
       assert.equal(cfg.default_agent, 'build');
-      assert.equal(cfg.provider.remote.options.baseURL, 'http://127.0.0.1:9/v1');
+      assert.equal(cfg.provider.remote.options.baseURL, 'http://[redacted]@127.0.0.1:9/v1?key=[redacted]');
       assert.equal(cfg.provider.remote.options.apiKey, '[redacted]');
       assert.equal(cfg.provider.remote.options.headers['X-Api-Key'], '[redacted]');
       assert.equal(cfg.provider.remote.npm, '@ai-sdk/openai-compatible');
       assert.deepEqual(Object.keys(cfg.provider.remote.models), ['m1', 'm2']);
       assert.equal(cfg.mcp.tools.environment.API_TOKEN, '[redacted]');
+      assert.deepEqual(cfg.mcp.keyed.command, ['false', '[redacted]', '[redacted]']);
+      assert.equal(cfg.mcp.hosted.url, 'http://[redacted]@127.0.0.1:9/mcp?token=[redacted]');
       assert.equal(cfg.server.password, '[redacted]');
       assert.equal(cfg.agent.review.steps, 7);
       assert.deepEqual(cfg.command.review, { template: 'Review $ARGUMENTS', agent: 'plan' });
@@ -64,17 +71,18 @@ describe('OpenCode clients read what Switchboard has', () => {
     assert.equal(listed.default.remote, 'm1');
     const remote = listed.providers.find((p) => p.id === 'remote');
     assert.equal(remote.source, 'config');
-    assert.deepEqual(remote.options, { baseURL: 'http://127.0.0.1:9/v1' });
+    const baseURL = 'http://[redacted]@127.0.0.1:9/v1?key=[redacted]';
+    assert.deepEqual(remote.options, { baseURL });
     const m = remote.models.m2;
     assert.equal(m.id, 'm2');
     assert.equal(m.providerID, 'remote');
-    assert.deepEqual(m.api, { id: 'm2', url: 'http://127.0.0.1:9/v1', npm: '@ai-sdk/openai-compatible' });
+    assert.deepEqual(m.api, { id: 'm2', url: baseURL, npm: '@ai-sdk/openai-compatible' });
     assert.equal(m.capabilities.toolcall, true);
     assert.equal(m.capabilities.input.text, true);
     assert.deepEqual(m.cost, { input: 0, output: 0, cache: { read: 0, write: 0 } }); // unknown: zero
     assert.deepEqual(m.limit, { context: 0, output: 0 });
     assert.equal(m.status, 'active');
-    assert.ok(!JSON.stringify(listed).includes(SECRETS[0]));
+    for (const secret of SECRETS) assert.ok(!JSON.stringify(listed).includes(secret), secret);
 
     for (const all of [must(await c1().provider.list(), 'v1 provider.list'), must(await c2().provider.list(), 'v2 provider.list')]) {
       assert.deepEqual(all.all.map((p) => p.id).sort(), ['remote', 'sb', 'scripted']);
