@@ -224,9 +224,8 @@ asio::awaitable<Reply> web_asset(Call& c) {
 const std::vector<Route>& routes() {
   static const std::vector<Route> table = [] {
     std::vector<Route> all = {{http::verb::get, {"health"}, &health}};
-    for (const auto& area :
-         {client_tool_routes(), revert_routes(), session_routes(), mcp_routes(), chat_routes(),
-          project_routes()})
+    for (const auto& area : {client_tool_routes(), revert_routes(), session_routes(), mcp_routes(),
+                             chat_routes(), project_routes()})
       all.insert(all.end(), area.begin(), area.end());
     std::vector<Route> rest = {
         {http::verb::get, {"auth"}, &auth_status},
