@@ -73,6 +73,8 @@ struct ServerOptions {
   std::vector<std::string> cors;  // server.cors: other origins whose pages may call the API
   bool allow_remote = false;      // server.allowRemote (--allow-remote): listen on a non-loopback
                                   // address without a password
+  bool check_api_doc = false;     // $SWITCHBOARD_CHECK_API_DOC=1 (the test command): every answer
+                                  // is checked against GET /doc; a mismatch answers 500
 };
 
 struct Config {

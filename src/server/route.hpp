@@ -27,11 +27,33 @@ struct Call {
 using Reply = std::optional<Response>;
 using Handler = asio::awaitable<Reply> (*)(Call&);
 
+// What GET /doc (OpenAPI 3.1) says of a route. Schema names are components of the documents in
+// src/server/api/*.json; the table and those documents are the one source of the API's shapes,
+// and with $SWITCHBOARD_CHECK_API_DOC=1 every exchange is checked against them (api_doc.hpp).
+struct RouteDoc {
+  std::string_view id;           // operationId: OpenCode's, for the routes OpenCode has
+  std::string_view summary;      // one line
+  std::string_view body = {};    // schema of the JSON body it reads; "" when it reads none
+  std::string_view answer = {};  // schema of its success answer; "" when the answer is no JSON
+  // Other statuses it answers besides 401/403 (server.password, origins), 500 and the 400/413 of
+  // any route that reads a body or query: "404 409". An error's body is the schema Error.
+  std::string_view statuses = {};
+  std::string_view query = {};  // query parameters: names in components.parameters, "limit"
+  // The success answer: "application/json", "text/event-stream" (`answer` names one event's
+  // schema), "websocket" (101, the protocol in docs/api.md), another media type, or "*/*".
+  std::string_view media = "application/json";
+  int status = 200;  // the success status
+};
+
 struct Route {
   http::verb method;
-  std::vector<std::string_view> pattern;  // "{}" matches one segment
+  std::vector<std::string_view> pattern;  // "{name}" matches one segment
   Handler handler;
+  RouteDoc doc;
 };
+
+// Every route, in the order dispatch matches them (routes.cpp).
+const std::vector<Route>& routes();
 
 // The routes of each area, in the order they are matched.
 std::vector<Route> client_tool_routes();  // /client-tools/...

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "server/access.hpp"
+#include "server/api_doc.hpp"
 #include "server/decode.hpp"
 #include "server/route.hpp"
 #include "server/web_assets.hpp"
@@ -218,25 +219,9 @@ asio::awaitable<Reply> web_asset(Call& c) {
   co_return web_asset_response(*asset, c.req, true);
 }
 
-// ---- the route table ------------------------------------------------------------------------
-
-// Areas in the order they are matched; no pattern of one area matches a path of another.
-const std::vector<Route>& routes() {
-  static const std::vector<Route> table = [] {
-    std::vector<Route> all = {{http::verb::get, {"health"}, &health}};
-    for (const auto& area : {client_tool_routes(), revert_routes(), session_routes(), mcp_routes(),
-                             chat_routes(), project_routes()})
-      all.insert(all.end(), area.begin(), area.end());
-    std::vector<Route> rest = {
-        {http::verb::get, {"auth"}, &auth_status},
-        {http::verb::post, {"auth"}, &log_in},
-        {http::verb::get, {}, &web_page},
-        {http::verb::get, {"assets", "{}"}, &web_asset},
-    };
-    all.insert(all.end(), rest.begin(), rest.end());
-    return all;
-  }();
-  return table;
+// GET /doc: the OpenAPI document (api_doc.cpp), built once.
+asio::awaitable<Reply> api_doc(Call& c) {
+  co_return ok_text(c, api_document_text());
 }
 
 bool matches(const Route& route, const std::vector<std::string>& segments,
@@ -244,7 +229,7 @@ bool matches(const Route& route, const std::vector<std::string>& segments,
   if (route.pattern.size() != segments.size()) return false;
   params.clear();
   for (std::size_t i = 0; i < segments.size(); ++i) {
-    if (route.pattern[i] == "{}") {
+    if (route.pattern[i].starts_with('{')) {
       params.push_back(segments[i]);
     } else if (route.pattern[i] != segments[i]) {
       return false;
@@ -254,6 +239,61 @@ bool matches(const Route& route, const std::vector<std::string>& segments,
 }
 
 }  // namespace
+
+// ---- the route table ------------------------------------------------------------------------
+
+// Areas in the order they are matched; no pattern of one area matches a path of another.
+const std::vector<Route>& routes() {
+  static const std::vector<Route> table = [] {
+    std::vector<Route> all = {
+        {http::verb::get,
+         {"health"},
+         &health,
+         {.id = "global.health",
+          .summary = "Whether the server is up, and its version",
+          .answer = "Health"}},
+        {http::verb::get,
+         {"doc"},
+         &api_doc,
+         {.id = "doc.get", .summary = "This OpenAPI 3.1 document", .answer = "OpenApiDocument"}},
+    };
+    for (const auto& area : {client_tool_routes(), revert_routes(), session_routes(), mcp_routes(),
+                             chat_routes(), project_routes()})
+      all.insert(all.end(), area.begin(), area.end());
+    std::vector<Route> rest = {
+        {http::verb::get,
+         {"auth"},
+         &auth_status,
+         {.id = "auth.status",
+          .summary = "Whether the server asks for a password, and whether this caller has it",
+          .answer = "AuthStatus"}},
+        {http::verb::post,
+         {"auth"},
+         &log_in,
+         {.id = "auth.login",
+          .summary = "Check the server password and set the cookie that admits this browser",
+          .body = "LoginRequest",
+          .answer = "LoginAnswer"}},
+        {http::verb::get,
+         {},
+         &web_page,
+         {.id = "web.page",
+          .summary = "The web page",
+          .statuses = "304 404",
+          .media = "text/html"}},
+        {http::verb::get,
+         {"assets", "{file}"},
+         &web_asset,
+         {.id = "web.asset",
+          .summary = "A file of the web page (content-hashed name, cached for good)",
+          .statuses = "304 404",
+          .media = "*/*"}},
+    };
+    all.insert(all.end(), rest.begin(), rest.end());
+    return all;
+  }();
+  return table;
+}
 
 asio::awaitable<std::optional<Response>> dispatch(ServerState& state, beast::tcp_stream& stream,
                                                   Request& req, TakeOver& take_over) {
@@ -279,7 +319,10 @@ asio::awaitable<std::optional<Response>> dispatch(ServerState& state, beast::tcp
       continue;
     }
     Call call{state, stream, req, std::move(params), *url, take_over};
-    co_return co_await route.handler(call);
+    Reply reply = co_await route.handler(call);
+    if (reply && state.config.server.check_api_doc)
+      if (auto wrong = check_exchange(route, req, *reply)) co_return std::move(*wrong);
+    co_return reply;
   }
   if (!allowed.empty()) {
     auto res = json_response(
