@@ -35,20 +35,20 @@ std::runtime_error sys_error(const std::string& what) {
 }
 
 // The parent's environment without anything that could point the server at a user's files or
-// a real model's keys. $SWITCHBOARD_CHECK_API_DOC (the test command sets it: every answer is held
-// to GET /doc) stays.
+// a real model's keys; with every answer checked against the server's OpenAPI document (GET /doc:
+// a mismatch is a 500).
 std::vector<std::string> child_environment(const fs::path& home) {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {
     std::string_view kv(*e);
     auto name = kv.substr(0, kv.find('='));
-    if (name == "HOME" || name.starts_with("XDG_") ||
-        (name.starts_with("SWITCHBOARD_") && name != "SWITCHBOARD_CHECK_API_DOC") ||
+    if (name == "HOME" || name.starts_with("XDG_") || name.starts_with("SWITCHBOARD_") ||
         name.starts_with("OPENAI_") || name.starts_with("ANTHROPIC_"))
       continue;
     env.emplace_back(kv);
   }
   env.push_back("HOME=" + home.string());
+  env.push_back("SWITCHBOARD_CHECK_API_DOC=1");
   return env;
 }
 

@@ -37,9 +37,9 @@ export async function startServer(config = {}, { port = 0 } = {}) {
 
   server.start = async (onPort = server.port) => {
     const env = { ...process.env, HOME: home };
-    // $SWITCHBOARD_CHECK_API_DOC (the test command) holds every answer to GET /doc; it stays.
-    for (const k of Object.keys(env))
-      if (k.startsWith('XDG_') || (k.startsWith('SWITCHBOARD_') && k !== 'SWITCHBOARD_CHECK_API_DOC')) delete env[k];
+    for (const k of Object.keys(env)) if (k.startsWith('XDG_') || k.startsWith('SWITCHBOARD_')) delete env[k];
+    // Every answer is checked against the server's OpenAPI document (GET /doc); a mismatch is a 500.
+    env.SWITCHBOARD_CHECK_API_DOC = '1';
     const child = spawn(
       serverBinary(),
       ['serve', '--hostname', '127.0.0.1', '--port', String(onPort), '--config', configPath,
