@@ -148,14 +148,20 @@ json::object build_document() {
                     {"description",
                      "An agent server whose tools may run on its clients. The session API follows "
                      "OpenCode's; docs/api.md describes every route in prose."}};
-  json::object password{{"type", "http"},
-                        {"scheme", "basic"},
-                        {"description", "server.password, when it is set (any user name)"}};
+  // server.password, when it is set (docs/security.md): as a bearer token or HTTP Basic with
+  // any user name; `{}` in `security`: a server without a password needs neither.
+  json::object schemes{
+      {"bearer", {{"type", "http"}, {"scheme", "bearer"}, {"description", "server.password"}}},
+      {"basic",
+       {{"type", "http"}, {"scheme", "basic"}, {"description", "server.password, any user"}}}};
   json::object parts{{"schemas", c.schemas},
                      {"parameters", c.parameters},
-                     {"securitySchemes", json::object{{"password", std::move(password)}}}};
+                     {"securitySchemes", std::move(schemes)}};
+  json::array security{json::object{{"bearer", json::array()}},
+                       json::object{{"basic", json::array()}}, json::object()};
   return json::object{{"openapi", "3.1.0"},
                       {"info", std::move(info)},
+                      {"security", std::move(security)},
                       {"paths", std::move(paths)},
                       {"components", std::move(parts)}};
 }

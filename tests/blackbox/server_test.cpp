@@ -60,6 +60,61 @@ TEST_F(Server, KnownPathWithTheWrongMethodIs405WithAllow) {
   }
 }
 
+// GET /doc documents every route there is (the unit tests hold it to the route table): each
+// documented operation reaches its route, never the dispatcher's "no route" 404 or a 405; and
+// its answer to an unknown id or an empty body is one it documents (every test server checks
+// each answer against the document, so a mismatch would be a 500).
+TEST_F(Server, DocDocumentsRoutesThatExist) {
+  auto res = http_get(port(), "/doc");
+  ASSERT_TRUE(IsOk(res));
+  json::value doc = res.json();
+  EXPECT_EQ(doc.at("openapi"), "3.1.0");
+  const auto& paths = doc.at("paths").as_object();
+  EXPECT_GT(paths.size(), 50u);
+  std::size_t operations = 0;
+  for (const auto& [path, item] : paths) {
+    std::string target;
+    for (std::size_t at = 1; at <= path.size(); ++at) {
+      auto end = std::min(path.find('/', at), path.size());
+      auto segment = std::string_view(path).substr(at, end - at);
+      target += "/" + std::string(segment.starts_with('{') ? "zz-unknown" : segment);
+      at = end;
+    }
+    if (path == "/") target = "/";
+    for (const auto& [method_name, op] : item.as_object()) {
+      std::string method(method_name);
+      for (auto& ch : method)
+        ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      SCOPED_TRACE(method + " " + target);
+      ++operations;
+      const auto& responses = op.at("responses").as_object();
+      bool stream = false;
+      for (const auto& [status, response] : responses)
+        if (const auto* content = response.as_object().if_contains("content"))
+          stream = stream ||
+                   (status.starts_with("2") && content->as_object().contains("text/event-stream"));
+      unsigned status = 0;
+      std::string message;
+      if (stream && method == "GET") {
+        SseClient sse(port(), target);
+        status = sse.status();
+        sse.close();
+      } else {
+        bool body = method == "POST" || method == "PATCH" || method == "PUT";
+        auto answer = http_request(port(), method, target, body ? "{}" : "");
+        status = answer.status;
+        message = answer.status >= 400 ? answer.error_message() : "";
+        EXPECT_NE(status, 500u) << answer.describe();
+      }
+      EXPECT_NE(status, 405u);
+      EXPECT_FALSE(status == 404 && message.starts_with("no route")) << message;
+      EXPECT_TRUE(responses.contains(std::to_string(status)))
+          << "answered " << status << ", documented: " << json::serialize(responses);
+    }
+  }
+  EXPECT_GT(operations, 70u);
+}
+
 TEST_F(Server, BytesThatAreNotHttpAreRefusedAndTheServerGoesOn) {
   for (const char* garbage :
        {"HELLO THERE\r\n\r\n", "GET /health HTTP/1.1\r\nBad Header Line\r\n\r\n",
