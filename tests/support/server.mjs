@@ -101,6 +101,9 @@ export async function stopServer(server) {
   const report = logs.search(/ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:/);
   const excerpt = report >= 0 ? logs.slice(Math.max(0, report - 200), report + 8000) : logs.slice(-4000);
   assert.equal(code, 0, `the server crashed or did not exit cleanly on SIGTERM (${code}):\n${excerpt}`);
+  // An answer its OpenAPI document (GET /doc) does not describe, even one the test let pass.
+  const mismatch = logs.match(/API doc check: .*/);
+  assert.equal(mismatch, null, `the server gave an undocumented answer: ${mismatch?.[0]}`);
 }
 
 // ---- waiting -------------------------------------------------------------------------------------

@@ -88,6 +88,9 @@ export async function startServer(config = {}, { port = 0 } = {}) {
     }
     if (child.exitCode !== 0)
       throw new Error(`server exited with ${child.exitCode ?? child.signalCode}:\n${server.logs}`);
+    // An answer its OpenAPI document (GET /doc) does not describe, even one the test let pass.
+    const mismatch = server.logs.match(/API doc check: .*/);
+    if (mismatch) throw new Error(`the server gave an undocumented answer: ${mismatch[0]}`);
   };
 
   server.restart = async () => {
