@@ -14,6 +14,7 @@
 
 #include "provider/anthropic.hpp"
 #include "provider/openai.hpp"
+#include "provider/provider.hpp"
 #include "provider/schema_transform.hpp"
 #include "provider/sse_decoder.hpp"
 
@@ -1622,6 +1623,28 @@ TEST(RequestBody, CopiesOfAMessageShareItsFiles) {
   ModelMessage copy = r.messages[0];
   EXPECT_EQ(copy.attachments[0].data_url.get(), r.messages[0].attachments[0].data_url.get());
   EXPECT_EQ(copy, r.messages[0]);
+}
+
+}  // namespace
+}  // namespace sb::provider
+
+namespace sb::provider {
+namespace {
+
+// The start-up log says where a provider is, never the credentials in its URL.
+TEST(LoadProviders, TheStartUpNoteHidesCredentialsInTheBaseUrl) {
+  json::object config = json::parse(R"({"provider": {"oa": {"type": "openai-compatible",
+      "baseURL": "https://user:secret@example.com/v1?key=abc", "models": ["m"]}}})")
+                            .as_object();
+  auto set = load_providers(config, [](const std::string&) { return std::string(); });
+  ASSERT_TRUE(set) << set.error().message;
+  bool noted = false;
+  for (const auto& note : set->notes) {
+    EXPECT_EQ(note.find("secret"), std::string::npos) << note;
+    EXPECT_EQ(note.find("abc"), std::string::npos) << note;
+    noted = noted || note.find("example.com/v1") != std::string::npos;
+  }
+  EXPECT_TRUE(noted) << "no note names the provider's host";
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/config.hpp"
 #include "provider/provider.hpp"
 
 namespace sb::provider {
@@ -144,7 +145,8 @@ Result<ProviderSet> load_providers(const json::object& config,
         }
       if (first_http_model.empty() && !o.models.empty())
         first_http_model = name + "/" + o.models.front();
-      set.notes.push_back("provider " + name + ": " + t + " at " + o.base_url);
+      // The log shows where, never credentials in the URL's userinfo or query.
+      set.notes.push_back("provider " + name + ": " + t + " at " + config::redact_url(o.base_url));
       set.providers[name] = make_http_provider(std::move(o));
     }
   }
