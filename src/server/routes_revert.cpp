@@ -41,9 +41,29 @@ asio::awaitable<Reply> session_diff(Call& c) {
 
 std::vector<Route> revert_routes() {
   return {
-      {http::verb::post, {"session", "{}", "revert"}, &revert_session},
-      {http::verb::post, {"session", "{}", "unrevert"}, &unrevert_session},
-      {http::verb::get, {"session", "{}", "diff"}, &session_diff},
+      {http::verb::post,
+       {"session", "{sessionID}", "revert"},
+       &revert_session,
+       {.id = "session.revert",
+        .summary = "Undo a session from a message (or part) on: its files are put back",
+        .body = "RevertRequest",
+        .answer = "Session",
+        .statuses = "404 409"}},
+      {http::verb::post,
+       {"session", "{sessionID}", "unrevert"},
+       &unrevert_session,
+       {.id = "session.unrevert",
+        .summary = "Undo a session's revert: its files as they were before it",
+        .answer = "Session",
+        .statuses = "400 404 409"}},
+      {http::verb::get,
+       {"session", "{sessionID}", "diff"},
+       &session_diff,
+       {.id = "session.diff",
+        .summary = "What a session (or one message's turn) changed in the files",
+        .answer = "SnapshotFileDiffList",
+        .statuses = "404",
+        .query = "diffMessageID"}},
   };
 }
 
