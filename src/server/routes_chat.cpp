@@ -76,10 +76,39 @@ asio::awaitable<Reply> chat_websocket(Call& c) {
 
 std::vector<Route> chat_routes() {
   return {
-      {http::verb::post, {"api", "chat"}, &post_chat},
-      {http::verb::get, {"api", "chat", "ws"}, &chat_websocket},
-      {http::verb::get, {"api", "chat", "{}", "stream"}, &resume_chat},
-      {http::verb::delete_, {"api", "chat", "{}", "stream"}, &stop_chat},
+      {http::verb::post,
+       {"api", "chat"},
+       &post_chat,
+       {.id = "chat.send",
+        .summary = "The AI SDK's chat request (DefaultChatTransport): answered with the UI message "
+                   "stream (SSE)",
+        .body = "ChatRequest",
+        .answer = "UIMessageChunk",
+        .statuses = "403 404 409 503",
+        .media = "text/event-stream"}},
+      {http::verb::get,
+       {"api", "chat", "ws"},
+       &chat_websocket,
+       {.id = "chat.ws",
+        .summary = "The AI SDK chat's WebSocket (WebSocketChatTransport)",
+        .statuses = "400",
+        .media = "websocket",
+        .status = 101}},
+      {http::verb::get,
+       {"api", "chat", "{id}", "stream"},
+       &resume_chat,
+       {.id = "chat.resume",
+        .summary = "The chat's answer streaming now, from its start (SSE); 204 when none streams",
+        .answer = "UIMessageChunk",
+        .statuses = "204 404",
+        .media = "text/event-stream"}},
+      {http::verb::delete_,
+       {"api", "chat", "{id}", "stream"},
+       &stop_chat,
+       {.id = "chat.stop",
+        .summary = "Stop the chat's turn",
+        .answer = "ChatStopAnswer",
+        .statuses = "404"}},
   };
 }
 

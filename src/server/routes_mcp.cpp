@@ -287,16 +287,24 @@ asio::awaitable<Reply> served_post(Call& c) {
                       mcp::rpc_code::kMethodNotFound, "Method not found: " + m.method);
 }
 
-// GET: a legacy session's stream of the server's own messages (list_changed here).
+// GET: a legacy session's stream of the server's own messages (list_changed here). Without a
+// session it is 405, which tells a host that there is no stream to open (the MCP transport's
+// rule); either refusal has the usual error body.
 asio::awaitable<Reply> served_get(Call& c) {
   std::string session = header(c, "mcp-session-id");
-  if (session.empty() || !c.state.mcp_sessions.contains(session)) {
-    Response res{session.empty() ? http::status::method_not_allowed : http::status::not_found,
-                 c.req.version()};
+  if (session.empty()) {
+    Response res = json_response(
+        http::status::method_not_allowed,
+        error_body(make_error(ErrorCode::InvalidRequest,
+                              "GET /client-tools/mcp is a 2025 MCP session's stream: send its "
+                              "Mcp-Session-Id (a 2026-07-28 host uses subscriptions/listen)")),
+        c.req);
     res.set(http::field::allow, "POST, DELETE");
-    res.prepare_payload();
     co_return res;
   }
+  if (!c.state.mcp_sessions.contains(session))
+    co_return fail(
+        c, make_error(ErrorCode::NotFound, "unknown or ended MCP session: initialize again"));
   c.take_over = [&state = c.state](tcp::socket socket, Request req) {
     MessageStreamBody body = [&state](SendMessage send,
                                       asio::cancellation_slot left) -> asio::awaitable<void> {
@@ -320,13 +328,59 @@ asio::awaitable<Reply> served_delete(Call& c) {
 
 std::vector<Route> mcp_routes() {
   return {
-      {http::verb::get, {"mcp"}, &list_servers},
-      {http::verb::post, {"mcp"}, &add_server},
-      {http::verb::post, {"mcp", "{}", "connect"}, &connect_server},
-      {http::verb::post, {"mcp", "{}", "disconnect"}, &disconnect_server},
-      {http::verb::post, {"client-tools", "mcp"}, &served_post},
-      {http::verb::get, {"client-tools", "mcp"}, &served_get},
-      {http::verb::delete_, {"client-tools", "mcp"}, &served_delete},
+      {http::verb::get,
+       {"mcp"},
+       &list_servers,
+       {.id = "mcp.status", .summary = "Every MCP server's state", .answer = "McpStatusMap"}},
+      {http::verb::post,
+       {"mcp"},
+       &add_server,
+       {.id = "mcp.add",
+        .summary = "Add (or replace) an MCP server and connect it",
+        .body = "McpAddRequest",
+        .answer = "McpStatusMap"}},
+      {http::verb::post,
+       {"mcp", "{name}", "connect"},
+       &connect_server,
+       {.id = "mcp.connect",
+        .summary = "Connect (or reconnect) an MCP server",
+        .answer = "McpConnectAnswer",
+        .statuses = "404 503"}},
+      {http::verb::post,
+       {"mcp", "{name}", "disconnect"},
+       &disconnect_server,
+       {.id = "mcp.disconnect",
+        .summary = "Disconnect an MCP server",
+        .answer = "McpConnectAnswer",
+        .statuses = "404"}},
+      {http::verb::post,
+       {"client-tools", "mcp"},
+       &served_post,
+       {.id = "mcp.served.post",
+        .summary = "The client tools as an MCP server (Streamable HTTP): a host's JSON-RPC "
+                   "message, answered as JSON or, for a tools/call with a progressToken and "
+                   "subscriptions/listen, as text/event-stream",
+        .body = "McpJsonRpcMessage",
+        .answer = "McpJsonRpcResponse",
+        .statuses = "202 404",
+        .query = "mcpClientID"}},
+      {http::verb::get,
+       {"client-tools", "mcp"},
+       &served_get,
+       {.id = "mcp.served.get",
+        .summary =
+            "A 2025 MCP session's stream of the server's notifications (tools/list_changed); "
+            "405 without Mcp-Session-Id",
+        .answer = "McpServerNotification",
+        .statuses = "404 405",
+        .media = "text/event-stream"}},
+      {http::verb::delete_,
+       {"client-tools", "mcp"},
+       &served_delete,
+       {.id = "mcp.served.delete",
+        .summary = "End the MCP session named by Mcp-Session-Id",
+        .statuses = "404",
+        .status = 202}},
   };
 }
 
