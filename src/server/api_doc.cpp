@@ -109,7 +109,7 @@ json::object operation(const Route& route) {
   if (!parameters.empty()) op["parameters"] = std::move(parameters);
   if (!doc.body.empty())
     op["requestBody"] = {
-        {"required", true},
+        {"required", !doc.body_optional},
         {"content", {{"application/json", {{"schema", ref("schemas", doc.body)}}}}}};
   json::object responses;
   for (int status : statuses_of(doc)) {
@@ -126,7 +126,7 @@ json::object operation(const Route& route) {
     } else {
       response["description"] = http::obsolete_reason(static_cast<http::status>(status));
       if (status >= 400)
-        response["content"] = {{"application/json", {{"schema", ref("schemas", "Error")}}}};
+        response["content"] = {{"application/json", {{"schema", ref("schemas", doc.error)}}}};
     }
     responses[std::to_string(status)] = std::move(response);
   }
@@ -203,7 +203,7 @@ Result<std::shared_ptr<const clienttool::CompiledSchema>> validator(std::string_
 }
 
 // Empty when `text` is JSON that matches the schema `name`; else what is wrong.
-std::string mismatch(std::string_view text, std::string_view name, std::string_view what) {
+std::string schema_mismatch(std::string_view text, std::string_view name, std::string_view what) {
   boost::system::error_code ec;
   json::value value = json::parse(text, ec);
   if (ec) return std::string(what) + " is not JSON: " + ec.message();
@@ -220,10 +220,11 @@ std::string check(const Route& route, const Request& req, const Response& res) {
   int status = static_cast<int>(res.result_int());
   if (!statuses_of(doc).contains(status))
     return "answered " + std::to_string(status) + ", which is not documented";
-  if (status >= 400) return mismatch(res.body(), "Error", "the error");
+  if (status >= 400) return schema_mismatch(res.body(), doc.error, "the error");
   if (status != doc.status) return {};  // a documented redirect or 304 has no body
   if (!doc.body.empty() && !req.body().empty())
-    if (auto bad = mismatch(req.body(), doc.body, "the accepted body"); !bad.empty()) return bad;
+    if (auto bad = schema_mismatch(req.body(), doc.body, "the accepted body"); !bad.empty())
+      return bad;
   auto type = res[http::field::content_type];
   if (doc.media == "application/json") {
     if (!type.starts_with("application/json"))
@@ -231,7 +232,7 @@ std::string check(const Route& route, const Request& req, const Response& res) {
                  ? std::string()
                  : "answered " + std::string(type) + " instead of application/json";
     if (doc.answer.empty()) return "answered JSON but documents no answer";
-    return mismatch(res.body(), doc.answer, "the answer");
+    return schema_mismatch(res.body(), doc.answer, "the answer");
   }
   if (doc.media != "*/*" && !type.starts_with(doc.media))
     return "answered " + std::string(type) + " instead of " + std::string(doc.media);
@@ -264,7 +265,7 @@ std::vector<std::string> api_document_problems() {
     for (auto segment : route.pattern)
       if (segment.starts_with('{') && (segment.size() < 3 || !segment.ends_with('}')))
         out.push_back(where + ": a path parameter needs a name, {name}");
-    for (auto name : {doc.body, doc.answer})
+    for (auto name : {doc.body, doc.answer, doc.error})
       if (!name.empty()) refs.insert("#/components/schemas/" + std::string(name));
     for (auto name : words(doc.query))
       refs.insert("#/components/parameters/" + std::string(name));
@@ -302,6 +303,21 @@ std::optional<Response> check_exchange(const Route& route, const Request& req,
                         problem;
   log::error(message);
   return error_response(make_error(ErrorCode::Internal, std::move(message)), req);
+}
+
+void check_stream_frame(std::string_view where, std::string_view name, std::string_view frame) {
+  for (std::size_t at = 0; at < frame.size();) {
+    auto end = std::min(frame.find("\n\n", at), frame.size());
+    std::string_view event = frame.substr(at, end - at);
+    at = end + 2;
+    // Each event here has one data line (the server writes JSON on one line).
+    auto data = event.find("data: ");
+    if (data == std::string_view::npos || (data != 0 && event[data - 1] != '\n')) continue;
+    std::string_view text = event.substr(data + 6);
+    text = text.substr(0, text.find('\n'));
+    if (auto bad = schema_mismatch(text, name, "an event"); !bad.empty())
+      log::error("API doc check: ", where, " ", bad, ": ", text.substr(0, 2000));
+  }
 }
 
 }  // namespace sb::server

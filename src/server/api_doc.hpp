@@ -26,4 +26,9 @@ std::vector<std::string> api_document_problems();
 // it (and is logged), so any test that meets one fails.
 std::optional<Response> check_exchange(const Route& route, const Request& req, const Response& res);
 
+// Under the same check, for a stream: each `data:` of an SSE frame (one event or several, a
+// replay) against the schema `name`; a mismatch is logged as "API doc check: ..." (the tests fail
+// on it: the stream itself goes on). `where` names the stream in the message.
+void check_stream_frame(std::string_view where, std::string_view name, std::string_view frame);
+
 }  // namespace sb::server

@@ -1,5 +1,7 @@
 #include "server/push.hpp"
 
+#include "server/api_doc.hpp"
+
 #include <optional>
 
 #include "chat/service.hpp"
@@ -72,6 +74,23 @@ asio::awaitable<void> run_client_sse(ServerState& state, tcp::socket socket, Req
 
 namespace {
 
+// What a /global/event frame's data holds before its event: `{"directory": ..., "project": ...,
+// "payload":` (OpenCode's GlobalEvent).
+std::string global_prefix(const ServerState& state) {
+  std::string directory, project = "global";
+  if (state.sessions) {
+    directory = state.sessions->options().directory.string();
+    if (!state.sessions->options().project_id.empty())
+      project = state.sessions->options().project_id;
+  }
+  std::string prefix = "{\"directory\":";
+  append_json_string(prefix, directory);
+  prefix += ",\"project\":";
+  append_json_string(prefix, project);
+  prefix += ",\"payload\":";
+  return prefix;
+}
+
 // The log of /event's frames, made when the first stream opens (so that a server nobody watches
 // builds no events).
 bus::EventLog& event_log(ServerState& state) {
@@ -79,29 +98,25 @@ bus::EventLog& event_log(ServerState& state) {
   bus::EventLog::Options o;
   o.max_events = static_cast<std::size_t>(state.config.server.event_replay_events);
   o.max_bytes = static_cast<std::size_t>(state.config.server.event_replay_bytes);
-  std::string directory, project = "global";
-  if (state.sessions) {
-    directory = state.sessions->options().directory.string();
-    if (!state.sessions->options().project_id.empty())
-      project = state.sessions->options().project_id;
-  }
-  o.global_prefix = "{\"directory\":";
-  append_json_string(o.global_prefix, directory);
-  o.global_prefix += ",\"project\":";
-  append_json_string(o.global_prefix, project);
-  o.global_prefix += ",\"payload\":";
+  o.global_prefix = global_prefix(state);
   state.event_log = bus::EventLog::create(state.bus, std::move(o));
   return *state.event_log;
 }
 
 // A frame of this stream's own (server.connected, server.heartbeat): no id, so that a client's
-// Last-Event-ID stays the last event's.
-std::shared_ptr<const std::string> own_frame(bool global, std::string_view type,
+// Last-Event-ID stays the last event's. `prefix`: global_prefix() on /global/event, else "".
+std::shared_ptr<const std::string> own_frame(std::string_view prefix, std::string_view type,
                                              std::string_view properties) {
   std::string event =
       "{\"type\":\"" + std::string(type) + "\",\"properties\":" + std::string(properties) + "}";
   return std::make_shared<const std::string>(
-      "data: " + (global ? "{\"payload\":" + event + "}" : event) + "\n\n");
+      "data: " + (prefix.empty() ? event : std::string(prefix) + event + "}") + "\n\n");
+}
+
+// Under $SWITCHBOARD_CHECK_API_DOC: the frame against what GET /doc says of the stream's events.
+void check_event_frame(bool global, std::string_view frame) {
+  check_stream_frame(global ? "GET /global/event" : "GET /event", global ? "GlobalEvent" : "Event",
+                     frame);
 }
 
 // Detaches a stream's reader from the log however the stream ends.
@@ -115,9 +130,10 @@ struct LogReading {
 
 asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Request req,
                                     bool global, std::optional<std::uint64_t> last_event_id) {
-  static const auto heartbeat = own_frame(false, "server.heartbeat", "{}");
-  static const auto global_heartbeat = own_frame(true, "server.heartbeat", "{}");
-  auto conn = make_sse(state, std::move(socket), global ? global_heartbeat : heartbeat);
+  static const auto heartbeat = own_frame({}, "server.heartbeat", "{}");
+  const std::string prefix = global ? global_prefix(state) : std::string();
+  auto conn_heartbeat = global ? own_frame(prefix, "server.heartbeat", "{}") : heartbeat;
+  auto conn = make_sse(state, std::move(socket), conn_heartbeat);
   TrackedPush tracked(state, conn);
   auto listed = state.event_streams.insert(state.event_streams.end(), conn);
   struct Unlist {
@@ -128,14 +144,22 @@ asio::awaitable<void> run_event_sse(ServerState& state, tcp::socket socket, Requ
   bus::EventLog& log = event_log(state);
   auto attached = log.attach(
       last_event_id, global ? bus::EventLog::Format::Global : bus::EventLog::Format::Event,
-      [weak = std::weak_ptr<PushChannel>(conn)](const bus::EventLog::Frame& frame) {
+      [weak = std::weak_ptr<PushChannel>(conn), check = state.config.server.check_api_doc,
+       global](const bus::EventLog::Frame& frame) {
+        if (check) check_event_frame(global, *frame);
         if (auto ch = weak.lock()) ch->post(frame);
       });
   LogReading reading{state.event_log, attached.reader};
   std::string_view resumed = !attached.resumed   ? "{}"
                              : *attached.resumed ? "{\"resumed\":true}"
                                                  : "{\"resumed\":false}";
-  conn->post(own_frame(global, "server.connected", resumed));
+  auto connected = own_frame(prefix, "server.connected", resumed);
+  if (state.config.server.check_api_doc) {
+    check_event_frame(global, *connected);
+    check_event_frame(global, *conn_heartbeat);
+    if (attached.missed) check_event_frame(global, *attached.missed);
+  }
+  conn->post(std::move(connected));
   // What the client missed, as one frame: a replay longer than the subscriber queue is no sign
   // of a slow reader.
   if (attached.missed) conn->post(std::move(attached.missed));

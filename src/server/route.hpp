@@ -43,6 +43,11 @@ struct RouteDoc {
   // schema), "websocket" (101, the protocol in docs/api.md), another media type, or "*/*".
   std::string_view media = "application/json";
   int status = 200;  // the success status
+  // The schema of its error answers (400 and up). A route that answers another protocol's errors
+  // (/client-tools/mcp: JSON-RPC error responses) names one that takes those too.
+  std::string_view error = "Error";
+  // The body may be left out (POST /session with no body creates a session with defaults).
+  bool body_optional = false;
 };
 
 struct Route {

@@ -367,7 +367,8 @@ std::vector<Route> session_routes() {
        {.id = "session.create",
         .summary = "Create a session",
         .body = "SessionCreateRequest",
-        .answer = "SessionCreated"}},
+        .answer = "SessionCreated",
+        .body_optional = true}},
       {http::verb::get,
        {"session"},
        &list_sessions,
@@ -411,7 +412,8 @@ std::vector<Route> session_routes() {
         .summary = "A new session with a copy of a session's messages (up to a message)",
         .body = "ForkRequest",
         .answer = "Session",
-        .statuses = "404 409"}},
+        .statuses = "404 409",
+        .body_optional = true}},
       {http::verb::post,
        {"session", "{sessionID}", "shell"},
        &run_shell,
@@ -552,7 +554,8 @@ std::vector<Route> session_routes() {
         .summary = "Dismiss a question",
         .body = "QuestionRejectRequest",
         .answer = "OkTrue",
-        .statuses = "404"}},
+        .statuses = "404",
+        .body_optional = true}},
   };
 }
 

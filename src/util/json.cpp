@@ -321,8 +321,12 @@ Result<std::string> require_string(const json::object& obj, std::string_view key
 }
 
 json::object error_body(const Error& e) {
+  // A message may quote what the caller sent (a path segment decoded from %FF): the body must
+  // still be JSON, which Boost.JSON does not check when it serializes.
+  json::string message =
+      is_valid_utf8(e.message) ? json::string(e.message) : json::string(repair_utf8(e.message));
   return json::object{
-      {"error", json::object{{"code", error_code_name(e.code)}, {"message", e.message}}}};
+      {"error", json::object{{"code", error_code_name(e.code)}, {"message", std::move(message)}}}};
 }
 
 namespace {

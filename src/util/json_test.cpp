@@ -299,6 +299,16 @@ TEST(RequireString, WrongTypeNamesTheField) {
 
 // ---- errors -----------------------------------------------------------------------------------
 
+// A message quoting bytes that are not UTF-8 (a path segment sent as %FF%FE) still makes JSON.
+TEST(ErrorBody, IsJsonWhenTheMessageQuotesBytesThatAreNotUtf8) {
+  json::object body = error_body(make_error(ErrorCode::NotFound, "no session \xFF\xFE here"));
+  auto reparsed = parse_json(json::serialize(body));
+  ASSERT_TRUE(reparsed.has_value()) << reparsed.error().message;
+  const auto& message = reparsed->at("error").at("message").as_string();
+  EXPECT_TRUE(std::string_view(message).starts_with("no session "));
+  EXPECT_TRUE(std::string_view(message).ends_with(" here"));
+}
+
 TEST(ErrorBody, HasCodeAndMessageUnderError) {
   json::object body = error_body(make_error(ErrorCode::NotFound, "Unknown client tool: x"));
   ASSERT_EQ(body.size(), 1u);
