@@ -187,15 +187,26 @@ Result<std::shared_ptr<const clienttool::CompiledSchema>> validator(std::string_
   static std::map<std::string, std::shared_ptr<const clienttool::CompiledSchema>, std::less<>> made;
   std::lock_guard lock(mutex);
   if (auto it = made.find(name); it != made.end()) return it->second;
-  // The schemas as "$defs", where the compiler looks for what a "$ref" names.
-  static const json::value defs = [] {
-    std::string text = json::serialize(components().schemas);
-    const std::string_view from = "#/components/schemas/", to = "#/$defs/";
-    for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-      text.replace(at, from.size(), to);
-    return json::parse(text);
-  }();
-  json::object root{{"$ref", "#/$defs/" + std::string(name)}, {"$defs", defs}};
+  // The schema and those it names, as "$defs" (where the compiler looks for what a "$ref" names):
+  // only those, so a check compiles what it uses, not the whole document, on its first call.
+  const std::string_view from = "#/components/schemas/", to = "#/$defs/";
+  json::object used;
+  std::vector<std::string> todo{std::string(name)};
+  while (!todo.empty()) {
+    std::string next = std::move(todo.back());
+    todo.pop_back();
+    const json::value* schema = components().schemas.if_contains(next);
+    if (!schema || used.contains(next)) continue;
+    used.emplace(next, *schema);
+    std::set<std::string> refs;
+    collect_refs(*schema, refs);
+    for (const auto& r : refs)
+      if (r.starts_with(from)) todo.push_back(r.substr(from.size()));
+  }
+  std::string text = json::serialize(used);
+  for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  json::object root{{"$ref", std::string(to) + std::string(name)}, {"$defs", json::parse(text)}};
   auto compiled = clienttool::CompiledSchema::compile(root);
   if (!compiled) return compiled.error();
   made.emplace(std::string(name), *compiled);

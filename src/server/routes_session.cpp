@@ -528,7 +528,8 @@ std::vector<Route> session_routes() {
       {http::verb::get,
        {"tool"},
        &list_tools,
-       {.id = "tool.list",
+       // Not OpenCode's tool.list (GET /experimental/tool, for a provider and model).
+       {.id = "tool.offered",
         .summary = "The tools an agent (in a session) is offered",
         .answer = "ToolList",
         .statuses = "404 409",
