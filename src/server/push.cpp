@@ -34,16 +34,21 @@ std::string ws_frame_for(const clienttool::ClientMessage& m) {
 class ChannelSink : public clienttool::ClientSink {
  public:
   using Format = std::string (*)(const clienttool::ClientMessage&);
-  ChannelSink(std::shared_ptr<PushChannel> channel, Format format)
-      : channel_(std::move(channel)), format_(format) {}
+  // `check_as`: under $SWITCHBOARD_CHECK_API_DOC, the GET /doc schema each frame is checked
+  // against ("" for none).
+  ChannelSink(std::shared_ptr<PushChannel> channel, Format format, std::string_view check_as = {})
+      : channel_(std::move(channel)), format_(format), check_as_(check_as) {}
   void deliver(std::shared_ptr<const clienttool::ClientMessage> message) override {
-    channel_->post(std::make_shared<const std::string>(format_(*message)));
+    auto frame = std::make_shared<const std::string>(format_(*message));
+    if (!check_as_.empty()) check_stream_frame("GET /client-tools/pending", check_as_, *frame);
+    channel_->post(std::move(frame));
   }
   void close(const std::string& reason) override { channel_->close(reason); }
 
  private:
   std::shared_ptr<PushChannel> channel_;
   Format format_;
+  std::string_view check_as_;
 };
 
 }  // namespace
@@ -55,7 +60,9 @@ asio::awaitable<void> run_client_sse(ServerState& state, tcp::socket socket, Req
   auto conn = make_sse(state, std::move(socket), ping);
   TrackedPush tracked(state, conn);
   // Attach before the head goes out: once a client sees the 200, its requests reach it.
-  auto sink = std::make_shared<ChannelSink>(conn, &sse_frame_for);
+  auto sink = std::make_shared<ChannelSink>(
+      conn, &sse_frame_for,
+      state.config.server.check_api_doc ? "ClientToolStreamEvent" : std::string_view());
   std::uint64_t connection = state.registry->attach(client_id, sink, last_event_id, "sse");
   sink.reset();
   log::debug("client ", client_id, " connected over SSE");
@@ -245,7 +252,8 @@ asio::awaitable<void> run_ui_message_stream(ServerState& state, tcp::socket sock
   if (head_ok) {
     auto executor = conn->executor();
     reader = response->follow(
-        0, [reading, weak, flush, executor](std::uint64_t, const chat::ChatResponse::Chunk& chunk) {
+        0, [reading, weak, flush, executor, check = state.config.server.check_api_doc](
+               std::uint64_t, const chat::ChatResponse::Chunk& chunk) {
           if (!chunk) {
             reading->finished = true;
             reading->batch += "data: [DONE]\n\n";
@@ -253,6 +261,8 @@ asio::awaitable<void> run_ui_message_stream(ServerState& state, tcp::socket sock
             if (auto ch = weak.lock()) ch->close("answered");
             return;
           }
+          if (check)
+            check_stream_frame("the UI message stream", "UIMessageChunk", "data: " + *chunk);
           reading->batch += "data: ";
           reading->batch += *chunk;
           reading->batch += "\n\n";
