@@ -12,6 +12,7 @@ struct WebAsset {
   std::string_view content_type;  // "text/javascript; charset=utf-8"
   std::string_view etag;          // quoted, from the file's SHA-256
   std::string_view body;
+  std::string_view gzip;  // the body gzipped, for text; empty when not smaller or not text
 };
 
 // Every embedded file; empty in a server built with SWITCHBOARD_WEB=OFF.

@@ -117,6 +117,45 @@ TEST_F(Server, DocDocumentsRoutesThatExist) {
   EXPECT_GT(operations, 70u);
 }
 
+// The page's text files go gzipped to a browser that accepts it, as their own representation
+// (ETag, Vary); as they are to one that does not. (Every browser test loads the page gzipped.)
+TEST_F(Server, ThePageIsServedGzippedToClientsThatAcceptIt) {
+  auto plain = http_request(port(), "GET", "/");
+  ASSERT_EQ(plain.status, 200u) << plain.describe();
+  EXPECT_FALSE(plain.header("content-encoding"));
+  EXPECT_EQ(plain.header("vary").value_or(""), "Accept-Encoding");
+  auto gzipped = http_request(port(), "GET", "/", "", {{"Accept-Encoding", "br, gzip;q=0.8"}});
+  ASSERT_EQ(gzipped.status, 200u);
+  EXPECT_EQ(gzipped.header("content-encoding").value_or(""), "gzip");
+  EXPECT_EQ(gzipped.header("vary").value_or(""), "Accept-Encoding");
+  ASSERT_GE(gzipped.body.size(), 2u);
+  EXPECT_EQ(gzipped.body.substr(0, 2), "\x1f\x8b");  // gzip's magic
+  EXPECT_LT(gzipped.body.size(), plain.body.size());
+  EXPECT_EQ(gzipped.header("content-type"), plain.header("content-type"));
+  EXPECT_NE(gzipped.header("etag"), plain.header("etag"));
+  // Revalidation per representation.
+  auto same =
+      http_request(port(), "GET", "/", "",
+                   {{"Accept-Encoding", "gzip"}, {"If-None-Match", *gzipped.header("etag")}});
+  EXPECT_EQ(same.status, 304u);
+  auto other = http_request(port(), "GET", "/", "", {{"If-None-Match", *gzipped.header("etag")}});
+  EXPECT_EQ(other.status, 200u);
+  // Refused with q=0: the plain bytes.
+  for (const char* refusal : {"gzip;q=0", "gzip; q=0.000, identity", "deflate"}) {
+    SCOPED_TRACE(refusal);
+    auto res = http_request(port(), "GET", "/", "", {{"Accept-Encoding", refusal}});
+    EXPECT_FALSE(res.header("content-encoding"));
+    EXPECT_EQ(res.body, plain.body);
+  }
+  // A script under /assets/ too.
+  auto script = plain.body.find("/assets/");
+  ASSERT_NE(script, std::string::npos);
+  std::string path = plain.body.substr(script, plain.body.find('"', script) - script);
+  auto js = http_request(port(), "GET", path, "", {{"Accept-Encoding", "gzip"}});
+  EXPECT_EQ(js.status, 200u);
+  EXPECT_EQ(js.header("content-encoding").value_or(""), "gzip");
+}
+
 TEST_F(Server, BytesThatAreNotHttpAreRefusedAndTheServerGoesOn) {
   for (const char* garbage :
        {"HELLO THERE\r\n\r\n", "GET /health HTTP/1.1\r\nBad Header Line\r\n\r\n",
