@@ -92,16 +92,29 @@ class State : public std::enable_shared_from_this<State> {
     std::string json;
     std::size_t limit = 0;
     std::string failure;
+    std::string answers;     // the id (id_text) of the request whose answer this is; "" for none
+    bool answered = false;   // its response came
+    bool delivered = false;  // an event came (since the flag was last cleared)
   };
 
-  void deliver_text(std::string_view text) {
+  void deliver_text(BodyReader& r, std::string_view text) {
+    r.delivered = true;
     if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return;  // a priming event
     auto m = parse_message(text);
     if (!m) {
       log::warn("mcp ", o_.name, ": skipped a message: ", m.error().message);
       return;
     }
+    if (m->kind == Message::Kind::Response && !r.answers.empty() && id_text(m->id) == r.answers)
+      r.answered = true;
     if (events_.message) events_.message(std::move(*m));
+  }
+
+  void finish_stream(BodyReader& r) {
+    std::vector<sse::SseEvent> rest;
+    r.decoder.finish(rest);
+    for (auto& e : rest)
+      deliver_text(r, e.data);
   }
 
   void on_body(BodyReader& r, std::string_view chunk) {
@@ -117,7 +130,7 @@ class State : public std::enable_shared_from_this<State> {
     std::vector<sse::SseEvent> events;
     if (auto fed = r.decoder.feed(chunk, events); !fed) r.failure = fed.error().message;
     for (auto& e : events)
-      deliver_text(e.data);
+      deliver_text(r, e.data);
   }
 
   // The request's own answer, made up when the server's answer was no JSON-RPC message.
@@ -153,6 +166,7 @@ class State : public std::enable_shared_from_this<State> {
     }
     BodyReader reader;
     reader.limit = self->o_.max_message_bytes;
+    reader.answers = key;
     int status = 0;
     std::string session;
     // Named, not temporaries in the co_await: GCC 12 destroys those twice.
@@ -166,6 +180,24 @@ class State : public std::enable_shared_from_this<State> {
       self->on_body(reader, chunk);
     };
     auto result = co_await net::fetch_streaming(std::move(s), on_head, on_chunk);
+    // An event stream that ends before the request's answer: a 2025-11-25 server may close it on
+    // purpose (SEP-1699, "polling") and replay what follows to a GET with Last-Event-ID.
+    if (!key.empty() && !self->ended_ && reader.sse && status == 200 && reader.failure.empty() &&
+        !(!result && result.error().message.starts_with("aborted"))) {
+      self->finish_stream(reader);
+      if (!reader.answered && !self->modern() && !reader.decoder.last_event_id().empty()) {
+        co_await resume(self, reader);
+        if (!reader.answered && reader.failure.empty() && !self->ended_)
+          reader.failure = "its event stream ended without the answer, and resuming it failed";
+      }
+      if (!reader.answered && !self->ended_) {
+        self->streams_.erase(key);
+        self->fail_request(m, !reader.failure.empty()
+                                  ? reader.failure
+                                  : "its event stream ended without the answer");
+        co_return;
+      }
+    }
     if (!key.empty()) self->streams_.erase(key);
     if (self->ended_) co_return;
     if (!result) {
@@ -176,7 +208,8 @@ class State : public std::enable_shared_from_this<State> {
         self->end("cannot reach " + self->o_.url + ": " + result.error().message);
         co_return;
       }
-      self->fail_request(m, "its answer broke off: " + result.error().message);
+      if (!reader.answered)
+        self->fail_request(m, "its answer broke off: " + result.error().message);
       co_return;
     }
     if (!session.empty() && m.method == "initialize") self->session_id_ = session;
@@ -189,10 +222,7 @@ class State : public std::enable_shared_from_this<State> {
       co_return;
     }
     if (reader.sse) {
-      std::vector<sse::SseEvent> rest;
-      reader.decoder.finish(rest);
-      for (auto& e : rest)
-        self->deliver_text(e.data);
+      if (key.empty()) self->finish_stream(reader);  // a request's stream was finished above
       co_return;
     }
     if (status == 202 || reader.json.empty()) {
@@ -211,6 +241,49 @@ class State : public std::enable_shared_from_this<State> {
     else if (status >= 300)
       why += ": " + reader.json.substr(0, 300);
     self->fail_request(m, why);
+  }
+
+  // A request's event stream that the server closed before the answer, resumed (SEP-1699): after
+  // its `retry:` (1 s when it gave none, at most 5 s), a GET with Last-Event-ID replays what came
+  // after; again while the server keeps closing, until the answer, a refusal, 5 resumes in a row
+  // that bring no event, or the request's end (its abort signal cancels the GET).
+  static asio::awaitable<void> resume(std::shared_ptr<State> self, BodyReader& reader) {
+    asio::steady_timer wait(self->ex_);
+    auto it = self->streams_.find(reader.answers);
+    if (it == self->streams_.end()) co_return;
+    std::shared_ptr<AbortSignal> abort = it->second;
+    for (int empty = 0; empty < 5 && !reader.answered && !self->ended_ && !abort->aborted();) {
+      auto retry = std::min<std::uint64_t>(reader.decoder.retry().value_or(1000), 5000);
+      wait.expires_after(std::chrono::milliseconds(retry));
+      boost::system::error_code ec;
+      co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (self->ended_ || abort->aborted()) co_return;
+      auto s = self->spec("GET");
+      s.headers.emplace_back("Accept", "text/event-stream");
+      s.headers.emplace_back("MCP-Protocol-Version", self->version_);
+      s.headers.emplace_back("Last-Event-ID", reader.decoder.last_event_id());
+      s.read_timeout = std::chrono::hours(24);
+      s.abort = abort;
+      int status = 0;
+      reader.delivered = false;
+      std::function<void(const net::HttpResponseHead&)> on_head =
+          [&](const net::HttpResponseHead& h) { status = h.status; };
+      std::function<void(std::string_view)> on_chunk = [&](std::string_view chunk) {
+        if (status == 200) self->on_body(reader, chunk);
+      };
+      auto result = co_await net::fetch_streaming(std::move(s), on_head, on_chunk);
+      if (self->ended_ || abort->aborted()) co_return;
+      if (status != 200 && status != 0) {
+        reader.failure =
+            "its event stream ended without the answer, and it refused to resume it (HTTP " +
+            std::to_string(status) + ")";
+        co_return;
+      }
+      if (status == 200) self->finish_stream(reader);
+      if (!reader.failure.empty()) co_return;
+      empty = reader.delivered ? 0 : empty + 1;
+      (void)result;
+    }
   }
 
   // The GET stream of a legacy session: the server's own requests and notifications.

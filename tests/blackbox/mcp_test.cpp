@@ -100,7 +100,7 @@ constexpr std::string_view kLogRequests =
 // kLogRequests loaded. Its stdout and stderr are kept (log()).
 class HttpMcpServer {
  public:
-  enum class Kind { Modern, Everything };
+  enum class Kind { Modern, Everything, Resumable };
 
   // Starts the server on `port` (0: any free port, for the modern server only) and waits until
   // it listens; throws (with its output) when it does not.
@@ -109,6 +109,8 @@ class HttpMcpServer {
     o.prefix = {"node", "--import", std::string(kLogRequests)};
     if (kind == Kind::Modern) {
       o.command = {(mcp_dir() / "modern_server.mjs").string(), "--http", std::to_string(port)};
+    } else if (kind == Kind::Resumable) {
+      o.command = {(mcp_dir() / "resumable_server.mjs").string(), std::to_string(port)};
     } else {
       if (port == 0) throw std::logic_error("server-everything needs a port of its own");
       o.command = {sdk_package("server-everything").string(), "streamableHttp"};
@@ -116,7 +118,7 @@ class HttpMcpServer {
     }
     o.wait_listening = false;
     process_.emplace(std::move(o));
-    std::string_view ready = kind == Kind::Modern ? "listening on " : "listening on port ";
+    std::string_view ready = kind == Kind::Everything ? "listening on port " : "listening on ";
     std::string text;
     std::size_t at = std::string::npos;
     auto listening = [&] {
@@ -982,6 +984,24 @@ TEST_F(McpServeRemote, EverythingServerOverHttpKeepsItsSessionAndAsksForRoots) {
     if (string_at(requests[i], "/method") == "GET") listened = true;
   }
   EXPECT_TRUE(listened) << "no GET stream for the server's own messages";
+}
+
+// A 2025-11-25 server may close a request's event stream before its answer and replay the rest
+// to a GET with Last-Event-ID (SEP-1699; the v1 SDK's closeSSEStream): the call still completes
+// with the answer, instead of waiting out its timeout.
+TEST_F(McpServeRemote, ARequestStreamTheServerClosesEarlyIsResumedForItsAnswer) {
+  HttpMcpServer& mcp = start_mcp(HttpMcpServer::Kind::Resumable, 0);
+  start_server(json::object{{"resumable", remote_server(mcp.url())}});
+  ASSERT_TRUE(connected_with("resumable", "resumable_poll"));
+  Call polled = call("resumable_poll", json::object{{"word", "twice"}});
+  EXPECT_EQ(polled.status(), "completed") << polled.dump();
+  EXPECT_EQ(polled.output(), "polled twice") << polled.dump();
+  // It was the server's closing and the resume that brought the answer.
+  EXPECT_TRUE(contains(mcp.log(), "closed the stream of a poll call")) << mcp.log();
+  EXPECT_TRUE(contains(mcp.log(), "resumed after ")) << mcp.log();
+  // And again: the session goes on.
+  Call again = call("resumable_poll", json::object{{"word", "again"}});
+  EXPECT_EQ(again.output(), "polled again") << again.dump();
 }
 
 TEST_F(McpServeRemote, AbortEndsARunningRemoteCallAndTheServerStaysUsable) {
