@@ -988,7 +988,7 @@ TEST_F(McpServeRemote, EverythingServerOverHttpKeepsItsSessionAndAsksForRoots) {
 
 // A 2025-11-25 server may close a request's event stream before its answer and replay the rest
 // to a GET with Last-Event-ID (SEP-1699; the v1 SDK's closeSSEStream): the call still completes
-// with the answer, instead of waiting out its timeout.
+// with the answer, instead of waiting out its timeout; a stream with nothing to resume fails it.
 TEST_F(McpServeRemote, ARequestStreamTheServerClosesEarlyIsResumedForItsAnswer) {
   HttpMcpServer& mcp = start_mcp(HttpMcpServer::Kind::Resumable, 0);
   start_server(json::object{{"resumable", remote_server(mcp.url())}});
@@ -1002,6 +1002,15 @@ TEST_F(McpServeRemote, ARequestStreamTheServerClosesEarlyIsResumedForItsAnswer) 
   // And again: the session goes on.
   Call again = call("resumable_poll", json::object{{"word", "again"}});
   EXPECT_EQ(again.output(), "polled again") << again.dump();
+
+  // A stream that ends with no answer and no event id to resume from fails the call at once
+  // (not with the timeout error mcp.NAME.timeout would give after 30 s).
+  Call vanished = call("resumable_vanish", json::object{});
+  EXPECT_EQ(vanished.status(), "error") << vanished.dump();
+  EXPECT_TRUE(contains(vanished.error(), "ended without the answer")) << vanished.dump();
+  EXPECT_TRUE(contains(mcp.log(), "ended the stream of a vanish call")) << mcp.log();
+  Call after = call("resumable_poll", json::object{{"word", "still"}});
+  EXPECT_EQ(after.output(), "polled still") << after.dump();
 }
 
 TEST_F(McpServeRemote, AbortEndsARunningRemoteCallAndTheServerStaysUsable) {

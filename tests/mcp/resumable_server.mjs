@@ -3,7 +3,9 @@
 // SDK's resumability turned on (an event store, retry 100 ms): with protocol 2025-11-25 every
 // request's SSE answer starts with a priming event (an id, empty data), and the tool `poll` closes
 // its request's stream (the SDK's closeSSEStream, SEP-1699) before it answers, so the client must
-// come back with GET + Last-Event-ID to get its result. Logs to stderr what the client did.
+// come back with GET + Last-Event-ID to get its result. A call of the tool `vanish` is answered
+// here, before the SDK sees it, with an event stream that ends at once: no event, no id, nothing
+// to resume. Logs to stderr what the client did.
 //
 //   node resumable_server.mjs PORT    127.0.0.1:PORT/mcp; "listening on PORT" when ready (0: any)
 import http from "node:http";
@@ -32,7 +34,20 @@ function createServer() {
       return { content: [{ type: "text", text: `polled ${word}` }] };
     },
   );
+  server.registerTool("vanish", { description: "Its answer's stream ends empty" }, async () => ({
+    content: [{ type: "text", text: "never sent" }],
+  }));
   return server;
+}
+
+async function readJson(req) {
+  let text = "";
+  for await (const chunk of req) text += chunk;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 const httpServer = http.createServer(async (req, res) => {
@@ -59,7 +74,13 @@ const httpServer = http.createServer(async (req, res) => {
     transport.onclose = () => transport.sessionId && sessions.delete(transport.sessionId);
     await createServer().connect(transport);
   }
-  await transport.handleRequest(req, res);
+  const body = req.method === "POST" ? await readJson(req) : undefined;
+  if (body?.method === "tools/call" && body.params?.name === "vanish") {
+    process.stderr.write("ended the stream of a vanish call\n");
+    res.writeHead(200, { "content-type": "text/event-stream" }).end();
+    return;
+  }
+  await transport.handleRequest(req, res, body);
 });
 
 httpServer.listen(port, "127.0.0.1", () => {
