@@ -1,4 +1,4 @@
-// The conversation: user and assistant messages, streamed text, and one card per tool call that
+// The conversation: user and assistant messages, streamed markdown, and one card per tool call that
 // follows the call live (pending → running → completed / error), with the permission ask or the
 // interactive panel of that call inside it.
 import type {
@@ -12,6 +12,7 @@ import type {
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { useController } from './hooks';
 import { InteractivePanel } from './interactive';
+import { Markdown } from './markdown-view';
 
 /** "client_web-abc_confirm-action" → the browser tool's own name. */
 export function toolLabel(tool: string, clientID: string): { name: string; browser: boolean } {
@@ -370,12 +371,12 @@ function Message({
     <div class="message assistant" data-message-id={m.info.id}>
       <p class="who visually-hidden">Assistant</p>
       {visible.map((p) => {
-        if (p.type === 'text') return <div class="text" key={p.id}>{p.text}</div>;
+        if (p.type === 'text') return <Markdown key={p.id} text={p.text} />;
         if (p.type === 'reasoning')
           return (
             <details class="reasoning" key={p.id}>
               <summary>Thinking</summary>
-              <div class="text">{p.text}</div>
+              <Markdown text={p.text} />
             </details>
           );
         if (p.type === 'tool')
