@@ -51,6 +51,30 @@ describe('the page', () => {
     const p = await page();
     await p.getByText('No model provider is configured').waitFor();
     await p.getByRole('button', { name: /get-page-info/ }).waitFor();
+    // The long examples wrap between words ("archive folde / r." before), and each bullet sits
+    // beside the first line of its example: the example is a block in its item (the bullet goes on
+    // an inline-block's baseline, which is its last line).
+    const examples = await p.locator('.examples button').evaluateAll((buttons) =>
+      buttons.map((b) => {
+        const text = b.firstChild;
+        const range = document.createRange();
+        const tops = () => new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+        const split = [];
+        let at = 0;
+        for (const word of text.data.split(' ')) {
+          range.setStart(text, at);
+          range.setEnd(text, at + word.length);
+          if (tops() > 1) split.push(word);
+          at += word.length + 1;
+        }
+        range.selectNodeContents(text);
+        return { lines: tops(), split, display: getComputedStyle(b).display };
+      }),
+    );
+    assert.ok(examples.some((e) => e.lines > 1), 'an example takes more than one line');
+    assert.deepEqual(examples.flatMap((e) => e.split), [], 'no word broken across lines');
+    assert.deepEqual(new Set(examples.map((e) => e.display)), new Set(['block']));
+    await p.getByText('It echoes what you write').waitFor();
     assert.equal(await p.locator('#model').inputValue(), 'scripted/default');
   });
 

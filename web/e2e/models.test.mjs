@@ -26,11 +26,17 @@ test('the model picker lists the configured models and the chosen one answers', 
   // The built-in scripted provider is always there beside the configured ones.
   assert.deepEqual(options.sort(), ['demo/default', 'echo/default', 'scripted/default']);
   await p.getByText('The selected model is a scripted model').waitFor();
+  const notice = p.locator('.notice');
+  assert.match(await notice.textContent(), /It echoes what you write/, 'a scripted provider without a script echoes');
 
   await send(p, 'to the echo model');
   await p.locator('.message.assistant .text', { hasText: 'Echo: to the echo model' }).waitFor();
 
   await picker.selectOption('demo/default');
+  // A scripted provider with a script does not echo: the notice says what it does instead.
+  await p.locator('.notice', { hasText: 'plays the script' }).waitFor({ state: 'attached' });
+  assert.doesNotMatch(await notice.textContent(), /echoes/);
+  assert.match(await notice.textContent(), /provider demo/);
   await p.getByRole('button', { name: 'New session', exact: true }).click();
   await send(p, 'to the demo model');
   await p.locator('.message.assistant .text', { hasText: 'Hello from the demo script' }).waitFor();

@@ -85,6 +85,18 @@ function ScriptedNotice({ state, open, onUse }: { state: AppState; open: boolean
   const providers = state.providers?.all ?? [];
   const model = providers.find((p) => state.model.startsWith(`${p.id}/`));
   if (!model || providerKind(model) !== 'scripted') return null;
+  if (state.scripted.has(model.id))
+    return (
+      <details class="notice" open={open}>
+        <summary>
+          The selected model is a <strong>scripted model</strong>.
+        </summary>
+        <p>
+          It plays the script that the server's configuration gives provider <code>{model.id}</code>: each turn of a
+          session answers with the script's next step, whatever you write.
+        </p>
+      </details>
+    );
   // With nothing configured the server offers its built-in `scripted` provider alone.
   const nothingConfigured = providers.length === 1 && providers[0]!.id === 'scripted';
   const id = (name: string) => `client_${state.clientID}_${name}`;

@@ -7,6 +7,7 @@ import {
   type ChatState,
   type ConnectionState,
   type ProviderList,
+  type ServerConfig,
   type Session,
   type SessionStatus,
 } from '@switchboard/sdk';
@@ -22,6 +23,8 @@ export interface AppState {
   readonly chat: ChatState | undefined;
   readonly opening: boolean;
   readonly providers: ProviderList | undefined;
+  /** The providers that play a script from the server's config (the others of type scripted echo). */
+  readonly scripted: ReadonlySet<string>;
   /** "PROVIDER/MODEL" sent with each prompt. */
   readonly model: string;
   /** The page's own /event stream (session list). */
@@ -56,6 +59,24 @@ function sessionFromHash(): string | undefined {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * The providers of type `scripted` configured with a script (GET /config keeps a scripted
+ * provider's `script` or `scriptFile` under its options): those answer from the script; one
+ * without a script, like the built-in `scripted`, echoes.
+ */
+function playsScript(config: ServerConfig): Set<string> {
+  const out = new Set<string>();
+  const providers = config.provider;
+  if (!providers || typeof providers !== 'object') return out;
+  for (const [id, entry] of Object.entries(providers as Record<string, unknown>)) {
+    const p = entry as { type?: unknown; options?: { script?: unknown; scriptFile?: unknown } } | null;
+    if (p?.type !== 'scripted') continue;
+    const script = p.options?.script;
+    if ((Array.isArray(script) && script.length > 0) || typeof p.options?.scriptFile === 'string') out.add(id);
+  }
+  return out;
 }
 
 function message(error: unknown): string {
@@ -99,6 +120,7 @@ export class Controller {
       chat: undefined,
       opening: false,
       providers: undefined,
+      scripted: new Set(),
       model: localStorage.getItem(MODEL_KEY) ?? '',
       listConnection: 'connecting',
       toolsConnection: 'closed',
@@ -135,7 +157,7 @@ export class Controller {
         const [providers, config] = await Promise.all([this.client.providers(), this.client.config()]);
         const models = providers.all.flatMap((p) => Object.keys(p.models).map((m) => `${p.id}/${m}`));
         const model = models.includes(this.state.model) ? this.state.model : config.model;
-        this.set({ providers, model });
+        this.set({ providers, model, scripted: playsScript(config) });
         return;
       } catch {
         await sleep(Math.min(500 * 2 ** attempt, 4000));
