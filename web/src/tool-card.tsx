@@ -297,7 +297,8 @@ function Diff({ rows, file }: { rows: DiffRow[]; file?: string }) {
   );
 }
 
-// The diffs of the permission asks this page has seen, by call: write's result carries none.
+// The diffs of the permission asks this page has seen, by call: a write stored before its result
+// carried a diff, or one too large to diff, has none in its result.
 const askedDiffs = new Map<string, string>();
 
 /**

@@ -487,6 +487,9 @@ TEST_F(WriteTest, CreatesTheFileAndItsParentDirectories) {
   ASSERT_EQ(asked_permissions(), std::vector<std::string>{"edit"});
   EXPECT_EQ(requests_[0].patterns, std::vector<std::string>{"sub/dir/new.txt"});
   EXPECT_TRUE(Contains(json::serialize(requests_[0].metadata.at("diff")), "+hello"));
+  EXPECT_TRUE(Contains(json::serialize(r->metadata.at("diff")), "+world"));
+  EXPECT_EQ(r->metadata.at("additions"), 2);
+  EXPECT_EQ(r->metadata.at("deletions"), 0);
 }
 
 TEST_F(WriteTest, ReplacesAnExistingFileKeepingItsMode) {
@@ -501,6 +504,10 @@ TEST_F(WriteTest, ReplacesAnExistingFileKeepingItsMode) {
   ASSERT_NE(req, nullptr);
   std::string diff(req->metadata.at("diff").as_string());
   EXPECT_TRUE(Contains(diff, "-echo old\n+echo new\n"));
+  // The result says what changed too, as edit's does (the page shows it after a reload).
+  EXPECT_EQ(r->metadata.at("diff"), req->metadata.at("diff"));
+  EXPECT_EQ(r->metadata.at("additions"), 1);
+  EXPECT_EQ(r->metadata.at("deletions"), 1);
   // No temporary file is left beside it.
   std::size_t entries = 0;
   for ([[maybe_unused]] auto& e : fs::directory_iterator(project_))

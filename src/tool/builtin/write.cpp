@@ -39,6 +39,16 @@ struct Plan {
   std::string diff;
 };
 
+// The write's diff; none when a side is too large to diff. The old file may not be valid UTF-8
+// (Latin-1, binary); the diff goes out as JSON text.
+std::optional<fsutil::LineDiff> diff_of(const std::string& shown, const std::string& before,
+                                        const std::string& content) {
+  if (before.size() > kMaxDiffBytes || content.size() > kMaxDiffBytes) return std::nullopt;
+  fsutil::LineDiff diff = fsutil::unified_diff(shown, before, content);
+  diff.patch = repair_utf8(diff.patch);
+  return diff;
+}
+
 // What the write will change, checked before asking anyone.
 Result<Plan> plan_write(const fs::path& path, const std::string& shown,
                         const std::string& content) {
@@ -60,9 +70,7 @@ Result<Plan> plan_write(const fs::path& path, const std::string& shown,
     if (!old) return plan;
     before = std::move(*old);
   }
-  // The old file may not be valid UTF-8 (Latin-1, binary); the diff goes out as JSON text.
-  if (content.size() <= kMaxDiffBytes)
-    plan.diff = repair_utf8(fsutil::unified_diff(shown, before, content).patch);
+  if (auto diff = diff_of(shown, before, content)) plan.diff = std::move(diff->patch);
   return plan;
 }
 
@@ -125,6 +133,14 @@ class WriteTool final : public BasicTool {
     result.output = existed ? "Wrote file successfully (replaced the existing file)."
                             : "Wrote file successfully (created a new file).";
     result.metadata = {{"filepath", path.string()}, {"exists", existed}};
+    // What it changed, as edit reports it (the page shows it as a diff): from what the file held
+    // when it was replaced, which may differ from what the permission ask showed.
+    if (!existed || change.before)
+      if (auto diff = diff_of(shown, change.before.value_or(""), content)) {
+        result.metadata["diff"] = std::move(diff->patch);
+        result.metadata["additions"] = diff->additions;
+        result.metadata["deletions"] = diff->deletions;
+      }
     if (!existed || change.before) result.file_changes.push_back(std::move(change));
     return result;
   }
