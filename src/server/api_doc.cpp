@@ -2,7 +2,6 @@
 
 #include <charconv>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "clienttool/schema.hpp"
@@ -181,32 +180,47 @@ void collect_refs(const json::value& value, std::set<std::string>& out) {
 
 // ---- the check ---------------------------------------------------------------------------------
 
-// One compiled validator per schema name, made when first needed (only under the check).
+// `value` with each "$ref" to a component schema pointing into "$defs" instead, where the
+// compiler looks for what a "$ref" names.
+void rebase_refs(json::value& value) {
+  static constexpr std::string_view from = "#/components/schemas/";
+  if (auto* obj = value.if_object()) {
+    for (auto& [key, v] : *obj) {
+      if (key == "$ref" && v.is_string() && v.get_string().starts_with(from))
+        v = "#/$defs/" + std::string(v.get_string().subview(from.size()));
+      else
+        rebase_refs(v);
+    }
+  } else if (auto* arr = value.if_array()) {
+    for (auto& v : *arr)
+      rebase_refs(v);
+  }
+}
+
+// One compiled validator per schema name, made when first needed (only under the check). Used on
+// the server's one executor (and by the unit tests' one thread): no lock.
 Result<std::shared_ptr<const clienttool::CompiledSchema>> validator(std::string_view name) {
-  static std::mutex mutex;
   static std::map<std::string, std::shared_ptr<const clienttool::CompiledSchema>, std::less<>> made;
-  std::lock_guard lock(mutex);
   if (auto it = made.find(name); it != made.end()) return it->second;
-  // The schema and those it names, as "$defs" (where the compiler looks for what a "$ref" names):
-  // only those, so a check compiles what it uses, not the whole document, on its first call.
-  const std::string_view from = "#/components/schemas/", to = "#/$defs/";
-  json::object used;
+  // The schema and those it names (only those: a check compiles what it uses, not the whole
+  // document, on its first call).
+  const std::string_view prefix = "#/components/schemas/";
+  json::object defs;
   std::vector<std::string> todo{std::string(name)};
   while (!todo.empty()) {
     std::string next = std::move(todo.back());
     todo.pop_back();
     const json::value* schema = components().schemas.if_contains(next);
-    if (!schema || used.contains(next)) continue;
-    used.emplace(next, *schema);
+    if (!schema || defs.contains(next)) continue;
     std::set<std::string> refs;
     collect_refs(*schema, refs);
     for (const auto& r : refs)
-      if (r.starts_with(from)) todo.push_back(r.substr(from.size()));
+      if (r.starts_with(prefix)) todo.push_back(r.substr(prefix.size()));
+    json::value copy = *schema;
+    rebase_refs(copy);
+    defs.emplace(next, std::move(copy));
   }
-  std::string text = json::serialize(used);
-  for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  json::object root{{"$ref", std::string(to) + std::string(name)}, {"$defs", json::parse(text)}};
+  json::object root{{"$ref", "#/$defs/" + std::string(name)}, {"$defs", std::move(defs)}};
   auto compiled = clienttool::CompiledSchema::compile(root);
   if (!compiled) return compiled.error();
   made.emplace(std::string(name), *compiled);
