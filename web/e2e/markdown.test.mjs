@@ -74,6 +74,8 @@ and [reference][evil] and ![an image](javascript:window.__pwned='image') and ![t
 <script>window.__pwned = 'fence'</script><img src=x onerror="window.__pwned = 'fence-img'">
 \`\`\`
 
+After an inline tag marked reads as raw: <kbd> <div/class=permission><button/class=primary>Allow once</button/></div/>
+
 The end of the hostile answer.`;
 
 // About a megabyte of markdown with every kind of block (and HTML), streamed in about 2,000
@@ -206,6 +208,9 @@ test('hostile answers show their HTML as text and run nothing', async () => {
       styles: all.filter((e) => e.hasAttribute('style')).length,
     };
   });
+  // No element the page itself uses for its controls (a fake "Allow once" would be one).
+  assert.equal(await a.locator('.permission, button:not(.copy-code)').count(), 0, 'no injected control');
+  assert.match(await a.innerText(), /<div\/class=permission>/);
   for (const tag of ['script', 'img', 'svg', 'iframe', 'details', 'style', 'b', 'object', 'embed', 'form'])
     assert.ok(!found.tags.includes(tag), `no <${tag}> element`);
   assert.deepEqual(found.handlers, [], 'no event handler attribute');

@@ -89,6 +89,14 @@ const marked = new Marked({
     html({ text, block }: Tokens.HTML | Tokens.Tag) {
       return block ? `<p class="raw-html">${escapeHTML(text.replace(/\n+$/, ''))}</p>\n` : escapeHTML(text);
     },
+    // After an inline tag marked reads as raw (<kbd>, <code>, <pre>, <script>) it passes the text
+    // that follows as it is ("escaped"): that text is HTML from the answer too, so it is escaped
+    // here (false: marked's own rendering, which escapes every other text).
+    text(token: Tokens.Text | Tokens.Escape) {
+      return 'escaped' in token && token.escaped && !('tokens' in token && token.tokens)
+        ? escapeHTML(token.text)
+        : false;
+    },
     code({ text, lang }: Tokens.Code) {
       return codeBlock(text.replace(/\n$/, ''), lang);
     },
