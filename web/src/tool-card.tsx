@@ -311,7 +311,11 @@ function FileChange({ part, permission }: { part: ToolPart; permission?: Permiss
   if (s.status === 'pending') return null;
   const file = str(s.input, 'filePath');
   const asked = str(permission?.metadata, 'diff');
-  if (asked) askedDiffs.set(part.callID, asked);
+  if (asked && askedDiffs.get(part.callID) !== asked) {
+    askedDiffs.set(part.callID, asked);
+    // The newest hundred: a page open for days must not keep every diff it was asked about.
+    if (askedDiffs.size > 100) askedDiffs.delete(askedDiffs.keys().next().value!);
+  }
   const patch = str(s.metadata, 'diff') || asked || askedDiffs.get(part.callID);
   if (patch) return <Diff rows={diffRows(patch)} file={file} />;
   const content = part.tool === 'write' ? str(s.input, 'content') : undefined;
