@@ -183,12 +183,19 @@ asio::awaitable<void> event_streams_caught_up(ServerState& state) {
       if (auto ch = weak.lock(); ch && !ch->flushed()) return true;
     return false;
   };
-  // A write in flight completes on a later turn of the loop: yield to it (no timer: the loop
-  // runs the completions queued before this continuation).
+  // A write in flight completes on a later turn of the loop: yield to it once (the loop runs the
+  // completions queued before this continuation), then, for a stream whose reader is slow, wait
+  // on a 1 ms timer rather than spin the one I/O thread until the limit.
+  if (!behind()) co_return;
   auto until = std::chrono::steady_clock::now() + kCatchUpLimit;
   auto executor = co_await asio::this_coro::executor;
-  while (behind() && std::chrono::steady_clock::now() < until)
-    co_await asio::post(executor, asio::use_awaitable);
+  co_await asio::post(executor, asio::use_awaitable);
+  asio::steady_timer tick(executor);
+  while (behind() && std::chrono::steady_clock::now() < until) {
+    tick.expires_after(std::chrono::milliseconds(1));
+    boost::system::error_code ec;
+    co_await tick.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
 }
 
 asio::awaitable<void> run_message_stream(ServerState& state, tcp::socket socket, Request req,

@@ -117,12 +117,13 @@ asio::awaitable<Reply> run_command(Call& c) {
   if (command.model) input.model = command.model;
   std::string session_id = c.params[0];
   auto r = co_await c.state.sessions->prompt(session_id, std::move(input));
-  co_await event_streams_caught_up(c.state);  // the turn's events before its answer
+  if (r)
+    c.state.bus->publish("command.executed", json::object{{"name", command.name},
+                                                          {"sessionID", session_id},
+                                                          {"arguments", request->arguments},
+                                                          {"messageID", r->info.id}});
+  co_await event_streams_caught_up(c.state);  // the turn's events, this one too, before the answer
   if (!r) co_return fail(c, r.error());
-  c.state.bus->publish("command.executed", json::object{{"name", command.name},
-                                                        {"sessionID", session_id},
-                                                        {"arguments", request->arguments},
-                                                        {"messageID", r->info.id}});
   co_return ok_text(c, session::json_text(*r));
 }
 
