@@ -262,8 +262,21 @@ describe('the page', () => {
     await p.locator('.message.assistant .text', { hasText: 'Echo: after the tool' }).waitFor();
     const url = p.url();
     assert.match(url, /#\/session\/ses_/);
+    // Until the list has loaded, the session in the URL shows as opening and takes no prompt (one
+    // typed then went to a new session). The list is held back to see that state.
+    let release;
+    const held = new Promise((resolve) => (release = resolve));
+    const list = (u) => u.pathname === '/session';
+    await p.route(list, async (route) => {
+      await held;
+      await route.continue();
+    });
     await p.reload();
+    await p.getByText('Opening the session…').waitFor();
+    assert.equal(await promptBox(p).isDisabled(), true, 'no prompt while the session opens');
+    release();
     await p.locator('.message.assistant .text', { hasText: 'Echo: after the tool' }).waitFor();
+    await p.unroute(list);
     assert.equal(p.url(), url);
     await p.locator('.tool-card[data-tool="read"][data-status="completed"]').waitFor();
     assert.equal(await p.locator('.message.user').count(), 2);

@@ -112,13 +112,16 @@ export class Controller {
         maxReconnectDelay: 4000,
       },
     });
+    // The session in the URL shows as opening until the list has loaded, so that a prompt typed
+    // right after a reload is not sent to a new session.
+    const initial = sessionFromHash();
     this.state = {
       clientID,
       sessions: [],
       busy: {},
-      currentID: undefined,
+      currentID: initial,
       chat: undefined,
-      opening: false,
+      opening: initial !== undefined,
       providers: undefined,
       scripted: new Set(),
       model: localStorage.getItem(MODEL_KEY) ?? '',
@@ -189,7 +192,8 @@ export class Controller {
               if (first) {
                 first = false;
                 const initial = sessionFromHash() ?? this.state.sessions[0]?.id;
-                if (!this.chosen && initial && this.state.sessions.some((s) => s.id === initial)) void this.show(initial);
+                const known = initial !== undefined && this.state.sessions.some((s) => s.id === initial);
+                if (!this.chosen) void this.show(known ? initial : undefined);
               }
               break;
             case 'session.created':
