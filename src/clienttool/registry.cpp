@@ -34,11 +34,7 @@ std::shared_ptr<ClientToolRegistry> ClientToolRegistry::create(
 
 ClientToolRegistry::ClientToolRegistry(boost::asio::any_io_executor executor,
                                        std::shared_ptr<bus::EventBus> bus, RegistryOptions options)
-    : options_(options),
-      bus_(std::move(bus)),
-      executor_(executor),
-      strand_(boost::asio::make_strand(std::move(executor))),
-      timer_(strand_) {
+    : options_(options), bus_(std::move(bus)), executor_(std::move(executor)), timer_(executor_) {
   // Event ids outlive the process: a client that reconnects to a restarted server sends the old
   // process's Last-Event-ID. Starting from the clock (microseconds) keeps new ids above it as long
   // as fewer than a million requests a second were issued.
@@ -49,15 +45,8 @@ ClientToolRegistry::ClientToolRegistry(boost::asio::any_io_executor executor,
 
 ClientToolRegistry::~ClientToolRegistry() {
   // Whoever still waits on a call hears that it ended, even when shutdown() was never called.
-  std::vector<ExecuteHandler> orphans;
-  {
-    std::lock_guard lock(mutex_);
-    for (auto& [request_id, call] : pending_)
-      orphans.push_back(std::move(call.done));
-    pending_.clear();
-  }
-  for (auto& done : orphans)
-    complete_later(executor_, std::move(done),
+  for (auto& [request_id, call] : pending_)
+    complete_later(executor_, std::move(call.done),
                    make_error(ErrorCode::Unavailable, "Server shutting down"));
 }
 
@@ -96,24 +85,20 @@ Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::s
     defs.push_back(std::move(def));
   }
 
+  // Ids are client_{clientID}_{name}, and both parts may contain '_': client "a" with tool "b_c"
+  // and client "a_b" with tool "c" would share an id. The first owner keeps it.
+  for (const auto& def : defs) {
+    auto owner = tool_owner_.find(def->id);
+    if (owner != tool_owner_.end() && owner->second != client_id)
+      return make_error(ErrorCode::Conflict, "tool id " + def->id + " already belongs to client " +
+                                                 owner->second + "; choose another tool name");
+  }
   std::vector<std::string> ids;
-  {
-    std::lock_guard lock(mutex_);
-    // Ids are client_{clientID}_{name}, and both parts may contain '_': client "a" with tool
-    // "b_c" and client "a_b" with tool "c" would share an id. The first owner keeps it.
-    for (const auto& def : defs) {
-      auto owner = tool_owner_.find(def->id);
-      if (owner != tool_owner_.end() && owner->second != client_id)
-        return make_error(ErrorCode::Conflict, "tool id " + def->id +
-                                                   " already belongs to client " + owner->second +
-                                                   "; choose another tool name");
-    }
-    auto& client = clients_[client_id];
-    for (auto& def : defs) {
-      ids.push_back(def->id);
-      tool_owner_[def->id] = client_id;
-      client.tools.insert_or_assign(def->id, std::move(def));
-    }
+  auto& client = clients_[client_id];
+  for (auto& def : defs) {
+    ids.push_back(def->id);
+    tool_owner_[def->id] = client_id;
+    client.tools.insert_or_assign(def->id, std::move(def));
   }
   bus_->publish("client-tool.registered",
                 json::object{{"clientID", client_id}, {"toolIDs", to_json(ids)}});
@@ -126,14 +111,11 @@ Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::s
 Result<std::shared_ptr<const CompiledSchema>> ClientToolRegistry::shared_schema(
     const json::value& parameters) {
   std::string key = parameters.is_object() ? json::serialize(parameters) : std::string();
-  if (!key.empty()) {
-    std::lock_guard lock(mutex_);
+  if (!key.empty())
     if (auto it = schemas_.find(key); it != schemas_.end())
       if (auto live = it->second.lock()) return live;
-  }
   auto compiled = CompiledSchema::compile(parameters);
   if (!compiled || key.empty()) return compiled;
-  std::lock_guard lock(mutex_);
   schemas_.insert_or_assign(std::move(key), *compiled);
   if (schemas_.size() >= 2 * swept_size_) {
     std::erase_if(schemas_, [](const auto& entry) { return entry.second.expired(); });
@@ -146,42 +128,37 @@ std::vector<std::string> ClientToolRegistry::unregister(
     const std::string& client_id, const std::optional<std::vector<std::string>>& ids) {
   std::vector<std::string> removed;
   Effects effects;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = clients_.find(client_id);
-    if (it == clients_.end()) return removed;
-    ClientState& client = it->second;
-    if (!ids) {
-      for (auto& [id, def] : client.tools)
+  auto it = clients_.find(client_id);
+  if (it == clients_.end()) return removed;
+  ClientState& client = it->second;
+  if (!ids) {
+    for (auto& [id, def] : client.tools)
+      removed.push_back(id);
+  } else {
+    for (const auto& given : *ids) {
+      std::string id = client.tools.count(given) ? given : tool_id_for(client_id, given);
+      if (client.tools.count(id) && std::find(removed.begin(), removed.end(), id) == removed.end())
         removed.push_back(id);
-    } else {
-      for (const auto& given : *ids) {
-        std::string id = client.tools.count(given) ? given : tool_id_for(client_id, given);
-        if (client.tools.count(id) &&
-            std::find(removed.begin(), removed.end(), id) == removed.end())
-          removed.push_back(id);
-      }
     }
-    for (const auto& id : removed) {
-      client.tools.erase(id);
-      tool_owner_.erase(id);
-    }
-    // Calls waiting on a tool that no longer exists can never be answered by it.
-    std::vector<std::string> orphaned;
-    for (const auto& [seq, request_id] : client.pending) {
-      const auto& call = pending_.at(request_id);
-      if (std::find(removed.begin(), removed.end(), call.call.tool_id) != removed.end())
-        orphaned.push_back(request_id);
-    }
-    for (const auto& request_id : orphaned) {
-      std::string tool = pending_.at(request_id).call.tool_id;
-      finish_locked(request_id,
-                    make_error(ErrorCode::Unavailable, "Tool " + tool + " was unregistered"),
-                    std::string("tool unregistered"), "failed: the tool was unregistered", effects);
-    }
-    if (client.tools.empty() && client.pending.empty() && !client.sink && !client.grace)
-      clients_.erase(it);
   }
+  for (const auto& id : removed) {
+    client.tools.erase(id);
+    tool_owner_.erase(id);
+  }
+  // Calls waiting on a tool that no longer exists can never be answered by it.
+  std::vector<std::string> orphaned;
+  for (const auto& [seq, request_id] : client.pending) {
+    const auto& call = pending_.at(request_id);
+    if (std::find(removed.begin(), removed.end(), call.call.tool_id) != removed.end())
+      orphaned.push_back(request_id);
+  }
+  for (const auto& request_id : orphaned) {
+    std::string tool = pending_.at(request_id).call.tool_id;
+    finish(request_id, make_error(ErrorCode::Unavailable, "Tool " + tool + " was unregistered"),
+           std::string("tool unregistered"), "failed: the tool was unregistered", effects);
+  }
+  if (client.tools.empty() && client.pending.empty() && !client.sink && !client.grace)
+    clients_.erase(it);
   if (!removed.empty())
     bus_->publish("client-tool.unregistered",
                   json::object{{"clientID", client_id}, {"toolIDs", to_json(removed)}});
@@ -192,7 +169,6 @@ std::vector<std::string> ClientToolRegistry::unregister(
 
 std::vector<ClientToolRegistry::Definition> ClientToolRegistry::get_tools(
     const std::string& client_id) const {
-  std::lock_guard lock(mutex_);
   std::vector<Definition> out;
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return out;
@@ -202,7 +178,6 @@ std::vector<ClientToolRegistry::Definition> ClientToolRegistry::get_tools(
 }
 
 std::map<std::string, ClientToolRegistry::Definition> ClientToolRegistry::get_all_tools() const {
-  std::lock_guard lock(mutex_);
   std::map<std::string, Definition> out;
   for (const auto& [client_id, client] : clients_)
     for (const auto& [id, def] : client.tools)
@@ -211,7 +186,6 @@ std::map<std::string, ClientToolRegistry::Definition> ClientToolRegistry::get_al
 }
 
 ClientToolRegistry::Definition ClientToolRegistry::get_tool(const std::string& tool_id) const {
-  std::lock_guard lock(mutex_);
   auto owner = tool_owner_.find(tool_id);
   if (owner == tool_owner_.end()) return nullptr;
   auto client = clients_.find(owner->second);
@@ -221,8 +195,8 @@ ClientToolRegistry::Definition ClientToolRegistry::get_tool(const std::string& t
   return def->second;
 }
 
-std::optional<std::string> ClientToolRegistry::resolve_locked(const std::string& tool,
-                                                              const std::string& client_id) const {
+std::optional<std::string> ClientToolRegistry::resolve(const std::string& tool,
+                                                       const std::string& client_id) const {
   if (!client_id.empty()) {
     std::string full = tool_id_for(client_id, tool);
     if (tool_owner_.count(full)) return full;
@@ -252,9 +226,8 @@ Result<StartedCall> ClientToolRegistry::start_call(ExecuteParams& params, Progre
   Definition def = std::move(params.definition);
   if (!def) {
     if (params.tool.empty()) return make_error(ErrorCode::InvalidRequest, "tool is required");
-    std::lock_guard lock(mutex_);
     if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
-    auto resolved = resolve_locked(params.tool, params.client_id);
+    auto resolved = resolve(params.tool, params.client_id);
     if (!resolved) {
       std::string msg = "Unknown client tool: " + params.tool;
       if (!params.client_id.empty()) msg += " (client " + params.client_id + ")";
@@ -267,7 +240,6 @@ Result<StartedCall> ClientToolRegistry::start_call(ExecuteParams& params, Progre
   // The input keeps the caller's storage (the execute route parses into a buffer on its stack):
   // moved into a value without a copy, validated, and serialized once into the request.
   json::value input(std::move(params.input));
-  // Validation is the expensive part; the schema is immutable, so no lock is needed.
   if (!params.input_checked)
     if (auto valid = def->schema->validate(input); !valid) return valid.error();
 
@@ -295,93 +267,88 @@ Result<StartedCall> ClientToolRegistry::start_call(ExecuteParams& params, Progre
     request_event =
         json::object{{"clientID", client_id}, {"request", to_json(req, input.get_object())}};
 
-  Effects effects;
-  bool start = false;
-  {
-    std::lock_guard lock(mutex_);
-    if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
-    auto cit = clients_.find(client_id);
-    // The tool may have gone while the input was validated (or since the caller found it).
-    if (cit == clients_.end() || !cit->second.tools.count(tool_id))
-      return make_error(ErrorCode::NotFound, "Unknown client tool: " + tool_id);
-    ClientState& client = cit->second;
-    // The pending-call limits count calls, not time: checked before the rate limit, so that a
-    // refused call does not use up the client's executions of the minute.
-    if (client.pending.size() >= options_.max_pending_per_client)
+  if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
+  auto cit = clients_.find(client_id);
+  // The tool may have gone since the caller found it.
+  if (cit == clients_.end() || !cit->second.tools.count(tool_id))
+    return make_error(ErrorCode::NotFound, "Unknown client tool: " + tool_id);
+  ClientState& client = cit->second;
+  // The pending-call limits count calls, not time: checked before the rate limit, so that a
+  // refused call does not use up the client's executions of the minute.
+  if (client.pending.size() >= options_.max_pending_per_client)
+    return make_error(ErrorCode::RateLimited,
+                      "Client " + client_id + " already has " +
+                          std::to_string(client.pending.size()) +
+                          " calls waiting for results, the limit "
+                          "(clientTools.maxPendingPerClient); try again when some have ended");
+  if (!req.session_id.empty()) {
+    auto sit = pending_per_session_.find(req.session_id);
+    if (sit != pending_per_session_.end() && sit->second >= options_.max_pending_per_session)
       return make_error(ErrorCode::RateLimited,
-                        "Client " + client_id + " already has " +
-                            std::to_string(client.pending.size()) +
-                            " calls waiting for results, the limit "
-                            "(clientTools.maxPendingPerClient); try again when some have ended");
-    if (!req.session_id.empty()) {
-      auto sit = pending_per_session_.find(req.session_id);
-      if (sit != pending_per_session_.end() && sit->second >= options_.max_pending_per_session)
-        return make_error(ErrorCode::RateLimited,
-                          "Session " + req.session_id + " already has " +
-                              std::to_string(sit->second) +
-                              " client-tool calls waiting for results, the limit "
-                              "(clientTools.maxPendingPerSession); try again when some have ended");
-    }
-    if (options_.rate_limit > 0) {
-      auto now = Clock::now();
-      if (now - client.window_start >= std::chrono::minutes(1)) {
-        client.window_start = now;
-        client.window_count = 0;
-      }
-      if (client.window_count >= options_.rate_limit) {
-        // A fixed window: its first slot frees when the window ends (rounded up, at least 1 s).
-        auto wait = std::max(std::chrono::ceil<std::chrono::seconds>(client.window_start +
-                                                                     std::chrono::minutes(1) - now),
-                             std::chrono::seconds(1));
-        Error refused =
-            make_error(ErrorCode::RateLimited,
-                       "Client " + client_id + " exceeded " + std::to_string(options_.rate_limit) +
-                           " executions per minute (clientTools.rateLimit); try again in " +
-                           std::to_string(wait.count()) + " s");
-        refused.retry_after = wait;
-        return refused;
-      }
-      ++client.window_count;
-    }
-
-    if (!req.session_id.empty()) ++pending_per_session_[req.session_id];
-    message->seq = ++next_seq_;
-    auto now = Clock::now();
-    PendingCall call;
-    call.call = started;
-    call.message = message;
-    // Swapped in: Boost 1.81's move assignment of any_completion_handler wraps the handler in
-    // itself, without end.
-    call.done.swap(done);
-    call.progress = std::move(progress);
-    call.timeout = timeout;
-    call.hard_deadline = now + options_.max_timeout;
-    call.deadline = now + timeout;
-    call.request = std::move(req);
-    client.pending.emplace(message->seq, started.request_id);
-    auto [pit, inserted] = pending_.emplace(started.request_id, std::move(call));
-    // The caller gives up through the handler's slot. The cancel is posted: it completes the
-    // handler, which must not happen inside the slot's own callback.
-    if (auto slot = boost::asio::get_associated_cancellation_slot(pit->second.done);
-        slot.is_connected())
-      slot.assign([weak = weak_from_this(), request_id = started.request_id,
-                   reason = std::move(params.cancel_reason),
-                   executor = executor_](boost::asio::cancellation_type) {
-        boost::asio::post(executor, [weak, request_id, why = reason ? reason() : "cancelled"] {
-          if (auto self = weak.lock()) self->cancel(request_id, why);
-        });
-      });
-    if (client.sink) deliver_locked(client, pit->second, effects);
-    start = need_ticker_locked();
+                        "Session " + req.session_id + " already has " +
+                            std::to_string(sit->second) +
+                            " client-tool calls waiting for results, the limit "
+                            "(clientTools.maxPendingPerSession); try again when some have ended");
   }
+  if (options_.rate_limit > 0) {
+    auto now = Clock::now();
+    if (now - client.window_start >= std::chrono::minutes(1)) {
+      client.window_start = now;
+      client.window_count = 0;
+    }
+    if (client.window_count >= options_.rate_limit) {
+      // A fixed window: its first slot frees when the window ends (rounded up, at least 1 s).
+      auto wait = std::max(std::chrono::ceil<std::chrono::seconds>(client.window_start +
+                                                                   std::chrono::minutes(1) - now),
+                           std::chrono::seconds(1));
+      Error refused =
+          make_error(ErrorCode::RateLimited,
+                     "Client " + client_id + " exceeded " + std::to_string(options_.rate_limit) +
+                         " executions per minute (clientTools.rateLimit); try again in " +
+                         std::to_string(wait.count()) + " s");
+      refused.retry_after = wait;
+      return refused;
+    }
+    ++client.window_count;
+  }
+
+  if (!req.session_id.empty()) ++pending_per_session_[req.session_id];
+  message->seq = ++next_seq_;
+  auto now = Clock::now();
+  PendingCall call;
+  call.call = started;
+  call.message = message;
+  // Swapped in: Boost 1.81's move assignment of any_completion_handler wraps the handler in
+  // itself, without end.
+  call.done.swap(done);
+  call.progress = std::move(progress);
+  call.timeout = timeout;
+  call.hard_deadline = now + options_.max_timeout;
+  call.deadline = now + timeout;
+  call.request = std::move(req);
+  client.pending.emplace(message->seq, started.request_id);
+  auto [pit, inserted] = pending_.emplace(started.request_id, std::move(call));
+  // The caller gives up through the handler's slot. The cancel is posted: it completes the
+  // handler, which must not happen inside the slot's own callback.
+  if (auto slot = boost::asio::get_associated_cancellation_slot(pit->second.done);
+      slot.is_connected())
+    slot.assign([weak = weak_from_this(), request_id = started.request_id,
+                 reason = std::move(params.cancel_reason),
+                 executor = executor_](boost::asio::cancellation_type) {
+      boost::asio::post(executor, [weak, request_id, why = reason ? reason() : "cancelled"] {
+        if (auto self = weak.lock()) self->cancel(request_id, why);
+      });
+    });
+  Effects effects;
+  if (client.sink) deliver(client, pit->second, effects);
+  ensure_ticking();
   if (request_event) bus_->publish("client-tool.request", std::move(*request_event));
   for (auto& effect : effects)
     effect();
-  if (start) start_ticker();
   return started;
 }
 
-void ClientToolRegistry::deliver_locked(ClientState& client, PendingCall& call, Effects& effects) {
+void ClientToolRegistry::deliver(ClientState& client, PendingCall& call, Effects& effects) {
   bool first = !call.delivered;
   call.delivered = true;
   effects.push_back([sink = client.sink, message = call.message] { sink->deliver(message); });
@@ -391,7 +358,7 @@ void ClientToolRegistry::deliver_locked(ClientState& client, PendingCall& call, 
     });
 }
 
-void ClientToolRegistry::remember_ended_locked(const std::string& request_id, std::string how) {
+void ClientToolRegistry::remember_ended(const std::string& request_id, std::string how) {
   ended_.insert_or_assign(request_id, std::move(how));
   ended_order_.push_back(request_id);
   while (ended_order_.size() > options_.remembered_results) {
@@ -400,14 +367,14 @@ void ClientToolRegistry::remember_ended_locked(const std::string& request_id, st
   }
 }
 
-void ClientToolRegistry::finish_locked(const std::string& request_id, ExecuteOutcome outcome,
-                                       std::optional<std::string> cancel_reason,
-                                       std::string ended_how, Effects& effects) {
+void ClientToolRegistry::finish(const std::string& request_id, ExecuteOutcome outcome,
+                                std::optional<std::string> cancel_reason, std::string ended_how,
+                                Effects& effects) {
   auto it = pending_.find(request_id);
   if (it == pending_.end()) return;
   PendingCall call = std::move(it->second);
   pending_.erase(it);
-  remember_ended_locked(request_id, std::move(ended_how));
+  remember_ended(request_id, std::move(ended_how));
   if (!call.request.session_id.empty()) {
     auto sit = pending_per_session_.find(call.request.session_id);
     if (sit != pending_per_session_.end() && --sit->second == 0) pending_per_session_.erase(sit);
@@ -442,29 +409,32 @@ void ClientToolRegistry::finish_locked(const std::string& request_id, ExecuteOut
       bus->publish(type, std::move(props));
     });
   }
-  // Only posted here, so it may be done under the lock.
+  // Posted: the handler never runs inside the registry.
   complete_later(executor_, std::move(call.done), std::move(outcome));
+}
+
+Result<ClientToolRegistry::PendingCall*> ClientToolRegistry::answerable(
+    const std::string& request_id, const std::optional<std::string>& from_client) {
+  auto it = pending_.find(request_id);
+  if (it == pending_.end()) {
+    if (auto ended = ended_.find(request_id); ended != ended_.end())
+      return make_error(ErrorCode::Conflict,
+                        "Request " + request_id + " already ended (" + ended->second + ")");
+    return make_error(ErrorCode::NotFound, "Unknown request ID: " + request_id);
+  }
+  if (from_client && *from_client != it->second.call.client_id)
+    return make_error(ErrorCode::Forbidden,
+                      "Request " + request_id + " was not sent to client " + *from_client);
+  return &it->second;
 }
 
 Result<void> ClientToolRegistry::submit_result(const std::string& request_id,
                                                const std::optional<std::string>& from_client,
                                                ToolResponse response) {
+  if (auto call = answerable(request_id, from_client); !call) return call.error();
   Effects effects;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = pending_.find(request_id);
-    if (it == pending_.end()) {
-      if (auto ended = ended_.find(request_id); ended != ended_.end())
-        return make_error(ErrorCode::Conflict,
-                          "Request " + request_id + " already ended (" + ended->second + ")");
-      return make_error(ErrorCode::NotFound, "Unknown request ID: " + request_id);
-    }
-    if (from_client && *from_client != it->second.call.client_id)
-      return make_error(ErrorCode::Forbidden,
-                        "Request " + request_id + " was not sent to client " + *from_client);
-    std::string how = response.success ? "answered" : "answered with an error";
-    finish_locked(request_id, std::move(response), std::nullopt, std::move(how), effects);
-  }
+  std::string how = response.success ? "answered" : "answered with an error";
+  finish(request_id, std::move(response), std::nullopt, std::move(how), effects);
   for (auto& effect : effects)
     effect();
   return {};
@@ -473,28 +443,16 @@ Result<void> ClientToolRegistry::submit_result(const std::string& request_id,
 Result<void> ClientToolRegistry::report_progress(const std::string& request_id,
                                                  const std::optional<std::string>& from_client,
                                                  Progress progress) {
-  ProgressHandler handler;
-  json::object props;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = pending_.find(request_id);
-    if (it == pending_.end()) {
-      if (auto ended = ended_.find(request_id); ended != ended_.end())
-        return make_error(ErrorCode::Conflict,
-                          "Request " + request_id + " already ended (" + ended->second + ")");
-      return make_error(ErrorCode::NotFound, "Unknown request ID: " + request_id);
-    }
-    PendingCall& call = it->second;
-    if (from_client && *from_client != call.call.client_id)
-      return make_error(ErrorCode::Forbidden,
-                        "Request " + request_id + " was not sent to client " + *from_client);
-    // A client that reports progress is alive and working: give it another full timeout, but
-    // never beyond the hard cap. The timer notices a later deadline when it fires.
-    auto extended = std::min(Clock::now() + call.timeout, call.hard_deadline);
-    if (extended > call.deadline) call.deadline = extended;
-    handler = call.progress;
-    props = call_properties(call.call, call.request);
-  }
+  auto found = answerable(request_id, from_client);
+  if (!found) return found.error();
+  PendingCall& call = **found;
+  // A client that reports progress is alive and working: give it another full timeout, but
+  // never beyond the hard cap. The timer notices a later deadline when it fires.
+  auto extended = std::min(Clock::now() + call.timeout, call.hard_deadline);
+  if (extended > call.deadline) call.deadline = extended;
+  // Copied: a subscriber may end the call.
+  ProgressHandler handler = call.progress;
+  json::object props = call_properties(call.call, call.request);
   props["metadata"] = progress.metadata;
   if (progress.title) props["title"] = *progress.title;
   bus_->publish("client-tool.progress", std::move(props));
@@ -504,19 +462,15 @@ Result<void> ClientToolRegistry::report_progress(const std::string& request_id,
 
 bool ClientToolRegistry::cancel(const std::string& request_id, const std::string& reason) {
   Effects effects;
-  {
-    std::lock_guard lock(mutex_);
-    if (!pending_.count(request_id)) return false;
-    finish_locked(request_id, make_error(ErrorCode::Unavailable, "Cancelled: " + reason), reason,
-                  "cancelled: " + reason, effects);
-  }
+  if (!pending_.count(request_id)) return false;
+  finish(request_id, make_error(ErrorCode::Unavailable, "Cancelled: " + reason), reason,
+         "cancelled: " + reason, effects);
   for (auto& effect : effects)
     effect();
   return true;
 }
 
 std::size_t ClientToolRegistry::pending_count() const {
-  std::lock_guard lock(mutex_);
   return pending_.size();
 }
 
@@ -526,20 +480,15 @@ std::uint64_t ClientToolRegistry::attach(const std::string& client_id,
                                          std::shared_ptr<ClientSink> sink, std::uint64_t last_seq,
                                          const std::string& transport) {
   Effects effects;
-  std::shared_ptr<ClientSink> replaced;
-  std::uint64_t connection;
-  {
-    std::lock_guard lock(mutex_);
-    ClientState& client = clients_[client_id];
-    replaced = std::exchange(client.sink, sink);
-    connection = client.connection = ++next_connection_;
-    if (client.grace) {
-      client.grace.reset();
-      --graces_;
-    }
-    for (const auto& [seq, request_id] : client.pending)
-      if (seq > last_seq) deliver_locked(client, pending_.at(request_id), effects);
+  ClientState& client = clients_[client_id];
+  std::shared_ptr<ClientSink> replaced = std::exchange(client.sink, sink);
+  std::uint64_t connection = client.connection = ++next_connection_;
+  if (client.grace) {
+    client.grace.reset();
+    --graces_;
   }
+  for (const auto& [seq, request_id] : client.pending)
+    if (seq > last_seq) deliver(client, pending_.at(request_id), effects);
   if (replaced) replaced->close("superseded by a newer connection of client " + client_id);
   bus_->publish("client-tool.connected",
                 json::object{{"clientID", client_id}, {"transport", transport}});
@@ -550,46 +499,38 @@ std::uint64_t ClientToolRegistry::attach(const std::string& client_id,
 
 void ClientToolRegistry::detach(const std::string& client_id, std::uint64_t connection) {
   Effects effects;
-  bool start = false;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = clients_.find(client_id);
-    if (it == clients_.end() || it->second.connection != connection || !it->second.sink) return;
-    ClientState& client = it->second;
-    client.sink.reset();
-    if (options_.reconnect_grace.count() == 0 || shutting_down_) {
-      cleanup_locked(client_id, effects);
-    } else {
-      client.grace = Clock::now() + options_.reconnect_grace;
-      ++graces_;
-      start = need_ticker_locked();
-    }
+  auto it = clients_.find(client_id);
+  if (it == clients_.end() || it->second.connection != connection || !it->second.sink) return;
+  ClientState& client = it->second;
+  client.sink.reset();
+  if (options_.reconnect_grace.count() == 0 || shutting_down_) {
+    cleanup_client(client_id, effects);
+  } else {
+    client.grace = Clock::now() + options_.reconnect_grace;
+    ++graces_;
+    ensure_ticking();
   }
   bus_->publish("client-tool.disconnected", json::object{{"clientID", client_id}});
   for (auto& effect : effects)
     effect();
-  if (start) start_ticker();
 }
 
 void ClientToolRegistry::cleanup(const std::string& client_id) {
   Effects effects;
-  {
-    std::lock_guard lock(mutex_);
-    cleanup_locked(client_id, effects);
-  }
+  cleanup_client(client_id, effects);
   for (auto& effect : effects)
     effect();
 }
 
-void ClientToolRegistry::cleanup_locked(const std::string& client_id, Effects& effects) {
+void ClientToolRegistry::cleanup_client(const std::string& client_id, Effects& effects) {
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return;
   std::vector<std::string> requests;
   for (const auto& [seq, request_id] : it->second.pending)
     requests.push_back(request_id);
   for (const auto& request_id : requests)
-    finish_locked(request_id, make_error(ErrorCode::Unavailable, "Client disconnected"),
-                  std::nullopt, "failed: the client disconnected", effects);
+    finish(request_id, make_error(ErrorCode::Unavailable, "Client disconnected"), std::nullopt,
+           "failed: the client disconnected", effects);
   ClientState& client = it->second;
   std::vector<std::string> removed;
   for (const auto& [id, def] : client.tools) {
@@ -610,41 +551,32 @@ void ClientToolRegistry::cleanup_locked(const std::string& client_id, Effects& e
 }
 
 bool ClientToolRegistry::is_connected(const std::string& client_id) const {
-  std::lock_guard lock(mutex_);
   auto it = clients_.find(client_id);
   return it != clients_.end() && it->second.sink != nullptr;
 }
 
 void ClientToolRegistry::shutdown() {
   Effects effects;
-  {
-    std::lock_guard lock(mutex_);
-    shutting_down_ = true;
-    std::vector<std::string> requests;
-    for (const auto& [request_id, call] : pending_)
-      requests.push_back(request_id);
-    for (const auto& request_id : requests)
-      finish_locked(request_id, make_error(ErrorCode::Unavailable, "Server shutting down"),
-                    std::string("server shutting down"), "failed: the server shut down", effects);
-  }
+  shutting_down_ = true;
+  std::vector<std::string> requests;
+  for (const auto& [request_id, call] : pending_)
+    requests.push_back(request_id);
+  for (const auto& request_id : requests)
+    finish(request_id, make_error(ErrorCode::Unavailable, "Server shutting down"),
+           std::string("server shutting down"), "failed: the server shut down", effects);
   for (auto& effect : effects)
     effect();
-  boost::asio::post(strand_, [self = shared_from_this()] { self->timer_.cancel(); });
+  timer_.cancel();
 }
 
 // ---- deadlines ------------------------------------------------------------------------------
 
-bool ClientToolRegistry::need_ticker_locked() {
-  if (ticking_ || shutting_down_) return false;
+void ClientToolRegistry::ensure_ticking() {
+  if (ticking_ || shutting_down_) return;
   ticking_ = true;
-  return true;
+  arm_tick();
 }
 
-void ClientToolRegistry::start_ticker() {
-  boost::asio::post(strand_, [self = shared_from_this()] { self->arm_tick(); });
-}
-
-// On strand_.
 void ClientToolRegistry::arm_tick() {
   timer_.expires_after(kTick);
   timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
@@ -653,37 +585,33 @@ void ClientToolRegistry::arm_tick() {
   });
 }
 
-// On strand_: end every call and grace whose deadline has passed; tick again while any is left.
+// End every call and grace whose deadline has passed; tick again while any is left.
 void ClientToolRegistry::on_tick() {
   Effects effects;
-  bool again;
-  {
-    std::lock_guard lock(mutex_);
-    auto now = Clock::now();
-    std::vector<std::string> expired;
-    for (const auto& [request_id, call] : pending_)
-      if (call.deadline <= now) expired.push_back(request_id);
-    for (const auto& request_id : expired) {
-      std::string msg = "Client tool execution timed out after " +
-                        std::to_string(pending_.at(request_id).timeout.count()) + "ms";
-      finish_locked(request_id, make_error(ErrorCode::Timeout, msg), std::string("timeout"),
-                    "failed: timed out", effects);
-    }
-    if (graces_ > 0) {
-      std::vector<std::string> ended;
-      for (const auto& [client_id, client] : clients_)
-        if (client.grace && *client.grace <= now) ended.push_back(client_id);
-      for (const auto& client_id : ended) {
-        auto it = clients_.find(client_id);
-        it->second.grace.reset();
-        --graces_;
-        if (!it->second.sink) cleanup_locked(client_id, effects);
-      }
-    }
-    again = !pending_.empty() || graces_ > 0;
-    if (shutting_down_ && pending_.empty()) again = false;
-    ticking_ = again;
+  auto now = Clock::now();
+  std::vector<std::string> expired;
+  for (const auto& [request_id, call] : pending_)
+    if (call.deadline <= now) expired.push_back(request_id);
+  for (const auto& request_id : expired) {
+    std::string msg = "Client tool execution timed out after " +
+                      std::to_string(pending_.at(request_id).timeout.count()) + "ms";
+    finish(request_id, make_error(ErrorCode::Timeout, msg), std::string("timeout"),
+           "failed: timed out", effects);
   }
+  if (graces_ > 0) {
+    std::vector<std::string> ended;
+    for (const auto& [client_id, client] : clients_)
+      if (client.grace && *client.grace <= now) ended.push_back(client_id);
+    for (const auto& client_id : ended) {
+      auto it = clients_.find(client_id);
+      it->second.grace.reset();
+      --graces_;
+      if (!it->second.sink) cleanup_client(client_id, effects);
+    }
+  }
+  bool again = !pending_.empty() || graces_ > 0;
+  if (shutting_down_ && pending_.empty()) again = false;
+  ticking_ = again;
   for (auto& effect : effects)
     effect();
   if (again) arm_tick();

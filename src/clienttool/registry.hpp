@@ -4,24 +4,23 @@
 // guarantees of design.md: every call ends exactly once, cancels reach the client, results are
 // bound to the call, reconnection within a grace period loses nothing).
 //
-// Thread-safe: every public function may be called from any thread. Sinks are called outside
-// the registry's lock; a call's completion handler runs on its associated executor (posted,
-// never inside the registry). Deadlines (call timeouts, reconnect grace) are
-// checked by one periodic ticker (kTick) on a strand of the executor given at construction, which
+// Not thread-safe: used on the server's executor (one thread) only, the one given at
+// construction; it takes no lock. Sinks, bus subscribers and progress handlers are called once
+// the registry's own state is consistent again, so they may call back into it; a call's
+// completion handler is posted (util/complete.hpp), never run inside the registry. Deadlines (call
+// timeouts, reconnect grace) are checked by one periodic ticker (kTick) on that executor, which
 // runs only while a call is pending or a grace is running: a call times out, and a grace ends,
 // up to kTick after its deadline. That costs a call nothing to arm and nothing to disarm.
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 
 #include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -50,9 +49,9 @@ struct RegistryOptions {
 class ClientSink {
  public:
   virtual ~ClientSink() = default;
-  // Must not block: queue the message for the connection's writer. Any thread.
+  // Must not block: queue the message for the connection's writer. On the registry's executor.
   virtual void deliver(std::shared_ptr<const ClientMessage> message) = 0;
-  // A newer connection of the same client took over; close this one. Any thread.
+  // A newer connection of the same client took over; close this one. On the registry's executor.
   virtual void close(const std::string& reason) = 0;
 };
 
@@ -191,7 +190,8 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
     std::int64_t window_count = 0;
   };
 
-  // Work gathered under the lock and done after releasing it.
+  // What a change must tell others (sinks, the bus), gathered while the registry's state is
+  // being changed and done once it is consistent again: whoever is told may call back in.
   using Effects = std::vector<std::function<void()>>;
 
   ClientToolRegistry(boost::asio::any_io_executor executor, std::shared_ptr<bus::EventBus> bus,
@@ -203,28 +203,27 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   Result<StartedCall> start_call(ExecuteParams& params, ProgressHandler& progress,
                                  ExecuteHandler& done);
 
-  std::optional<std::string> resolve_locked(const std::string& tool,
-                                            const std::string& client_id) const;
-  // Ends a call (already looked up under the lock); queues the handler, events and cancel.
-  void finish_locked(const std::string& request_id, ExecuteOutcome outcome,
-                     std::optional<std::string> cancel_reason, std::string ended_how,
-                     Effects& effects);
-  void remember_ended_locked(const std::string& request_id, std::string how);
-  void cleanup_locked(const std::string& client_id, Effects& effects);
-  void deliver_locked(ClientState& client, PendingCall& call, Effects& effects);
-  // True when the ticker must be started (it was idle); the caller then calls start_ticker().
-  bool need_ticker_locked();
-  void start_ticker();
+  std::optional<std::string> resolve(const std::string& tool, const std::string& client_id) const;
+  // The waiting call a client's message is about. NotFound for an id never issued, Conflict for
+  // one that ended, Forbidden when `from_client` is given and the request went to another.
+  Result<PendingCall*> answerable(const std::string& request_id,
+                                  const std::optional<std::string>& from_client);
+  // Ends a call (already looked up); posts the handler, queues the events and the cancel.
+  void finish(const std::string& request_id, ExecuteOutcome outcome,
+              std::optional<std::string> cancel_reason, std::string ended_how, Effects& effects);
+  void remember_ended(const std::string& request_id, std::string how);
+  void cleanup_client(const std::string& client_id, Effects& effects);
+  void deliver(ClientState& client, PendingCall& call, Effects& effects);
+  // Starts the ticker unless it runs already (or the registry is shutting down).
+  void ensure_ticking();
   void arm_tick();
   void on_tick();
 
   const RegistryOptions options_;
   std::shared_ptr<bus::EventBus> bus_;
   boost::asio::any_io_executor executor_;  // where handlers without an executor of their own run
-  boost::asio::strand<boost::asio::any_io_executor> strand_;
-  boost::asio::steady_timer timer_;  // the ticker; used only on strand_
+  boost::asio::steady_timer timer_;        // the ticker
 
-  mutable std::mutex mutex_;
   std::map<std::string, ClientState> clients_;
   std::unordered_map<std::string, std::string> tool_owner_;  // tool id -> client id
   std::unordered_map<std::string, PendingCall> pending_;

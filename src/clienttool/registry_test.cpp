@@ -8,17 +8,13 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <functional>
-#include <future>
-#include <mutex>
+#include <optional>
 #include <random>
-#include <thread>
 #include <vector>
 
 namespace sb {
@@ -43,46 +39,42 @@ constexpr auto kWait = 5s;
   return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
 }
 
-// A client connection that records what the registry sends it. Thread-safe.
+// The registry runs on the test's io_context, on the test's own thread, as the server runs it on
+// its one executor: a helper that waits for something runs the context until it has happened (or
+// `limit` has passed). The context keeps a work guard, so running it for a while really waits.
+bool run_until(boost::asio::io_context& io, const std::function<bool()>& done,
+               std::chrono::milliseconds limit = kWait) {
+  auto deadline = Clock::now() + limit;
+  while (!done() && Clock::now() < deadline)
+    io.run_one_until(deadline);
+  return done();
+}
+
+// A client connection that records what the registry sends it.
 class FakeSink : public ClientSink {
  public:
+  explicit FakeSink(boost::asio::io_context& io) : io_(&io) {}
   void deliver(std::shared_ptr<const ClientMessage> message) override {
-    {
-      std::lock_guard lock(mutex_);
-      messages_.push_back(std::move(message));
-    }
-    cv_.notify_all();
+    messages_.push_back(std::move(message));
   }
-  void close(const std::string& reason) override {
-    {
-      std::lock_guard lock(mutex_);
-      closes_.push_back(reason);
-    }
-    cv_.notify_all();
-  }
+  void close(const std::string& reason) override { closes_.push_back(reason); }
 
-  std::vector<MessagePtr> messages() const {
-    std::lock_guard lock(mutex_);
-    return messages_;
-  }
+  const std::vector<MessagePtr>& messages() const { return messages_; }
   std::vector<MessagePtr> of_kind(ClientMessage::Kind kind) const {
     std::vector<MessagePtr> out;
-    for (auto& m : messages())
+    for (auto& m : messages_)
       if (m->kind == kind) out.push_back(m);
     return out;
   }
   std::vector<MessagePtr> requests() const { return of_kind(ClientMessage::Kind::Request); }
   std::vector<MessagePtr> cancels() const { return of_kind(ClientMessage::Kind::Cancel); }
-  std::vector<std::string> closes() const {
-    std::lock_guard lock(mutex_);
-    return closes_;
-  }
+  const std::vector<std::string>& closes() const { return closes_; }
 
-  // The first message of `kind` for `request_id`, waiting for it; null if none came in time.
+  // The first message of `kind` for `request_id`, running the context until it comes; null if it
+  // did not come in time.
   MessagePtr wait_for(ClientMessage::Kind kind, const std::string& request_id) const {
-    std::unique_lock lock(mutex_);
     MessagePtr found;
-    cv_.wait_for(lock, kWait, [&] {
+    run_until(*io_, [&] {
       for (auto& m : messages_)
         if (m->kind == kind && m->request_id == request_id) {
           found = m;
@@ -97,8 +89,7 @@ class FakeSink : public ClientSink {
   }
 
  private:
-  mutable std::mutex mutex_;
-  mutable std::condition_variable cv_;
+  boost::asio::io_context* io_;
   std::vector<MessagePtr> messages_;
   std::vector<std::string> closes_;
 };
@@ -107,60 +98,52 @@ class FakeSink : public ClientSink {
 // check that there was exactly one.
 class Completion {
  public:
+  explicit Completion(boost::asio::io_context& io) : io_(&io) {}
+
   std::function<void(ExecuteOutcome)> handler() const {
-    return [state = state_](ExecuteOutcome outcome) {
-      {
-        std::lock_guard lock(state->mutex);
-        state->outcomes.push_back(std::move(outcome));
-      }
-      state->cv.notify_all();
-    };
+    return
+        [outcomes = outcomes_](ExecuteOutcome outcome) { outcomes->push_back(std::move(outcome)); };
   }
-  // The first outcome, waiting up to `timeout`.
+  // The first outcome, running the context until there is one (or `timeout` has passed).
   std::optional<ExecuteOutcome> wait(std::chrono::milliseconds timeout = kWait) const {
-    std::unique_lock lock(state_->mutex);
-    if (!state_->cv.wait_for(lock, timeout, [&] { return !state_->outcomes.empty(); }))
+    if (!run_until(
+            *io_, [this] { return !outcomes_->empty(); }, timeout))
       return std::nullopt;
-    return state_->outcomes.front();
+    return outcomes_->front();
   }
+  // How many outcomes there were, once every handler that is ready has run.
   std::size_t count() const {
-    std::lock_guard lock(state_->mutex);
-    return state_->outcomes.size();
+    io_->poll();
+    return outcomes_->size();
   }
 
  private:
-  struct State {
-    std::mutex mutex;
-    std::condition_variable cv;
-    std::vector<ExecuteOutcome> outcomes;
-  };
-  std::shared_ptr<State> state_ = std::make_shared<State>();
+  boost::asio::io_context* io_;
+  std::shared_ptr<std::vector<ExecuteOutcome>> outcomes_ =
+      std::make_shared<std::vector<ExecuteOutcome>>();
 };
 
-// Every event published on the bus. Thread-safe.
+// Every event published on the bus.
 class EventLog {
  public:
-  explicit EventLog(const std::shared_ptr<bus::EventBus>& bus)
-      : subscription_(bus->subscribe([this](const bus::EventPtr& e) {
-          {
-            std::lock_guard lock(mutex_);
-            events_.push_back(e);
-          }
-          cv_.notify_all();
-        })) {}
+  EventLog(const std::shared_ptr<bus::EventBus>& bus, boost::asio::io_context& io)
+      : io_(&io),
+        subscription_(bus->subscribe([this](const bus::EventPtr& e) { events_.push_back(e); })) {}
 
   using Filter = std::function<bool(const json::object&)>;
 
   std::vector<bus::EventPtr> of_type(std::string_view type, const Filter& filter = {}) const {
-    std::lock_guard lock(mutex_);
-    return matching(type, filter);
+    std::vector<bus::EventPtr> out;
+    for (auto& e : events_)
+      if (e->type == type && (!filter || filter(e->properties))) out.push_back(e);
+    return out;
   }
-  // The first event of `type` that passes `filter`, waiting for it; null if none came in time.
+  // The first event of `type` that passes `filter`, running the context until it is published;
+  // null if it was not in time.
   bus::EventPtr wait_for(std::string_view type, const Filter& filter = {}) const {
-    std::unique_lock lock(mutex_);
     bus::EventPtr found;
-    cv_.wait_for(lock, kWait, [&] {
-      auto m = matching(type, filter);
+    run_until(*io_, [&] {
+      auto m = of_type(type, filter);
       if (m.empty()) return false;
       found = m.front();
       return true;
@@ -175,15 +158,7 @@ class EventLog {
   }
 
  private:
-  std::vector<bus::EventPtr> matching(std::string_view type, const Filter& filter) const {
-    std::vector<bus::EventPtr> out;
-    for (auto& e : events_)
-      if (e->type == type && (!filter || filter(e->properties))) out.push_back(e);
-    return out;
-  }
-
-  mutable std::mutex mutex_;
-  mutable std::condition_variable cv_;
+  boost::asio::io_context* io_;
   std::vector<bus::EventPtr> events_;
   bus::Subscription subscription_;  // last: unsubscribes before the rest goes away
 };
@@ -231,8 +206,7 @@ class RegistryTest : public ::testing::Test {
   void SetUp() override { restart({}); }
   void TearDown() override {
     registry_.reset();
-    guard_.reset();
-    io_thread_.join();
+    io_.poll();  // the handlers the registry posted as it went
   }
 
   void restart(RegistryOptions options) {
@@ -261,9 +235,8 @@ class RegistryTest : public ::testing::Test {
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_ =
       boost::asio::make_work_guard(io_);
-  std::thread io_thread_{[this] { io_.run(); }};
   std::shared_ptr<bus::EventBus> bus_ = bus::EventBus::create();
-  EventLog events_{bus_};
+  EventLog events_{bus_, io_};
   std::shared_ptr<ClientToolRegistry> registry_;
 };
 
@@ -363,7 +336,7 @@ TEST_F(RegistryTest, RegisteringAnExistingIdReplacesIt) {
   EXPECT_EQ(tools[0]->description, "new");
 
   // The new schema is the one that applies.
-  Completion done;
+  Completion done(io_);
   auto old_input = registry_->execute(params("client_c1_t", {{"old", 1}}), done.handler());
   ASSERT_FALSE(old_input.has_value());
   EXPECT_EQ(old_input.error().code, ErrorCode::InvalidRequest);
@@ -483,7 +456,7 @@ TEST_F(RegistryTest, UnregisterCannotRemoveAnotherClientsTools) {
 
 TEST_F(RegistryTest, ExecuteOfUnknownToolIsNotFound) {
   register_ok("c1", {spec("a")});
-  Completion done;
+  Completion done(io_);
   const ExecuteParams cases[] = {params("client_c1_zzz"), params("a"),  // a name needs a client
                                  params("a", {}, std::nullopt, "c2"),
                                  params("client_c1_a", {}, std::nullopt, "c2")};
@@ -500,7 +473,7 @@ TEST_F(RegistryTest, ExecuteOfUnknownToolIsNotFound) {
 
 TEST_F(RegistryTest, ExecuteAcceptsFullIdOrNameWithClientId) {
   register_ok("c1", {spec("a")});
-  Completion d1, d2, d3;
+  Completion d1(io_), d2(io_), d3(io_);
   auto by_id = start(params("client_c1_a"), d1);
   auto by_name = start(params("a", {}, std::nullopt, "c1"), d2);
   auto by_both = start(params("client_c1_a", {}, std::nullopt, "c1"), d3);
@@ -520,7 +493,7 @@ TEST_F(RegistryTest, InputThatFailsTheSchemaIsInvalidAndNamesThePath) {
       "loc": {"type": "object", "properties": {"city": {"type": "string"}}},
       "n": {"type": "array", "items": {"type": "integer"}}
     }})"))});
-  Completion done;
+  Completion done(io_);
   struct Case {
     json::object input;
     const char* path;
@@ -553,14 +526,14 @@ TEST_F(RegistryTest, ASchemaWithAnUnusablePatternIsRefusedAtRegistrationNamingIt
 
 TEST_F(RegistryTest, ExecuteDeliversTheRequestToTheAttachedClient) {
   register_ok("c1", {spec("t")});
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "sse");
 
   ExecuteParams p = params("client_c1_t", {{"q", "hello"}});
   p.session_id = "ses_1";
   p.message_id = "msg_1";
   p.call_id = "call_1";
-  Completion done;
+  Completion done(io_);
   auto call = start(p, done);
 
   auto msg = sink->wait_for(ClientMessage::Kind::Request, call.request_id);
@@ -588,9 +561,9 @@ TEST_F(RegistryTest, ExecuteDeliversTheRequestToTheAttachedClient) {
 
 TEST_F(RegistryTest, MessageAndCallIdsAreGeneratedWhenEmpty) {
   register_ok("c1", {spec("t")});
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "ws");
-  Completion done;
+  Completion done(io_);
   auto call = start(params("client_c1_t"), done);
   auto msg = sink->wait_for(ClientMessage::Kind::Request, call.request_id);
   ASSERT_NE(msg, nullptr);
@@ -601,12 +574,12 @@ TEST_F(RegistryTest, MessageAndCallIdsAreGeneratedWhenEmpty) {
 
 TEST_F(RegistryTest, RequestWaitsForTheClientToConnect) {
   register_ok("c1", {spec("t")});
-  Completion done;
+  Completion done(io_);
   auto call = start(params("client_c1_t"), done);
   EXPECT_EQ(registry_->pending_count(), 1u);
   EXPECT_TRUE(events_.of_type("client-tool.executing").empty());  // nobody to execute it yet
 
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "sse");
   ASSERT_NE(sink->wait_for(ClientMessage::Kind::Request, call.request_id), nullptr);
   EXPECT_NE(events_.wait_for("client-tool.executing", EventLog::request(call.request_id)), nullptr);
@@ -621,9 +594,9 @@ TEST_F(RegistryTest, RequestWaitsForTheClientToConnect) {
 
 TEST_F(RegistryTest, SubmitResultCompletesTheCall) {
   register_ok("c1", {spec("t")});
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "sse");
-  Completion done;
+  Completion done(io_);
   auto call = start(params("client_c1_t", {}, 300ms), done);
 
   ToolResponse response = success("12:00");
@@ -648,14 +621,14 @@ TEST_F(RegistryTest, SubmitResultCompletesTheCall) {
   EXPECT_TRUE(sink->cancels().empty());  // an answered call is not cancelled
 
   // The call's deadline passes without a second ending.
-  std::this_thread::sleep_for(400ms);
+  io_.run_for(400ms);
   EXPECT_EQ(done.count(), 1u);
   EXPECT_TRUE(events_.of_type("client-tool.failed").empty());
 }
 
 TEST_F(RegistryTest, ResultWithoutClientIdIsAccepted) {
   register_ok("c1", {spec("t")});
-  Completion done;
+  Completion done(io_);
   auto call = start(params("client_c1_t"), done);
   ASSERT_TRUE(registry_->submit_result(call.request_id, std::nullopt, success("x")).has_value());
   auto outcome = done.wait();
@@ -666,7 +639,7 @@ TEST_F(RegistryTest, ResultWithoutClientIdIsAccepted) {
 
 TEST_F(RegistryTest, ClientErrorEndsTheCallWithTheClientsMessage) {
   register_ok("c1", {spec("t")});
-  Completion done;
+  Completion done(io_);
   auto call = start(params("client_c1_t"), done);
   ASSERT_TRUE(registry_->submit_result(call.request_id, "c1", failure("disk full")).has_value());
   auto outcome = done.wait();
@@ -682,7 +655,7 @@ TEST_F(RegistryTest, ClientErrorEndsTheCallWithTheClientsMessage) {
 
 TEST_F(RegistryTest, SecondResultIsConflictAndChangesNothing) {
   register_ok("c1", {spec("t")});
-  Completion done;
+  Completion done(io_);
   auto call = start(params("client_c1_t"), done);
   ASSERT_TRUE(registry_->submit_result(call.request_id, "c1", success("first")).has_value());
   auto again = registry_->submit_result(call.request_id, "c1", success("second"));
@@ -699,7 +672,7 @@ TEST_F(RegistryTest, SecondResultIsConflictAndChangesNothing) {
 
 TEST_F(RegistryTest, ResultFromAnotherClientIsForbidden) {
   register_ok("c1", {spec("t")});
-  Completion done;
+  Completion done(io_);
   auto call = start(params("client_c1_t"), done);
   auto forged = registry_->submit_result(call.request_id, "c2", success("forged"));
   ASSERT_FALSE(forged.has_value());
@@ -724,10 +697,12 @@ TEST_F(RegistryTest, ResultForUnknownRequestIsNotFound) {
 // ---- the awaitable ----------------------------------------------------------------------------
 
 // async_execute awaited by a coroutine on the registry's executor, as the session's client tool
-// and the execute route await it; `give_up`, when given, is bound to its cancellation slot.
-std::future<ExecuteOutcome> awaited(
-    std::shared_ptr<ClientToolRegistry> registry, ExecuteParams p, boost::asio::io_context& io,
-    std::shared_ptr<boost::asio::cancellation_signal> give_up = {}) {
+// and the execute route await it; `give_up`, when given, is bound to its cancellation slot. The
+// outcome is set once the coroutine has it.
+using Awaited = std::shared_ptr<std::optional<ExecuteOutcome>>;
+Awaited awaited(std::shared_ptr<ClientToolRegistry> registry, ExecuteParams p,
+                boost::asio::io_context& io,
+                std::shared_ptr<boost::asio::cancellation_signal> give_up = {}) {
   auto call = [registry, p = std::move(p),
                give_up]() mutable -> boost::asio::awaitable<ExecuteOutcome> {
     ProgressHandler none;
@@ -737,26 +712,29 @@ std::future<ExecuteOutcome> awaited(
     auto token = boost::asio::bind_cancellation_slot(give_up->slot(), boost::asio::use_awaitable);
     co_return co_await registry->async_execute(std::move(p), std::move(none), token);
   };
-  return boost::asio::co_spawn(io, std::move(call), boost::asio::use_future);
+  auto outcome = std::make_shared<std::optional<ExecuteOutcome>>();
+  boost::asio::co_spawn(io, std::move(call), [outcome](std::exception_ptr e, ExecuteOutcome o) {
+    if (!e) *outcome = std::move(o);
+  });
+  return outcome;
 }
 
-// The requests `sink` was sent, once there is one (waiting up to kWait).
-std::vector<MessagePtr> first_requests(const FakeSink& sink) {
-  for (auto deadline = Clock::now() + kWait; sink.requests().empty() && Clock::now() < deadline;)
-    std::this_thread::sleep_for(1ms);
+// The requests `sink` was sent, once there is one (running the context up to kWait).
+std::vector<MessagePtr> first_requests(boost::asio::io_context& io, const FakeSink& sink) {
+  run_until(io, [&] { return !sink.requests().empty(); });
   return sink.requests();
 }
 
 TEST_F(RegistryTest, AnAwaitedCallEndsWithTheClientsAnswer) {
   register_ok("c1", {spec("t")});
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "sse");
   auto outcome = awaited(registry_, params("client_c1_t", json::object{{"x", 1}}), io_);
-  auto requests = first_requests(*sink);
+  auto requests = first_requests(io_, *sink);
   ASSERT_EQ(requests.size(), 1u);
   ASSERT_TRUE(registry_->submit_result(requests[0]->request_id, "c1", success("42")));
-  ASSERT_EQ(outcome.wait_for(kWait), std::future_status::ready);
-  auto ended = outcome.get();
+  ASSERT_TRUE(run_until(io_, [&] { return outcome->has_value(); }));
+  auto ended = **outcome;
   ASSERT_TRUE(ended.has_value()) << ended.error().message;
   EXPECT_EQ(ended->output, "42");
   EXPECT_EQ(registry_->pending_count(), 0u);
@@ -764,8 +742,8 @@ TEST_F(RegistryTest, AnAwaitedCallEndsWithTheClientsAnswer) {
 
 TEST_F(RegistryTest, AnAwaitedCallThatCannotStartEndsWithWhy) {
   auto outcome = awaited(registry_, params("client_c1_nothing"), io_);
-  ASSERT_EQ(outcome.wait_for(kWait), std::future_status::ready);
-  auto ended = outcome.get();
+  ASSERT_TRUE(run_until(io_, [&] { return outcome->has_value(); }));
+  auto ended = **outcome;
   ASSERT_FALSE(ended.has_value());
   EXPECT_EQ(ended.error().code, ErrorCode::NotFound);
   EXPECT_TRUE(Contains(ended.error().message, "client_c1_nothing"));
@@ -773,19 +751,19 @@ TEST_F(RegistryTest, AnAwaitedCallThatCannotStartEndsWithWhy) {
 
 TEST_F(RegistryTest, TheCallersSlotCancelsTheCallAndTheClientHearsWhy) {
   register_ok("c1", {spec("t")});
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "sse");
   auto give_up = std::make_shared<boost::asio::cancellation_signal>();
   auto p = params("client_c1_t");
   p.cancel_reason = [] { return std::string("the user pressed stop"); };
   auto outcome = awaited(registry_, std::move(p), io_, give_up);
-  auto requests = first_requests(*sink);
+  auto requests = first_requests(io_, *sink);
   ASSERT_EQ(requests.size(), 1u);
   std::string request_id = requests[0]->request_id;
-  // Emitted on the registry's thread, as the execute route and the session do.
+  // Emitted from a handler of the registry's executor, as the execute route and the session do.
   boost::asio::post(io_, [give_up] { give_up->emit(boost::asio::cancellation_type::terminal); });
-  ASSERT_EQ(outcome.wait_for(kWait), std::future_status::ready);
-  auto ended = outcome.get();
+  ASSERT_TRUE(run_until(io_, [&] { return outcome->has_value(); }));
+  auto ended = **outcome;
   ASSERT_FALSE(ended.has_value());
   EXPECT_EQ(ended.error().code, ErrorCode::Unavailable);
   EXPECT_EQ(ended.error().message, "Cancelled: the user pressed stop");
@@ -802,9 +780,9 @@ TEST_F(RegistryTest, TheCallersSlotCancelsTheCallAndTheClientHearsWhy) {
 
 TEST_F(RegistryTest, TimeoutEndsTheCallAndCancelsItOnTheClient) {
   register_ok("c1", {spec("t")});
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "sse");
-  Completion done;
+  Completion done(io_);
   auto begin = Clock::now();
   auto call = start(params("client_c1_t", {}, 100ms), done);
 
@@ -833,7 +811,7 @@ TEST_F(RegistryTest, TimeoutEndsTheCallAndCancelsItOnTheClient) {
 
 TEST_F(RegistryTest, EarlierDeadlineAfterALaterOneStillFiresOnTime) {
   register_ok("c1", {spec("t")});
-  Completion slow, fast;
+  Completion slow(io_), fast(io_);
   start(params("client_c1_t", {}, 10s), slow);
   auto begin = Clock::now();
   start(params("client_c1_t", {}, 100ms), fast);
@@ -849,7 +827,7 @@ TEST_F(RegistryTest, DefaultTimeoutAppliesWhenTheCallerGivesNone) {
   o.default_timeout = 100ms;
   restart(o);
   register_ok("c1", {spec("t")});
-  Completion done;
+  Completion done(io_);
   start(params("client_c1_t"), done);
   auto outcome = done.wait();
   ASSERT_TRUE(outcome.has_value());
@@ -866,7 +844,7 @@ TEST_F(RegistryTest, InteractiveToolWaitsMaxTimeoutForAPerson) {
   ToolSpec dialog = spec("confirm");
   dialog.interactive = true;
   register_ok("c1", {spec("t"), dialog});
-  Completion program, person;
+  Completion program(io_), person(io_);
   start(params("client_c1_t"), program);
   start(params("client_c1_confirm"), person);
   auto quick = program.wait();
@@ -886,7 +864,7 @@ TEST_F(RegistryTest, CallersTimeoutIsCappedByMaxTimeout) {
   o.max_timeout = 100ms;
   restart(o);
   register_ok("c1", {spec("t")});
-  Completion done;
+  Completion done(io_);
   start(params("client_c1_t", {}, 60s), done);
   auto outcome = done.wait();
   ASSERT_TRUE(outcome.has_value());
@@ -897,7 +875,7 @@ TEST_F(RegistryTest, CallersTimeoutIsCappedByMaxTimeout) {
 
 TEST_F(RegistryTest, NonPositiveTimeoutIsInvalid) {
   register_ok("c1", {spec("t")});
-  Completion done;
+  Completion done(io_);
   for (auto t : {0ms, -5ms}) {
     auto r = registry_->execute(params("client_c1_t", {}, t), done.handler());
     ASSERT_FALSE(r.has_value());
@@ -909,10 +887,10 @@ TEST_F(RegistryTest, NonPositiveTimeoutIsInvalid) {
 
 TEST_F(RegistryTest, TimedOutCallIsNotDeliveredWhenTheClientConnectsLater) {
   register_ok("c1", {spec("t")});
-  Completion done;
+  Completion done(io_);
   start(params("client_c1_t", {}, 50ms), done);
   ASSERT_TRUE(done.wait().has_value());
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "sse");
   EXPECT_TRUE(sink->messages().empty());
 }
@@ -925,7 +903,7 @@ TEST_F(RegistryTest, ExecutionsOverTheRateLimitAreRefused) {
   restart(o);
   register_ok("c1", {spec("t")});
   register_ok("c2", {spec("t")});
-  Completion d1, d2, d3, d4;
+  Completion d1(io_), d2(io_), d3(io_), d4(io_);
   start(params("client_c1_t"), d1);
   start(params("client_c1_t"), d2);
   auto third = registry_->execute(params("client_c1_t"), d3.handler());
@@ -943,7 +921,7 @@ TEST_F(RegistryTest, ARateLimitRefusalNamesItsKeyAndWhenTheWindowFreesASlot) {
   o.rate_limit = 1;
   restart(o);
   register_ok("c1", {spec("t")});
-  Completion d1, d2;
+  Completion d1(io_), d2(io_);
   start(params("client_c1_t"), d1);
   auto refused = registry_->execute(params("client_c1_t"), d2.handler());
   ASSERT_FALSE(refused.has_value());
@@ -971,7 +949,7 @@ TEST_F(RegistryTest, CallsOverTheClientsPendingLimitAreRefusedUntilOneEnds) {
   restart(o);
   register_ok("c1", {spec("t")});
   register_ok("c2", {spec("t")});
-  Completion d1, d2, d3, d4, d5;
+  Completion d1(io_), d2(io_), d3(io_), d4(io_), d5(io_);
   auto first = start(params("client_c1_t"), d1);
   start(params("client_c1_t"), d2);
   auto third = registry_->execute(params("client_c1_t"), d3.handler());
@@ -997,7 +975,7 @@ TEST_F(RegistryTest, CallsOverTheSessionsPendingLimitAreRefusedWhateverTheirClie
   restart(o);
   register_ok("c1", {spec("t")});
   register_ok("c2", {spec("t")});
-  Completion d1, d2, d3, d4, d5, d6, d7;
+  Completion d1(io_), d2(io_), d3(io_), d4(io_), d5(io_), d6(io_), d7(io_);
   auto first = start(in_session("client_c1_t", "ses_a"), d1);
   start(in_session("client_c2_t", "ses_a"), d2);
   auto third = registry_->execute(in_session("client_c1_t", "ses_a"), d3.handler());
@@ -1031,7 +1009,7 @@ TEST_F(RegistryTest, APendingLimitRefusalNamesNoTimeToRetry) {
   restart(o);
   register_ok("c1", {spec("t")});
   register_ok("c2", {spec("t")});
-  Completion d1, d2, d3;
+  Completion d1(io_), d2(io_), d3(io_);
   start(in_session("client_c1_t", "ses_a"), d1);
   auto per_client = registry_->execute(params("client_c1_t"), d2.handler());
   auto per_session = registry_->execute(in_session("client_c2_t", "ses_a"), d3.handler());
@@ -1048,7 +1026,7 @@ TEST_F(RegistryTest, ACallRefusedForThePendingLimitDoesNotCountAgainstTheRateLim
   o.max_pending_per_client = 1;
   restart(o);
   register_ok("c1", {spec("t")});
-  Completion d1, d2, d3, d4;
+  Completion d1(io_), d2(io_), d3(io_), d4(io_);
   auto first = start(params("client_c1_t"), d1);
   auto refused = registry_->execute(params("client_c1_t"), d2.handler());
   ASSERT_FALSE(refused.has_value());
@@ -1065,9 +1043,9 @@ TEST_F(RegistryTest, ACallRefusedForThePendingLimitDoesNotCountAgainstTheRateLim
 
 TEST_F(RegistryTest, UnregisterFailsCallsWaitingOnTheRemovedTool) {
   register_ok("c1", {spec("a"), spec("b")});
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "sse");
-  Completion on_a, on_b;
+  Completion on_a(io_), on_b(io_);
   auto call_a = start(params("client_c1_a"), on_a);
   auto call_b = start(params("client_c1_b"), on_b);
 
@@ -1094,10 +1072,10 @@ TEST_F(RegistryTest, DetachWithoutGraceFailsCallsAndRemovesTools) {
   restart(o);
   register_ok("c1", {spec("t")});
   register_ok("c2", {spec("t")});
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   auto conn = registry_->attach("c1", sink, 0, "sse");
   EXPECT_TRUE(registry_->is_connected("c1"));
-  Completion done, other;
+  Completion done(io_), other(io_);
   start(params("client_c1_t"), done);
   start(params("client_c2_t"), other);
 
@@ -1122,7 +1100,7 @@ TEST_F(RegistryTest, DetachWithoutGraceFailsCallsAndRemovesTools) {
 
 TEST_F(RegistryTest, CleanupFailsCallsAndRemovesTools) {
   register_ok("c1", {spec("t")});
-  Completion done;
+  Completion done(io_);
   start(params("client_c1_t"), done);
   registry_->cleanup("c1");
   auto outcome = done.wait();
@@ -1142,9 +1120,9 @@ TEST_F(RegistryTest, ReconnectWithinGraceReplaysPendingRequestsAfterLastSeq) {
   o.reconnect_grace = 5s;
   restart(o);
   register_ok("c1", {spec("t")});
-  auto first = std::make_shared<FakeSink>();
+  auto first = std::make_shared<FakeSink>(io_);
   auto conn = registry_->attach("c1", first, 0, "sse");
-  Completion d1, d2, d3;
+  Completion d1(io_), d2(io_), d3(io_);
   auto c1 = start(params("client_c1_t"), d1);
   auto c2 = start(params("client_c1_t"), d2);
   auto c3 = start(params("client_c1_t"), d3);
@@ -1160,7 +1138,7 @@ TEST_F(RegistryTest, ReconnectWithinGraceReplaysPendingRequestsAfterLastSeq) {
   EXPECT_EQ(d2.count(), 0u);
 
   // The client saw everything up to c2's request: only c3 comes again.
-  auto second = std::make_shared<FakeSink>();
+  auto second = std::make_shared<FakeSink>(io_);
   conn = registry_->attach("c1", second, requests[1]->seq, "sse");
   auto replayed = second->requests();
   ASSERT_EQ(replayed.size(), 1u);
@@ -1169,7 +1147,7 @@ TEST_F(RegistryTest, ReconnectWithinGraceReplaysPendingRequestsAfterLastSeq) {
 
   // Without a last id, every still-pending request comes again, in order.
   registry_->detach("c1", conn);
-  auto third = std::make_shared<FakeSink>();
+  auto third = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", third, 0, "ws");
   replayed = third->requests();
   ASSERT_EQ(replayed.size(), 2u);
@@ -1190,18 +1168,18 @@ TEST_F(RegistryTest, ReconnectWithinGraceReplaysPendingRequestsAfterLastSeq) {
 // new process must not number its requests below it, or they would never be replayed.
 TEST_F(RegistryTest, EventIdsOfARestartedServerStayAboveTheOldOnes) {
   register_ok("c1", {spec("t")});
-  auto before = std::make_shared<FakeSink>();
+  auto before = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", before, 0, "sse");
-  Completion d1;
+  Completion d1(io_);
   start(params("client_c1_t"), d1);
   ASSERT_EQ(before->requests().size(), 1u);
   std::uint64_t old_id = before->requests()[0]->seq;
 
   restart({});
   register_ok("c1", {spec("t")});
-  Completion d2;
+  Completion d2(io_);
   auto queued = start(params("client_c1_t"), d2);  // queued before the client is back
-  auto after = std::make_shared<FakeSink>();
+  auto after = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", after, old_id, "sse");
   auto replayed = after->requests();
   ASSERT_EQ(replayed.size(), 1u) << "the new request was hidden behind the old Last-Event-ID";
@@ -1214,14 +1192,14 @@ TEST_F(RegistryTest, ReconnectWithinGraceKeepsToolsAndCallsAfterTheGraceWouldHav
   o.reconnect_grace = 150ms;
   restart(o);
   register_ok("c1", {spec("t")});
-  auto conn = registry_->attach("c1", std::make_shared<FakeSink>(), 0, "sse");
-  Completion done;
+  auto conn = registry_->attach("c1", std::make_shared<FakeSink>(io_), 0, "sse");
+  Completion done(io_);
   auto call = start(params("client_c1_t", {}, 10s), done);
   registry_->detach("c1", conn);
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "sse");
 
-  std::this_thread::sleep_for(400ms);  // well past the grace that was stopped
+  io_.run_for(400ms);  // well past the grace that was stopped
   EXPECT_TRUE(registry_->is_connected("c1"));
   EXPECT_EQ(tool_ids("c1"), (Strings{"client_c1_t"}));
   EXPECT_EQ(done.count(), 0u);
@@ -1236,8 +1214,8 @@ TEST_F(RegistryTest, GraceExpiryFailsCallsAndRemovesTools) {
   o.reconnect_grace = 100ms;
   restart(o);
   register_ok("c1", {spec("t")});
-  auto conn = registry_->attach("c1", std::make_shared<FakeSink>(), 0, "sse");
-  Completion done;
+  auto conn = registry_->attach("c1", std::make_shared<FakeSink>(io_), 0, "sse");
+  Completion done(io_);
   start(params("client_c1_t", {}, 10s), done);
   auto begin = Clock::now();
   registry_->detach("c1", conn);
@@ -1259,10 +1237,10 @@ TEST_F(RegistryTest, SecondConnectionReplacesAndClosesTheFirst) {
   o.reconnect_grace = 0ms;  // so that a detach that counted would visibly clean up
   restart(o);
   register_ok("c1", {spec("t")});
-  auto first = std::make_shared<FakeSink>();
-  auto second = std::make_shared<FakeSink>();
+  auto first = std::make_shared<FakeSink>(io_);
+  auto second = std::make_shared<FakeSink>(io_);
   auto conn1 = registry_->attach("c1", first, 0, "sse");
-  Completion d1;
+  Completion d1(io_);
   auto call1 = start(params("client_c1_t"), d1);
   ASSERT_EQ(first->requests().size(), 1u);
 
@@ -1275,7 +1253,7 @@ TEST_F(RegistryTest, SecondConnectionReplacesAndClosesTheFirst) {
   EXPECT_EQ(second->requests()[0]->request_id, call1.request_id);
 
   // New requests go only to the new connection.
-  Completion d2;
+  Completion d2(io_);
   auto call2 = start(params("client_c1_t"), d2);
   EXPECT_EQ(first->requests().size(), 1u);
   EXPECT_NE(second->wait_for(ClientMessage::Kind::Request, call2.request_id), nullptr);
@@ -1296,17 +1274,14 @@ TEST_F(RegistryTest, SecondConnectionReplacesAndClosesTheFirst) {
 
 TEST_F(RegistryTest, ProgressExtendsTheDeadlineAndReachesTheHandler) {
   register_ok("c1", {spec("t")});
-  std::mutex mutex;
   std::vector<Progress> seen;
-  Completion done;
+  Completion done(io_);
   auto begin = Clock::now();
-  auto call = start(params("client_c1_t", {}, 150ms), done, [&](const Progress& p) {
-    std::lock_guard lock(mutex);
-    seen.push_back(p);
-  });
+  auto call =
+      start(params("client_c1_t", {}, 150ms), done, [&](const Progress& p) { seen.push_back(p); });
 
   for (int i = 1; i <= 4; ++i) {
-    std::this_thread::sleep_until(begin + i * 100ms);
+    io_.run_until(begin + i * 100ms);
     Progress p;
     p.metadata = json::object{{"step", i}};
     p.title = "step " + std::to_string(i);
@@ -1322,12 +1297,9 @@ TEST_F(RegistryTest, ProgressExtendsTheDeadlineAndReachesTheHandler) {
   ASSERT_TRUE(outcome->has_value()) << outcome->error().message;
   EXPECT_EQ((*outcome)->output, "finished");
 
-  {
-    std::lock_guard lock(mutex);
-    ASSERT_EQ(seen.size(), 4u);
-    EXPECT_EQ(seen[2].metadata.at("step").as_int64(), 3);
-    EXPECT_EQ(seen[2].title, "step 3");
-  }
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[2].metadata.at("step").as_int64(), 3);
+  EXPECT_EQ(seen[2].title, "step 3");
   auto progress = events_.of_type("client-tool.progress", EventLog::request(call.request_id));
   ASSERT_EQ(progress.size(), 4u);
   EXPECT_EQ(progress[0]->properties.at("metadata"), json::value(json::object{{"step", 1}}));
@@ -1340,13 +1312,13 @@ TEST_F(RegistryTest, ProgressCannotExtendBeyondMaxTimeout) {
   o.max_timeout = 300ms;
   restart(o);
   register_ok("c1", {spec("t")});
-  Completion done;
+  Completion done(io_);
   auto begin = Clock::now();
   auto call = start(params("client_c1_t", {}, 150ms), done);
   // Keep reporting until the call ends; the hard cap must end it.
   while (done.count() == 0 && Clock::now() - begin < kWait) {
     (void)registry_->report_progress(call.request_id, "c1", Progress{});
-    std::this_thread::sleep_for(30ms);
+    io_.run_for(30ms);
   }
   auto outcome = done.wait();
   ASSERT_TRUE(outcome.has_value()) << "progress kept the call alive past the cap";
@@ -1359,7 +1331,7 @@ TEST_F(RegistryTest, ProgressCannotExtendBeyondMaxTimeout) {
 
 TEST_F(RegistryTest, ProgressErrorsMatchResultErrors) {
   register_ok("c1", {spec("t")});
-  Completion done;
+  Completion done(io_);
   auto call = start(params("client_c1_t"), done);
 
   auto unknown = registry_->report_progress("req_unknown", std::nullopt, Progress{});
@@ -1382,9 +1354,9 @@ TEST_F(RegistryTest, ProgressErrorsMatchResultErrors) {
 
 TEST_F(RegistryTest, CancelEndsTheCallAndTellsTheClient) {
   register_ok("c1", {spec("t")});
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "sse");
-  Completion done;
+  Completion done(io_);
   auto call = start(params("client_c1_t", {}, 200ms), done);
 
   EXPECT_TRUE(registry_->cancel(call.request_id, "caller disconnected"));
@@ -1404,17 +1376,17 @@ TEST_F(RegistryTest, CancelEndsTheCallAndTellsTheClient) {
   ASSERT_FALSE(late.has_value());
   EXPECT_EQ(late.error().code, ErrorCode::Conflict);
 
-  std::this_thread::sleep_for(300ms);  // past the call's own deadline
+  io_.run_for(300ms);  // past the call's own deadline
   EXPECT_EQ(done.count(), 1u);
   EXPECT_EQ(sink->cancels().size(), 1u);
 }
 
 TEST_F(RegistryTest, CancelledCallIsNotDeliveredWhenTheClientConnectsLater) {
   register_ok("c1", {spec("t")});
-  Completion done;
+  Completion done(io_);
   auto call = start(params("client_c1_t"), done);
   ASSERT_TRUE(registry_->cancel(call.request_id, "stop"));
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "sse");
   EXPECT_TRUE(sink->messages().empty());
   EXPECT_TRUE(done.wait().has_value()) << "the caller heard the call end";
@@ -1424,9 +1396,9 @@ TEST_F(RegistryTest, CancelledCallIsNotDeliveredWhenTheClientConnectsLater) {
 TEST_F(RegistryTest, ShutdownFailsEveryPendingCallAndRefusesNewOnes) {
   register_ok("c1", {spec("t")});
   register_ok("c2", {spec("t")});
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "sse");
-  Completion d1, d2;
+  Completion d1(io_), d2(io_);
   auto call1 = start(params("client_c1_t"), d1);
   start(params("client_c2_t"), d2);  // never delivered: c2 has no connection
 
@@ -1443,7 +1415,7 @@ TEST_F(RegistryTest, ShutdownFailsEveryPendingCallAndRefusesNewOnes) {
   EXPECT_EQ(cancel->reason, "server shutting down");
   EXPECT_EQ(registry_->pending_count(), 0u);
 
-  Completion later;
+  Completion later(io_);
   auto refused = registry_->execute(params("client_c1_t"), later.handler());
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().code, ErrorCode::Unavailable);
@@ -1460,13 +1432,14 @@ TEST_F(RegistryTest, EveryWayACallEndsCallsTheHandlerExactlyOnce) {
   restart(o);
   register_ok("c1", {spec("a"), spec("b")});
   register_ok("c2", {spec("t")});
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "sse");
   // Deadlines are checked every 250 ms: the other calls' deadline lies well past the tick that
   // times out the 50ms call.
   const auto t = 1000ms;
 
-  Completion answered, errored, timed_out, cancelled, unregistered, disconnected;
+  Completion answered(io_), errored(io_), timed_out(io_), cancelled(io_), unregistered(io_),
+      disconnected(io_);
   auto a1 = start(params("client_c1_a", {}, t), answered);
   auto a2 = start(params("client_c1_a", {}, t), errored);
   start(params("client_c1_a", {}, 50ms), timed_out);
@@ -1482,7 +1455,7 @@ TEST_F(RegistryTest, EveryWayACallEndsCallsTheHandlerExactlyOnce) {
   registry_->cleanup("c2");
 
   // Give every original deadline time to pass, then end whatever could still be pending.
-  std::this_thread::sleep_for(t + 200ms);
+  io_.run_for(t + 200ms);
   registry_->shutdown();
   for (Completion* d : {&answered, &errored, &timed_out, &cancelled, &unregistered, &disconnected})
     EXPECT_EQ(d->count(), 1u);
@@ -1493,7 +1466,7 @@ TEST_F(RegistryTest, EveryWayACallEndsCallsTheHandlerExactlyOnce) {
 
 TEST_F(RegistryTest, EventsFollowACallFromRequestToCompletion) {
   register_ok("c1", {spec("t")});
-  auto sink = std::make_shared<FakeSink>();
+  auto sink = std::make_shared<FakeSink>(io_);
   registry_->attach("c1", sink, 0, "ws");
   auto connected = events_.wait_for("client-tool.connected");
   ASSERT_NE(connected, nullptr);
@@ -1502,7 +1475,7 @@ TEST_F(RegistryTest, EventsFollowACallFromRequestToCompletion) {
 
   ExecuteParams p = params("client_c1_t");
   p.session_id = "ses_9";
-  Completion done;
+  Completion done(io_);
   auto call = start(p, done);
   ASSERT_TRUE(registry_->submit_result(call.request_id, "c1", success("ok")).has_value());
   ASSERT_TRUE(done.wait().has_value());
@@ -1520,32 +1493,28 @@ TEST_F(RegistryTest, EventsFollowACallFromRequestToCompletion) {
   EXPECT_EQ(completed->properties.at("requestID").as_string(), call.request_id);
 }
 
-// ---- concurrency ------------------------------------------------------------------------------
+// ---- interleaving -----------------------------------------------------------------------------
 
-// A client connection whose messages a separate "client" thread picks up and answers.
+// A client connection whose requests the test's "client" stream picks up and answers later.
 class QueueSink : public ClientSink {
  public:
   explicit QueueSink(std::string client) : client_(std::move(client)) {}
   void deliver(std::shared_ptr<const ClientMessage> message) override {
-    if (message->kind != ClientMessage::Kind::Request) return;
-    std::lock_guard lock(mutex_);
-    requests_.push_back(message->request_id);
+    if (message->kind == ClientMessage::Kind::Request) requests_.push_back(message->request_id);
   }
-  void close(const std::string&) override { closed_.store(true); }
-  std::vector<std::string> take() {
-    std::lock_guard lock(mutex_);
-    return std::exchange(requests_, {});
-  }
+  void close(const std::string&) override {}
+  std::vector<std::string> take() { return std::exchange(requests_, {}); }
   const std::string& client() const { return client_; }
 
  private:
   std::string client_;
-  std::mutex mutex_;
   std::vector<std::string> requests_;
-  std::atomic<bool> closed_{false};
 };
 
-TEST_F(RegistryTest, ConcurrentRegisterExecuteSubmitAndCleanup) {
+// Executes, the client's answers (some twice, some from an intruder) and connection churn
+// (attach, detach, re-register, unregister, cleanup), with deadlines and graces passing, all
+// interleaved on the one executor: streams of steps, each step a handler of its own.
+TEST_F(RegistryTest, InterleavedRegisterExecuteSubmitAndCleanup) {
   RegistryOptions o;
   o.reconnect_grace = 20ms;
   o.rate_limit = 0;
@@ -1558,154 +1527,156 @@ TEST_F(RegistryTest, ConcurrentRegisterExecuteSubmitAndCleanup) {
   auto client_name = [](int i) { return "c" + std::to_string(i); };
 
   struct Call {
-    std::shared_ptr<std::atomic<int>> ended = std::make_shared<std::atomic<int>>(0);
+    std::shared_ptr<int> ended = std::make_shared<int>(0);
   };
-  std::mutex calls_mutex;
   std::vector<Call> started;  // accepted executes
   std::vector<Call> refused;  // executes that returned an error
-  std::atomic<int> total_ended{0};
-  std::atomic<int> answered{0};  // ended by the client's result rather than by the server
-  std::mutex ended_mutex;
-  std::condition_variable ended_cv;
-
-  std::mutex sinks_mutex;
+  int total_ended = 0;
+  int answered = 0;  // ended by the client's result rather than by the server
   std::vector<std::shared_ptr<QueueSink>> sinks;
 
   for (int i = 0; i < kClients; ++i)
     register_ok(client_name(i), {spec("t"), spec("u")});
 
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
+  bool stop = false;
+  int executors_left = kExecutors;
+  int others_left = 2;
+  // Runs `step` on the registry's executor until it returns false, `pause` after each step.
+  auto stream = [this](std::function<bool()> step, std::chrono::milliseconds pause) {
+    auto next = std::make_shared<std::function<void()>>();
+    *next = [this, step = std::move(step), pause, weak = std::weak_ptr(next)] {
+      auto self = weak.lock();
+      if (!self || !step()) return;
+      if (pause.count() == 0) return boost::asio::post(io_, [self] { (*self)(); });
+      auto timer = std::make_shared<boost::asio::steady_timer>(io_, pause);
+      timer->async_wait([timer, self](boost::system::error_code) { (*self)(); });
+    };
+    boost::asio::post(io_, [next] { (*next)(); });
+    return next;  // the caller keeps it: the stream ends when it is gone
+  };
+  std::vector<std::shared_ptr<std::function<void()>>> streams;
 
   // Executors.
   for (int e = 0; e < kExecutors; ++e) {
-    threads.emplace_back([&, e] {
-      std::mt19937 rng(static_cast<unsigned>(e));
-      for (int i = 0; i < kCallsPerExecutor; ++i) {
-        Call call;
-        std::string client = client_name(static_cast<int>(rng() % kClients));
-        // Long enough that some calls are answered even on a loaded CI machine.
-        auto timeout = std::chrono::milliseconds(10 + rng() % 300);
-        auto r = registry_->execute(params(rng() % 2 ? "t" : "u", {{"i", i}}, timeout, client),
-                                    [ended = call.ended, &total_ended, &answered, &ended_mutex,
-                                     &ended_cv](ExecuteOutcome outcome) {
-                                      ended->fetch_add(1);
-                                      if (outcome.has_value()) answered.fetch_add(1);
-                                      {
-                                        std::lock_guard lock(ended_mutex);
-                                        total_ended.fetch_add(1);
-                                      }
-                                      ended_cv.notify_all();
-                                    });
-        std::lock_guard lock(calls_mutex);
-        (r ? started : refused).push_back(call);
-      }
-    });
+    auto rng = std::make_shared<std::mt19937>(static_cast<unsigned>(e));
+    auto i = std::make_shared<int>(0);
+    streams.push_back(stream(
+        [&, rng, i] {
+          if (*i == kCallsPerExecutor) {
+            --executors_left;
+            return false;
+          }
+          Call call;
+          std::string client = client_name(static_cast<int>((*rng)() % kClients));
+          // Long enough that some calls are answered before they time out.
+          auto timeout = std::chrono::milliseconds(10 + (*rng)() % 300);
+          auto r = registry_->execute(
+              params((*rng)() % 2 ? "t" : "u", {{"i", *i}}, timeout, client),
+              [ended = call.ended, &total_ended, &answered](ExecuteOutcome outcome) {
+                ++*ended;
+                if (outcome.has_value()) ++answered;
+                ++total_ended;
+              });
+          (r ? started : refused).push_back(call);
+          ++*i;
+          return true;
+        },
+        0ms));
   }
-  // Clients answering what they were sent, sometimes twice or as the wrong client.
-  threads.emplace_back([&] {
-    std::mt19937 rng(99);
-    while (!stop.load()) {
-      std::vector<std::shared_ptr<QueueSink>> current;
-      {
-        std::lock_guard lock(sinks_mutex);
-        current = sinks;
-      }
-      for (auto& sink : current) {
-        for (auto& id : sink->take()) {
-          switch (rng() % 4) {
-            case 0:
-              (void)registry_->report_progress(id, sink->client(), Progress{});
-              break;
-            case 1:
-              (void)registry_->submit_result(id, "intruder", success("x"));
-              break;
-            default:
-              break;
-          }
-          (void)registry_->submit_result(id, sink->client(), success("ok"));
-          (void)registry_->submit_result(id, sink->client(), success("again"));
+  // The clients answering what they were sent, sometimes twice or as the wrong client.
+  auto answer_rng = std::make_shared<std::mt19937>(99);
+  streams.push_back(stream(
+      [&, answer_rng] {
+        if (stop) {
+          --others_left;
+          return false;
         }
-      }
-      std::this_thread::yield();
-    }
-  });
-  // Connection churn: attach, detach, re-register, unregister, clean up.
-  threads.emplace_back([&] {
-    std::mt19937 rng(7);
-    std::vector<std::uint64_t> connections(kClients, 0);
-    while (!stop.load()) {
-      int i = static_cast<int>(rng() % kClients);
-      std::string client = client_name(i);
-      switch (rng() % 6) {
-        case 0:
-        case 1: {
-          auto sink = std::make_shared<QueueSink>(client);
-          {
-            std::lock_guard lock(sinks_mutex);
+        for (auto& sink : sinks) {
+          for (auto& id : sink->take()) {
+            switch ((*answer_rng)() % 4) {
+              case 0:
+                (void)registry_->report_progress(id, sink->client(), Progress{});
+                break;
+              case 1:
+                (void)registry_->submit_result(id, "intruder", success("x"));
+                break;
+              default:
+                break;
+            }
+            (void)registry_->submit_result(id, sink->client(), success("ok"));
+            (void)registry_->submit_result(id, sink->client(), success("again"));
+          }
+        }
+        return true;
+      },
+      0ms));
+  // Connection churn.
+  auto churn_rng = std::make_shared<std::mt19937>(7);
+  std::vector<std::uint64_t> connections(kClients, 0);
+  streams.push_back(stream(
+      [&, churn_rng] {
+        if (stop) {
+          --others_left;
+          return false;
+        }
+        int i = static_cast<int>((*churn_rng)() % kClients);
+        std::string client = client_name(i);
+        switch ((*churn_rng)() % 6) {
+          case 0:
+          case 1: {
+            auto sink = std::make_shared<QueueSink>(client);
             sinks.push_back(sink);
+            connections[i] = registry_->attach(client, sink, 0, "sse");
+            break;
           }
-          connections[i] = registry_->attach(client, sink, 0, "sse");
-          break;
+          case 2:
+            registry_->detach(client, connections[i]);
+            break;
+          case 3:
+            (void)registry_->register_tools(client, {spec("t"), spec("u")});
+            break;
+          case 4:
+            registry_->unregister(client, Strings{"u"});
+            break;
+          case 5:
+            registry_->cleanup(client);
+            (void)registry_->register_tools(client, {spec("t"), spec("u")});
+            break;
         }
-        case 2:
-          registry_->detach(client, connections[i]);
-          break;
-        case 3:
-          (void)registry_->register_tools(client, {spec("t"), spec("u")});
-          break;
-        case 4:
-          registry_->unregister(client, Strings{"u"});
-          break;
-        case 5:
-          registry_->cleanup(client);
-          (void)registry_->register_tools(client, {spec("t"), spec("u")});
-          break;
-      }
-      (void)registry_->get_all_tools();
-      (void)registry_->pending_count();
-      std::this_thread::sleep_for(1ms);
-    }
-  });
+        (void)registry_->get_all_tools();
+        (void)registry_->pending_count();
+        return true;
+      },
+      1ms));
 
-  for (int e = 0; e < kExecutors; ++e)
-    threads[static_cast<std::size_t>(e)].join();
-  // On a loaded machine the executors may finish before the client got to answer anything: give
-  // the client and the churn a bounded while longer, so the answering path really is exercised.
-  for (auto until = std::chrono::steady_clock::now() + 3s;
-       answered.load() == 0 && std::chrono::steady_clock::now() < until;)
-    std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(run_until(
+      io_, [&] { return executors_left == 0; }, 60s));
+  // The executors may finish before the client got to answer anything: give the client and the
+  // churn a bounded while longer, so the answering path really is exercised.
+  run_until(
+      io_, [&] { return answered > 0; }, 3s);
   stop = true;
-  for (std::size_t i = kExecutors; i < threads.size(); ++i)
-    threads[i].join();
+  ASSERT_TRUE(run_until(io_, [&] { return others_left == 0; }));
+  streams.clear();
 
   // End whatever is still waiting, then every accepted call must have ended exactly once.
   registry_->shutdown();
-  std::size_t expected;
-  {
-    std::lock_guard lock(calls_mutex);
-    expected = started.size();
-    EXPECT_EQ(started.size() + refused.size(),
-              static_cast<std::size_t>(kExecutors * kCallsPerExecutor));
-  }
-  {
-    std::unique_lock lock(ended_mutex);
-    EXPECT_TRUE(ended_cv.wait_for(
-        lock, kWait, [&] { return static_cast<std::size_t>(total_ended.load()) >= expected; }))
-        << total_ended.load() << " of " << expected << " calls ended";
-  }
-  std::this_thread::sleep_for(100ms);  // past every call's deadline: nothing may end twice
-  std::lock_guard lock(calls_mutex);
+  std::size_t expected = started.size();
+  EXPECT_EQ(started.size() + refused.size(),
+            static_cast<std::size_t>(kExecutors * kCallsPerExecutor));
+  EXPECT_TRUE(run_until(io_, [&] { return static_cast<std::size_t>(total_ended) >= expected; }))
+      << total_ended << " of " << expected << " calls ended";
+  io_.run_for(100ms);  // nothing may end twice
   EXPECT_GT(started.size(), 0u);
-  EXPECT_GT(answered.load(), 0);  // the answering path really ran alongside the others
+  EXPECT_GT(answered, 0);  // the answering path really ran alongside the others
   int not_once = 0, refused_called = 0;
   for (auto& c : started)
-    not_once += c.ended->load() != 1;
+    not_once += *c.ended != 1;
   for (auto& c : refused)
-    refused_called += c.ended->load() != 0;
+    refused_called += *c.ended != 0;
   EXPECT_EQ(not_once, 0);
   EXPECT_EQ(refused_called, 0);
-  EXPECT_EQ(static_cast<std::size_t>(total_ended.load()), started.size());
+  EXPECT_EQ(static_cast<std::size_t>(total_ended), started.size());
   EXPECT_EQ(registry_->pending_count(), 0u);
 }
 
