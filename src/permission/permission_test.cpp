@@ -3,17 +3,14 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
-#include <future>
-#include <mutex>
+#include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "permission/doom_loop.hpp"
@@ -475,29 +472,35 @@ TEST(DoomLoop, Threshold) {
 
 // ---- the service --------------------------------------------------------------------------------
 
+// The service runs on the test's io_context, on the test's own thread, as the server runs it on
+// its one executor: a helper that waits for something runs the context until it has happened (or
+// `limit` has passed). The context keeps a work guard, so running it for a while really waits.
+bool run_until(boost::asio::io_context& io, const std::function<bool()>& done,
+               std::chrono::milliseconds limit = kWait) {
+  auto deadline = Clock::now() + limit;
+  while (!done() && Clock::now() < deadline)
+    io.run_one_until(deadline);
+  return done();
+}
+
 // Records every outcome an ask's handler receives, so a test can wait for the first and check
 // that there was exactly one.
 class Outcome {
  public:
-  AskHandler handler() const {
-    return [state = state_](AskOutcome outcome) {
-      {
-        std::lock_guard lock(state->mutex);
-        state->outcomes.push_back(std::move(outcome));
-      }
-      state->cv.notify_all();
-    };
+  explicit Outcome(boost::asio::io_context& io) : io_(&io) {}
+
+  // A completion handler for async_ask.
+  auto handler() const {
+    return [outcomes = outcomes_](AskOutcome outcome) { outcomes->push_back(std::move(outcome)); };
   }
+  // The first outcome, running the context until there is one (or `timeout` has passed).
   std::optional<AskOutcome> wait(std::chrono::milliseconds timeout = kWait) const {
-    std::unique_lock lock(state_->mutex);
-    if (!state_->cv.wait_for(lock, timeout, [&] { return !state_->outcomes.empty(); }))
+    if (!run_until(
+            *io_, [this] { return !outcomes_->empty(); }, timeout))
       return std::nullopt;
-    return state_->outcomes.front();
+    return outcomes_->front();
   }
-  std::size_t count() const {
-    std::lock_guard lock(state_->mutex);
-    return state_->outcomes.size();
-  }
+  std::size_t count() const { return outcomes_->size(); }
   // The rejection this ask ended with; fails the test when it was allowed or has not ended.
   Rejection rejection() const {
     auto o = wait();
@@ -512,38 +515,28 @@ class Outcome {
   }
 
  private:
-  struct State {
-    std::mutex mutex;
-    std::condition_variable cv;
-    std::vector<AskOutcome> outcomes;
-  };
-  std::shared_ptr<State> state_ = std::make_shared<State>();
+  boost::asio::io_context* io_;
+  std::shared_ptr<std::vector<AskOutcome>> outcomes_ = std::make_shared<std::vector<AskOutcome>>();
 };
 
-// Every event published on the bus. Thread-safe.
+// Every event published on the bus.
 class EventLog {
  public:
-  explicit EventLog(const std::shared_ptr<bus::EventBus>& bus)
-      : subscription_(bus->subscribe([this](const bus::EventPtr& e) {
-          {
-            std::lock_guard lock(mutex_);
-            events_.push_back(e);
-          }
-          cv_.notify_all();
-        })) {}
+  EventLog(const std::shared_ptr<bus::EventBus>& bus, boost::asio::io_context& io)
+      : io_(&io),
+        subscription_(bus->subscribe([this](const bus::EventPtr& e) { events_.push_back(e); })) {}
 
   std::vector<json::object> of_type(std::string_view type) const {
-    std::lock_guard lock(mutex_);
     std::vector<json::object> out;
     for (auto& e : events_)
       if (e->type == type) out.push_back(e->properties);
     return out;
   }
-  // Properties of the `permission.replied` event for `request_id`, waiting for it.
+  // Properties of the `permission.replied` event for `request_id`, running the context until it
+  // is published.
   std::optional<json::object> replied(const std::string& request_id) const {
-    std::unique_lock lock(mutex_);
     std::optional<json::object> found;
-    cv_.wait_for(lock, kWait, [&] {
+    run_until(*io_, [&] {
       for (auto& e : events_)
         if (e->type == "permission.replied" &&
             e->properties.at("requestID") == json::value(request_id)) {
@@ -562,8 +555,7 @@ class EventLog {
   }
 
  private:
-  mutable std::mutex mutex_;
-  mutable std::condition_variable cv_;
+  boost::asio::io_context* io_;
   std::vector<bus::EventPtr> events_;
   bus::Subscription subscription_;  // last: unsubscribes before the rest goes away
 };
@@ -583,20 +575,32 @@ class ServiceTest : public ::testing::Test {
   void SetUp() override { restart({}); }
   void TearDown() override {
     service_.reset();
-    guard_.reset();
-    io_thread_.join();
+    io_.poll();  // the handlers the service posted as it went
   }
 
   void restart(PermissionOptions options) {
     service_ = PermissionService::create(io_.get_executor(), bus_, options);
   }
 
-  // Starts an ask that must wait, and returns its id.
+  // Asks with `layers` (the config by default); `out` records the outcome.
+  void ask(AskParams p, const Outcome& out, RulesetRefs layers) {
+    Layers refs;
+    for (const auto& layer : layers)
+      refs.push_back(&layer.get());
+    service_->async_ask(std::move(p), std::move(refs), out.handler());
+  }
+  void ask(AskParams p, const Outcome& out) { ask(std::move(p), out, {config_}); }
+
+  // Starts an ask that must wait, and returns its id (that of its `permission.asked` event).
   std::string ask_waiting(AskParams p, const Outcome& out, RulesetRefs layers) {
-    auto id = service_->ask(std::move(p), layers, out.handler());
-    EXPECT_TRUE(id.has_value()) << "the ask was decided at once";
-    EXPECT_EQ(out.count(), 0u);
-    return id.value_or("");
+    std::size_t before = events_.of_type("permission.asked").size();
+    ask(std::move(p), out, layers);
+    auto asked = events_.of_type("permission.asked");
+    io_.poll();
+    EXPECT_EQ(out.count(), 0u) << "the ask was decided at once";
+    EXPECT_EQ(asked.size(), before + 1) << "the ask was not published";
+    if (asked.size() != before + 1) return "";
+    return std::string(asked.back().at("id").as_string());
   }
   std::string ask_waiting(AskParams p, const Outcome& out) {
     return ask_waiting(std::move(p), out, {config_});
@@ -605,27 +609,28 @@ class ServiceTest : public ::testing::Test {
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_ =
       boost::asio::make_work_guard(io_);
-  std::thread io_thread_{[this] { io_.run(); }};
   std::shared_ptr<bus::EventBus> bus_ = bus::EventBus::create();
-  EventLog events_{bus_};
+  EventLog events_{bus_, io_};
   std::shared_ptr<PermissionService> service_;
   Ruleset config_ = rules(R"({"bash": {"*": "ask", "ls *": "allow", "rm *": "deny"}})");
 };
 
 TEST_F(ServiceTest, AllowedPatternsAreAllowedAtOnce) {
-  Outcome out;
-  auto id = service_->ask(bash("ses_1", {"ls -la", "ls"}), {config_}, out.handler());
-  EXPECT_FALSE(id.has_value());
-  ASSERT_EQ(out.count(), 1u);  // before ask() returned
-  EXPECT_TRUE(out.allowed());
+  Outcome out(io_);
+  ask(bash("ses_1", {"ls -la", "ls"}), out);
   EXPECT_TRUE(service_->list().empty());
+  EXPECT_EQ(out.count(), 0u);  // posted, never run inside async_ask
+  io_.poll();
+  ASSERT_EQ(out.count(), 1u);  // nobody had to answer
+  EXPECT_TRUE(out.allowed());
   EXPECT_TRUE(events_.of_type("permission.asked").empty());
 }
 
 TEST_F(ServiceTest, ADeniedPatternFailsAtOnceNamingPermissionAndPattern) {
-  Outcome out;
-  auto id = service_->ask(bash("ses_1", {"rm -rf /"}), {config_}, out.handler());
-  EXPECT_FALSE(id.has_value());
+  Outcome out(io_);
+  ask(bash("ses_1", {"rm -rf /"}), out);
+  EXPECT_TRUE(service_->list().empty());
+  io_.poll();
   ASSERT_EQ(out.count(), 1u);
   Rejection r = out.rejection();
   EXPECT_EQ(r.kind, Rejection::Kind::Denied);
@@ -642,8 +647,9 @@ TEST_F(ServiceTest, ADeniedPatternFailsAtOnceNamingPermissionAndPattern) {
 }
 
 TEST_F(ServiceTest, ADenyAnywhereWinsOverAnAsk) {
-  Outcome out;
-  service_->ask(bash("ses_1", {"echo hi", "rm -rf /", "ls"}), {config_}, out.handler());
+  Outcome out(io_);
+  ask(bash("ses_1", {"echo hi", "rm -rf /", "ls"}), out);
+  io_.poll();
   ASSERT_EQ(out.count(), 1u);
   Rejection r = out.rejection();
   EXPECT_EQ(r.kind, Rejection::Kind::Denied);
@@ -671,19 +677,19 @@ TEST_F(ServiceTest, DecideSaysWhatTheRulesSettleWithoutAsking) {
 // async_ask awaited by a coroutine, as the session awaits it: listed while it waits, and the
 // person's answer (here "always", which decide() then knows) ends it.
 TEST_F(ServiceTest, AnAwaitedAskEndsWithThePersonsAnswer) {
-  auto outcome = boost::asio::co_spawn(
+  std::optional<AskOutcome> outcome;
+  boost::asio::co_spawn(
       io_,
       [service = service_, layers = Layers{&config_}]() -> boost::asio::awaitable<AskOutcome> {
         auto p = bash("ses_1", {"git push"}, {"git push *"});
         co_return co_await service->async_ask(std::move(p), layers, boost::asio::use_awaitable);
       },
-      boost::asio::use_future);
-  for (auto deadline = Clock::now() + kWait; service_->list().empty() && Clock::now() < deadline;)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      [&](std::exception_ptr, AskOutcome o) { outcome = std::move(o); });
+  ASSERT_TRUE(run_until(io_, [&] { return !service_->list().empty(); }));
   ASSERT_EQ(service_->list().size(), 1u);
   ASSERT_TRUE(service_->reply(service_->list()[0].id, Reply::Always));
-  ASSERT_EQ(outcome.wait_for(kWait), std::future_status::ready);
-  EXPECT_TRUE(outcome.get().has_value());
+  ASSERT_TRUE(run_until(io_, [&] { return outcome.has_value(); }));
+  EXPECT_TRUE(outcome->has_value());
   Layers layers{&config_};
   auto later = service_->decide(bash("ses_1", {"git push origin"}), layers);
   ASSERT_TRUE(later.has_value()) << "the session's approval settles it now";
@@ -691,24 +697,23 @@ TEST_F(ServiceTest, AnAwaitedAskEndsWithThePersonsAnswer) {
 }
 
 TEST_F(ServiceTest, AnAwaitedAskIsCancelledWithItsSession) {
-  auto outcome = boost::asio::co_spawn(
+  std::optional<AskOutcome> outcome;
+  boost::asio::co_spawn(
       io_,
       [service = service_, layers = Layers{&config_}]() -> boost::asio::awaitable<AskOutcome> {
         auto p = bash("ses_1", {"git push"});
         co_return co_await service->async_ask(std::move(p), layers, boost::asio::use_awaitable);
       },
-      boost::asio::use_future);
-  for (auto deadline = Clock::now() + kWait; service_->list().empty() && Clock::now() < deadline;)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      [&](std::exception_ptr, AskOutcome o) { outcome = std::move(o); });
+  ASSERT_TRUE(run_until(io_, [&] { return !service_->list().empty(); }));
   ASSERT_EQ(service_->cancel_session("ses_1", "aborted by the user"), 1u);
-  ASSERT_EQ(outcome.wait_for(kWait), std::future_status::ready);
-  auto ended = outcome.get();
-  ASSERT_FALSE(ended.has_value());
-  EXPECT_EQ(ended.error().kind, Rejection::Kind::Cancelled);
+  ASSERT_TRUE(run_until(io_, [&] { return outcome.has_value(); }));
+  ASSERT_FALSE(outcome->has_value());
+  EXPECT_EQ(outcome->error().kind, Rejection::Kind::Cancelled);
 }
 
 TEST_F(ServiceTest, AnAskWaitsAndIsPublished) {
-  Outcome out;
+  Outcome out(io_);
   AskParams p = bash("ses_1", {"git push"}, {"git push *"});
   p.message_id = "msg_1";
   p.call_id = "call_1";
@@ -730,7 +735,7 @@ TEST_F(ServiceTest, AnAskWaitsAndIsPublished) {
 }
 
 TEST_F(ServiceTest, AnAskWithoutAToolCallHasNoToolField) {
-  Outcome out;
+  Outcome out(io_);
   ask_waiting(bash("ses_1", {"make"}), out);
   auto asked = events_.of_type("permission.asked");
   ASSERT_EQ(asked.size(), 1u);
@@ -741,19 +746,20 @@ TEST_F(ServiceTest, AnAskWithoutAToolCallHasNoToolField) {
 
 TEST_F(ServiceTest, NoPatternsMeansEverythingNotNothing) {
   Ruleset only_git = rules(R"({"bash": {"git *": "allow"}})");
-  Outcome waits;
+  Outcome waits(io_);
   ask_waiting(bash("ses_1", {}), waits, {only_git});
   auto asked = events_.of_type("permission.asked");
   ASSERT_EQ(asked.size(), 1u);
   EXPECT_EQ(asked[0].at("patterns"), parse(R"(["*"])"));
   Ruleset all = rules(R"({"bash": "allow"})");
-  Outcome allowed;
-  EXPECT_FALSE(service_->ask(bash("ses_1", {}), {all}, allowed.handler()).has_value());
+  Outcome allowed(io_);
+  ask(bash("ses_1", {}), allowed, {all});
   EXPECT_TRUE(allowed.allowed());
+  EXPECT_EQ(service_->list().size(), 1u);  // only the first waits
 }
 
 TEST_F(ServiceTest, ReplyOnceAllowsThisCallOnly) {
-  Outcome out;
+  Outcome out(io_);
   std::string id = ask_waiting(bash("ses_1", {"make"}), out);
   ASSERT_TRUE(service_->reply(id, Reply::Once).has_value());
   EXPECT_TRUE(out.allowed());
@@ -764,20 +770,21 @@ TEST_F(ServiceTest, ReplyOnceAllowsThisCallOnly) {
   EXPECT_TRUE(service_->list().empty());
   EXPECT_TRUE(service_->session_rules("ses_1").empty());
 
-  Outcome again;
+  Outcome again(io_);
   ask_waiting(bash("ses_1", {"make"}), again);  // still asks next time
 }
 
 TEST_F(ServiceTest, ASecondReplyIsNotFoundAndTheHandlerRunsOnce) {
-  Outcome out;
+  Outcome out(io_);
   std::string id = ask_waiting(bash("ses_1", {"make"}), out);
   ASSERT_TRUE(service_->reply(id, Reply::Once).has_value());
   auto second = service_->reply(id, Reply::Reject);
   ASSERT_FALSE(second.has_value());
   EXPECT_EQ(second.error().code, ErrorCode::NotFound);
   EXPECT_TRUE(Contains(second.error().message, id));
-  EXPECT_EQ(out.count(), 1u);
   EXPECT_TRUE(out.allowed());
+  io_.poll();
+  EXPECT_EQ(out.count(), 1u);
   EXPECT_EQ(events_.replied_count(id), 1u);
 }
 
@@ -788,7 +795,7 @@ TEST_F(ServiceTest, ReplyToAnUnknownIdIsNotFound) {
 }
 
 TEST_F(ServiceTest, RejectWithoutMessageHaltsTheTurn) {
-  Outcome out;
+  Outcome out(io_);
   std::string id = ask_waiting(bash("ses_1", {"rmdir /tmp/x"}), out);
   ASSERT_TRUE(service_->reply(id, Reply::Reject).has_value());
   Rejection r = out.rejection();
@@ -803,7 +810,7 @@ TEST_F(ServiceTest, RejectWithoutMessageHaltsTheTurn) {
 }
 
 TEST_F(ServiceTest, RejectWithMessageGivesTheModelGuidance) {
-  Outcome out;
+  Outcome out(io_);
   std::string id = ask_waiting(bash("ses_1", {"rmdir /tmp/x"}), out);
   ASSERT_TRUE(service_->reply(id, Reply::Reject, "use trash-put instead").has_value());
   Rejection r = out.rejection();
@@ -815,7 +822,7 @@ TEST_F(ServiceTest, RejectWithMessageGivesTheModelGuidance) {
 }
 
 TEST_F(ServiceTest, RejectEndsEveryOtherAskOfTheSession) {
-  Outcome a, b, other;
+  Outcome a(io_), b(io_), other(io_);
   std::string ida = ask_waiting(bash("ses_1", {"make"}), a);
   std::string idb = ask_waiting(bash("ses_1", {"make install"}), b);
   std::string ido = ask_waiting(bash("ses_2", {"make"}), other);
@@ -829,6 +836,7 @@ TEST_F(ServiceTest, RejectEndsEveryOtherAskOfTheSession) {
   ASSERT_TRUE(replied_b.has_value());
   EXPECT_EQ(replied_b->at("reply"), "reject");
   // Another session is not affected.
+  io_.poll();
   EXPECT_EQ(other.count(), 0u);
   auto left = service_->list();
   ASSERT_EQ(left.size(), 1u);
@@ -836,37 +844,38 @@ TEST_F(ServiceTest, RejectEndsEveryOtherAskOfTheSession) {
 }
 
 TEST_F(ServiceTest, AlwaysApprovesThePatternForTheRestOfTheSession) {
-  Outcome first;
+  Outcome first(io_);
   std::string id = ask_waiting(bash("ses_1", {"git push origin"}, {"git push *"}), first);
   ASSERT_TRUE(service_->reply(id, Reply::Always).has_value());
   EXPECT_TRUE(first.allowed());
   EXPECT_EQ(events_.replied(id)->at("reply"), "always");
   EXPECT_EQ(service_->session_rules("ses_1"), (Ruleset{{"bash", "git push *", Action::Allow}}));
 
-  Outcome later;
-  EXPECT_FALSE(
-      service_->ask(bash("ses_1", {"git push upstream"}), {config_}, later.handler()).has_value());
+  Outcome later(io_);
+  ask(bash("ses_1", {"git push upstream"}), later);
+  EXPECT_TRUE(service_->list().empty()) << "the approval did not settle it";
   EXPECT_TRUE(later.allowed());
   // Only what was approved, only in that session.
-  Outcome unrelated, other_session;
+  Outcome unrelated(io_), other_session(io_);
   ask_waiting(bash("ses_1", {"git reset --hard"}), unrelated);
   ask_waiting(bash("ses_2", {"git push upstream"}), other_session);
   EXPECT_TRUE(service_->session_rules("ses_2").empty());
 }
 
 TEST_F(ServiceTest, AlwaysWithoutAlwaysPatternsApprovesThePatterns) {
-  Outcome out;
+  Outcome out(io_);
   std::string id = ask_waiting(bash("ses_1", {"make test"}), out);
   ASSERT_TRUE(service_->reply(id, Reply::Always).has_value());
   EXPECT_EQ(service_->session_rules("ses_1"), (Ruleset{{"bash", "make test", Action::Allow}}));
-  Outcome same, different;
-  EXPECT_FALSE(service_->ask(bash("ses_1", {"make test"}), {config_}, same.handler()));
+  Outcome same(io_), different(io_);
+  ask(bash("ses_1", {"make test"}), same);
+  EXPECT_TRUE(service_->list().empty());
   EXPECT_TRUE(same.allowed());
   ask_waiting(bash("ses_1", {"make clean"}), different);
 }
 
 TEST_F(ServiceTest, AlwaysSettlesOtherWaitingAsksItNowAllows) {
-  Outcome a, b, c, d, e;
+  Outcome a(io_), b(io_), c(io_), d(io_), e(io_);
   std::string ida = ask_waiting(bash("ses_1", {"git status"}, {"git *"}), a);
   std::string idb = ask_waiting(bash("ses_1", {"git log", "git diff"}), b);
   std::string idc = ask_waiting(bash("ses_1", {"git log", "make"}), c);  // make is not approved
@@ -881,6 +890,7 @@ TEST_F(ServiceTest, AlwaysSettlesOtherWaitingAsksItNowAllows) {
   EXPECT_TRUE(a.allowed());
   EXPECT_TRUE(b.allowed());
   EXPECT_EQ(events_.replied(idb)->at("reply"), "always");
+  io_.poll();
   EXPECT_EQ(c.count(), 0u);
   EXPECT_EQ(d.count(), 0u);
   EXPECT_EQ(e.count(), 0u);
@@ -893,7 +903,7 @@ TEST_F(ServiceTest, AlwaysSettlesOtherWaitingAsksItNowAllows) {
 TEST_F(ServiceTest, AlwaysReevaluatesWithTheAsksOwnRules) {
   // "ls" was allowed by the config when asked; only "make" needed the person. After "always"
   // for make elsewhere, the ask is fully allowed.
-  Outcome first, both;
+  Outcome first(io_), both(io_);
   std::string id1 = ask_waiting(bash("ses_1", {"make"}), first);
   ask_waiting(bash("ses_1", {"ls", "make"}), both);
   ASSERT_TRUE(service_->reply(id1, Reply::Always).has_value());
@@ -901,12 +911,13 @@ TEST_F(ServiceTest, AlwaysReevaluatesWithTheAsksOwnRules) {
 }
 
 TEST_F(ServiceTest, ApprovedRulesAreLayeredLast) {
-  Outcome out;
+  Outcome out(io_);
   std::string id = ask_waiting(bash("ses_1", {"anything"}, {"*"}), out);
   ASSERT_TRUE(service_->reply(id, Reply::Always).has_value());
   // The person's "always allow bash *" outranks the config's deny for rm, as in OpenCode.
-  Outcome rm;
-  EXPECT_FALSE(service_->ask(bash("ses_1", {"rm -rf build"}), {config_}, rm.handler()));
+  Outcome rm(io_);
+  ask(bash("ses_1", {"rm -rf build"}), rm);
+  EXPECT_TRUE(service_->list().empty());
   EXPECT_TRUE(rm.allowed());
   Ruleset approved = service_->session_rules("ses_1");
   EXPECT_EQ(evaluate("bash", "rm -rf build", {config_, approved}), Action::Allow);
@@ -916,7 +927,7 @@ TEST_F(ServiceTest, ApprovedRulesAreLayeredLast) {
 
 TEST_F(ServiceTest, AskTimesOutWithARejection) {
   restart({.timeout = 50ms});
-  Outcome out;
+  Outcome out(io_);
   std::string id = ask_waiting(bash("ses_1", {"make"}), out);
   Rejection r = out.rejection();
   EXPECT_EQ(r.kind, Rejection::Kind::TimedOut);
@@ -929,26 +940,27 @@ TEST_F(ServiceTest, AskTimesOutWithARejection) {
   EXPECT_EQ(replied->at("reply"), "reject");
   EXPECT_TRUE(service_->list().empty());
   EXPECT_EQ(service_->reply(id, Reply::Once).error().code, ErrorCode::NotFound);
+  io_.poll();
   EXPECT_EQ(out.count(), 1u);
 }
 
 TEST_F(ServiceTest, PerAskTimeoutOverridesTheDefault) {
-  Outcome forever, short_one;
+  Outcome forever(io_), short_one(io_);
   ask_waiting(bash("ses_1", {"make"}), forever);  // default: no timeout
   AskParams p = bash("ses_2", {"make"});
   p.timeout = 30ms;
   ask_waiting(std::move(p), short_one);
   EXPECT_EQ(short_one.rejection().kind, Rejection::Kind::TimedOut);
-  std::this_thread::sleep_for(100ms);
+  io_.run_for(100ms);
   EXPECT_EQ(forever.count(), 0u);
   EXPECT_EQ(service_->pending_count(), 1u);
 }
 
 TEST_F(ServiceTest, AnEarlierDeadlineRearmsTheTimer) {
   restart({.timeout = 10s});
-  Outcome slow, fast;
+  Outcome slow(io_), fast(io_);
   ask_waiting(bash("ses_1", {"make"}), slow);
-  std::this_thread::sleep_for(50ms);  // let the timer arm for the 10 s deadline first
+  io_.run_for(50ms);  // the timer waits for the 10 s deadline
   AskParams p = bash("ses_2", {"make"});
   p.timeout = 30ms;
   ask_waiting(std::move(p), fast);
@@ -960,17 +972,17 @@ TEST_F(ServiceTest, AnEarlierDeadlineRearmsTheTimer) {
 
 TEST_F(ServiceTest, AReplyBeforeTheTimeoutWinsAndTheTimerDoesNothing) {
   restart({.timeout = 300ms});
-  Outcome out;
+  Outcome out(io_);
   std::string id = ask_waiting(bash("ses_1", {"make"}), out);
   ASSERT_TRUE(service_->reply(id, Reply::Once).has_value());
-  std::this_thread::sleep_for(600ms);  // past the deadline the reply cleared
+  io_.run_for(600ms);  // past the deadline the reply cleared
   EXPECT_EQ(out.count(), 1u);
   EXPECT_TRUE(out.allowed());
   EXPECT_EQ(events_.replied_count(id), 1u);
 }
 
 TEST_F(ServiceTest, CancelSessionRejectsItsAsks) {
-  Outcome a, b, other;
+  Outcome a(io_), b(io_), other(io_);
   std::string ida = ask_waiting(bash("ses_1", {"make"}), a);
   ask_waiting(bash("ses_1", {"make install"}), b);
   std::string ido = ask_waiting(bash("ses_2", {"make"}), other);
@@ -982,6 +994,7 @@ TEST_F(ServiceTest, CancelSessionRejectsItsAsks) {
   EXPECT_EQ(r.error().code, ErrorCode::Unavailable);
   EXPECT_EQ(b.rejection().kind, Rejection::Kind::Cancelled);
   EXPECT_EQ(events_.replied(ida)->at("reply"), "reject");
+  io_.poll();
   EXPECT_EQ(other.count(), 0u);
   ASSERT_EQ(service_->list().size(), 1u);
   EXPECT_EQ(service_->list()[0].id, ido);
@@ -989,24 +1002,24 @@ TEST_F(ServiceTest, CancelSessionRejectsItsAsks) {
 }
 
 TEST_F(ServiceTest, CancelKeepsApprovalsForgetDropsThem) {
-  Outcome out;
+  Outcome out(io_);
   std::string id = ask_waiting(bash("ses_1", {"make"}), out);
   ASSERT_TRUE(service_->reply(id, Reply::Always).has_value());
-  Outcome pending;
+  Outcome pending(io_);
   ask_waiting(bash("ses_1", {"cmake"}), pending);
   service_->cancel_session("ses_1");
   EXPECT_EQ(service_->session_rules("ses_1").size(), 1u);
-  Outcome waiting_again;
+  Outcome waiting_again(io_);
   ask_waiting(bash("ses_1", {"cmake"}), waiting_again);
   service_->forget_session("ses_1");
   EXPECT_EQ(waiting_again.rejection().kind, Rejection::Kind::Cancelled);
   EXPECT_TRUE(service_->session_rules("ses_1").empty());
-  Outcome after;
+  Outcome after(io_);
   ask_waiting(bash("ses_1", {"make"}), after);
 }
 
 TEST_F(ServiceTest, ListIsOldestFirstAndFiltersBySession) {
-  Outcome a, b, c;
+  Outcome a(io_), b(io_), c(io_);
   std::string ida = ask_waiting(bash("ses_1", {"a"}), a);
   std::string idb = ask_waiting(bash("ses_2", {"b"}), b);
   std::string idc = ask_waiting(bash("ses_1", {"c"}), c);
@@ -1020,93 +1033,114 @@ TEST_F(ServiceTest, ListIsOldestFirstAndFiltersBySession) {
 }
 
 TEST_F(ServiceTest, ShutdownCancelsWaitingAsksAndLaterOnes) {
-  Outcome waiting;
+  Outcome waiting(io_);
   ask_waiting(bash("ses_1", {"make"}), waiting);
   service_->shutdown();
   Rejection r = waiting.rejection();
   EXPECT_EQ(r.kind, Rejection::Kind::Cancelled);
   EXPECT_TRUE(Contains(r.message, "shutting down"));
 
-  Outcome later, allowed;
-  EXPECT_FALSE(service_->ask(bash("ses_1", {"make"}), {config_}, later.handler()).has_value());
+  Outcome later(io_), allowed(io_);
+  ask(bash("ses_1", {"make"}), later);
+  EXPECT_TRUE(service_->list().empty());
+  io_.poll();
   ASSERT_EQ(later.count(), 1u);
   EXPECT_EQ(later.rejection().kind, Rejection::Kind::Cancelled);
-  service_->ask(bash("ses_1", {"ls"}), {config_}, allowed.handler());
+  ask(bash("ses_1", {"ls"}), allowed);
   EXPECT_TRUE(allowed.allowed());  // rules that decide alone still decide
   EXPECT_TRUE(service_->list().empty());
+  EXPECT_EQ(events_.of_type("permission.asked").size(), 1u);
 }
 
 TEST_F(ServiceTest, DestroyingTheServiceEndsWaitingAsks) {
-  Outcome out;
+  Outcome out(io_);
   ask_waiting(bash("ses_1", {"make"}), out);
   service_.reset();
+  io_.poll();
   ASSERT_EQ(out.count(), 1u);
   EXPECT_EQ(out.rejection().kind, Rejection::Kind::Cancelled);
 }
 
 TEST_F(ServiceTest, ASubscriberMayReplyBeforeAskReturns) {
   // A bus subscriber (an auto-approver, or a client on a fast loopback) answers inside publish():
-  // the handler runs before ask() returns and nothing deadlocks.
+  // the ask has ended before async_ask returns, and its handler still runs once, posted.
   auto approver = bus_->subscribe([this](const bus::EventPtr& e) {
     if (e->type == "permission.asked")
       (void)service_->reply(std::string(e->properties.at("id").as_string()), Reply::Once);
   });
-  Outcome out;
-  auto id = service_->ask(bash("ses_1", {"make"}), {config_}, out.handler());
-  ASSERT_TRUE(id.has_value());
+  Outcome out(io_);
+  ask(bash("ses_1", {"make"}), out);
+  EXPECT_TRUE(service_->list().empty());
+  EXPECT_EQ(events_.of_type("permission.replied").size(), 1u);
+  EXPECT_EQ(out.count(), 0u);
+  io_.poll();
   EXPECT_EQ(out.count(), 1u);
   EXPECT_TRUE(out.allowed());
-  EXPECT_TRUE(service_->list().empty());
 }
 
 TEST_F(ServiceTest, HandlersMayCallBackIntoTheService) {
-  Outcome second;
-  std::atomic<bool> ran{false};
+  Outcome second(io_);
+  bool ran = false;
   auto handler = [&](AskOutcome) {
-    // Runs outside the lock: asking again from a handler must work.
-    service_->ask(bash("ses_1", {"make again"}), {config_}, second.handler());
+    ask(bash("ses_1", {"make again"}), second);
     ran = true;
   };
-  auto id = service_->ask(bash("ses_1", {"make"}), {config_}, handler);
-  ASSERT_TRUE(id.has_value());
-  ASSERT_TRUE(service_->reply(*id, Reply::Once).has_value());
-  EXPECT_TRUE(ran);
-  EXPECT_EQ(service_->list().size(), 1u);
+  service_->async_ask(bash("ses_1", {"make"}), Layers{&config_}, handler);
+  ASSERT_EQ(service_->list().size(), 1u);
+  ASSERT_TRUE(service_->reply(service_->list()[0].id, Reply::Once).has_value());
+  ASSERT_TRUE(run_until(io_, [&] { return ran; }));
+  auto left = service_->list();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].patterns, std::vector<std::string>{"make again"});
 }
 
-TEST_F(ServiceTest, EveryAskEndsExactlyOnceUnderRaces) {
-  restart({.timeout = 5ms});
+// Replies, rejects, session cancels and timeouts all try to end the same asks, interleaved on the
+// one executor: four streams of steps, each step a handler of its own, each stream pausing now
+// and then so that deadlines pass (and the timer ends asks) in between.
+TEST_F(ServiceTest, EveryAskEndsExactlyOnceWhateverEndsItFirst) {
   constexpr int kAsks = 200;
-  std::vector<Outcome> outs(kAsks);
-  std::vector<std::string> ids(kAsks);
-  for (int i = 0; i < kAsks; ++i)
-    ids[i] = service_
-                 ->ask(bash("ses_" + std::to_string(i % 4), {"make " + std::to_string(i)}),
-                       {config_}, outs[i].handler())
-                 .value_or("");
-  // Replies, rejects, cancels and the timer all race for the same asks.
-  std::vector<std::thread> threads;
-  threads.emplace_back([&] {
-    for (int i = 0; i < kAsks; i += 2)
-      (void)service_->reply(ids[i], Reply::Once);
-  });
-  threads.emplace_back([&] {
-    for (int i = 1; i < kAsks; i += 3)
-      (void)service_->reply(ids[i], Reply::Reject, "no");
-  });
-  threads.emplace_back([&] {
-    for (int i = 0; i < 4; ++i)
-      service_->cancel_session("ses_" + std::to_string(i));
-  });
-  threads.emplace_back([&] {
-    for (int i = kAsks - 1; i >= 0; --i)
-      (void)service_->reply(ids[i], Reply::Always);
-  });
-  for (auto& t : threads)
-    t.join();
+  std::vector<Outcome> outs;
+  for (int i = 0; i < kAsks; ++i) {
+    outs.emplace_back(io_);
+    AskParams p = bash("ses_" + std::to_string(i % 4), {"make " + std::to_string(i)});
+    p.timeout = std::chrono::milliseconds(2 + i % 19);
+    ask(std::move(p), outs.back());
+  }
+  std::vector<std::string> ids;
+  for (const auto& asked : events_.of_type("permission.asked"))
+    ids.emplace_back(asked.at("id").as_string());
+  ASSERT_EQ(ids.size(), static_cast<std::size_t>(kAsks));
+  std::vector<std::vector<std::function<void()>>> streams(4);
+  for (int i = 0; i < kAsks; i += 2)
+    streams[0].push_back([&, i] { (void)service_->reply(ids[i], Reply::Once); });
+  for (int i = 1; i < kAsks; i += 3)
+    streams[1].push_back([&, i] { (void)service_->reply(ids[i], Reply::Reject, "no"); });
+  for (int i = 0; i < 4; ++i)
+    streams[2].push_back([&, i] { service_->cancel_session("ses_" + std::to_string(i)); });
+  for (int i = kAsks - 1; i >= 0; --i)
+    streams[3].push_back([&, i] { (void)service_->reply(ids[i], Reply::Always); });
+  std::size_t running = streams.size();
+  std::function<void(std::size_t, std::size_t)> step = [&](std::size_t s, std::size_t k) {
+    if (k == streams[s].size()) {
+      --running;
+      return;
+    }
+    streams[s][k]();
+    auto next = [&step, s, k] { step(s, k + 1); };
+    // The cancels are spread out; the others pause every 25 steps.
+    if (s == 2 || (k + 1) % 25 == 0) {
+      auto pause = std::make_shared<boost::asio::steady_timer>(io_, s == 2 ? 4ms : 1ms);
+      pause->async_wait([pause, next](boost::system::error_code) { next(); });
+    } else {
+      boost::asio::post(io_, next);
+    }
+  };
+  for (std::size_t s = 0; s < streams.size(); ++s)
+    boost::asio::post(io_, [&step, s] { step(s, 0); });
+  ASSERT_TRUE(run_until(io_, [&] { return running == 0; }));
   for (int i = 0; i < kAsks; ++i)
     ASSERT_TRUE(outs[i].wait().has_value()) << i;
-  std::this_thread::sleep_for(50ms);  // anything late (a timer) would show up now
+  io_.run_for(50ms);  // anything late (a timer) would show up now
   for (int i = 0; i < kAsks; ++i) {
     EXPECT_EQ(outs[i].count(), 1u) << i;
     EXPECT_EQ(events_.replied_count(ids[i]), 1u) << i;
@@ -1116,7 +1150,7 @@ TEST_F(ServiceTest, EveryAskEndsExactlyOnceUnderRaces) {
 
 TEST_F(ServiceTest, DoomLoopAskWaitsLikeAnyOther) {
   // The processor's use: doom_loop has no rule by default, so it asks.
-  Outcome out;
+  Outcome out(io_);
   AskParams p;
   p.session_id = "ses_1";
   p.permission = "doom_loop";

@@ -1,7 +1,5 @@
 #include "permission/service.hpp"
 
-#include <boost/asio/post.hpp>
-
 #include <stdexcept>
 
 #include "permission/wildcard.hpp"
@@ -186,46 +184,19 @@ std::shared_ptr<PermissionService> PermissionService::create(boost::asio::any_io
 
 PermissionService::PermissionService(boost::asio::any_io_executor executor,
                                      std::shared_ptr<bus::EventBus> bus, PermissionOptions options)
-    : options_(options),
-      bus_(std::move(bus)),
-      executor_(executor),
-      strand_(boost::asio::make_strand(std::move(executor))),
-      timer_(strand_) {}
+    : options_(options), bus_(std::move(bus)), executor_(std::move(executor)), timer_(executor_) {}
 
 PermissionService::~PermissionService() {
   // Nothing can reply any more: end what still waits so that no tool call hangs on it. No
   // events (the service is going away mid-publish otherwise), only the handlers.
-  std::map<std::string, PendingAsk> left;
-  {
-    std::lock_guard lock(mutex_);
-    left.swap(pending_);
-  }
-  for (auto& [id, ask] : left)
-    if (ask.done)
-      ask.done(cancelled(ask.request.permission, ask.request.patterns,
-                         "the permission service stopped"));
+  for (auto& [id, ask] : pending_)
+    complete_later(executor_, std::move(ask.done),
+                   AskOutcome(cancelled(ask.request.permission, ask.request.patterns,
+                                        "the permission service stopped")));
 }
 
-std::optional<std::string> PermissionService::ask(AskParams params, std::span<const Ruleset> layers,
-                                                  AskHandler done) {
-  Layers refs;
-  refs.reserve(layers.size() + 1);
-  for (const auto& layer : layers)
-    refs.push_back(&layer);
-  return ask_impl(std::move(params), std::move(refs), std::move(done));
-}
-
-std::optional<std::string> PermissionService::ask(AskParams params, RulesetRefs layers,
-                                                  AskHandler done) {
-  Layers refs;
-  refs.reserve(layers.size() + 1);
-  for (const auto& layer : layers)
-    refs.push_back(&layer.get());
-  return ask_impl(std::move(params), std::move(refs), std::move(done));
-}
-
-PermissionService::Verdict PermissionService::evaluate_locked(const AskParams& params,
-                                                              Layers& layers) const {
+PermissionService::Verdict PermissionService::evaluate(const AskParams& params,
+                                                       Layers& layers) const {
   Verdict verdict;
   if (auto approved = approved_.find(params.session_id); approved != approved_.end())
     layers.push_back(&approved->second);
@@ -250,86 +221,59 @@ PermissionService::Verdict PermissionService::evaluate_locked(const AskParams& p
 std::optional<AskOutcome> PermissionService::decide(const AskParams& params,
                                                     const Layers& layers) const {
   Layers all = layers;
-  std::lock_guard lock(mutex_);
-  auto verdict = evaluate_locked(params, all);
+  auto verdict = evaluate(params, all);
   if (verdict.denial) return AskOutcome(std::move(*verdict.denial));
   if (verdict.waits) return std::nullopt;
   return AskOutcome{};
 }
 
-void PermissionService::initiate_ask(AskParams params, Layers layers,
-                                     boost::asio::any_completion_handler<void(AskOutcome)> done) {
-  // ask() takes a copyable handler and may call it before it returns: the operation's handler is
-  // held aside and always posted.
-  auto held =
-      std::make_shared<boost::asio::any_completion_handler<void(AskOutcome)>>(std::move(done));
-  ask_impl(std::move(params), std::move(layers), [held, executor = executor_](AskOutcome outcome) {
-    complete_later(executor, std::move(*held), std::move(outcome));
-  });
-}
-
-std::optional<std::string> PermissionService::ask_impl(AskParams params, Layers layers,
-                                                       AskHandler done) {
+void PermissionService::initiate_ask(AskParams params, Layers layers, AskHandler done) {
   if (params.patterns.empty()) params.patterns.push_back("*");
-
-  std::optional<Rejection> denial;
-  bool waits = false;
-  std::string id;
-  json::object asked;
-  bool rearm = false;
   const std::size_t caller_layers = layers.size();
-  {
-    std::lock_guard lock(mutex_);
-    auto verdict = evaluate_locked(params, layers);
-    denial = std::move(verdict.denial);
-    waits = verdict.waits;
-    if (!denial && waits) {
-      if (shutting_down_) {
-        denial = cancelled(params.permission, params.patterns, "the server is shutting down");
-      } else {
-        PendingAsk pending;
-        id = ids::make("per");
-        pending.request.id = id;
-        pending.request.session_id = std::move(params.session_id);
-        pending.request.permission = std::move(params.permission);
-        pending.request.patterns = std::move(params.patterns);
-        pending.request.metadata = std::move(params.metadata);
-        pending.request.always =
-            params.always.empty() ? pending.request.patterns : std::move(params.always);
-        pending.request.message_id = std::move(params.message_id);
-        pending.request.call_id = std::move(params.call_id);
-        // The caller's layers are copied (they may not outlive the ask); the approved rules are
-        // looked up afresh whenever the ask is re-evaluated.
-        pending.layers.reserve(caller_layers);
-        for (std::size_t i = 0; i < caller_layers; ++i)
-          pending.layers.push_back(*layers[i]);
-        pending.done = std::move(done);
-        pending.timeout = params.timeout.value_or(options_.timeout);
-        if (pending.timeout.count() > 0) {
-          auto at = Clock::now() + pending.timeout;
-          rearm = at < armed_for_;
-          pending.deadline = deadlines_.emplace(at, id);
-        }
-        asked = to_json(pending.request);
-        pending_.emplace(id, std::move(pending));
-      }
-    }
+  auto verdict = evaluate(params, layers);
+  if (verdict.denial)
+    return complete_later(executor_, std::move(done), AskOutcome(std::move(*verdict.denial)));
+  if (!verdict.waits) return complete_later(executor_, std::move(done), AskOutcome{});
+  if (shutting_down_)
+    return complete_later(
+        executor_, std::move(done),
+        AskOutcome(cancelled(params.permission, params.patterns, "the server is shutting down")));
+
+  PendingAsk pending;
+  std::string id = ids::make("per");
+  pending.request.id = id;
+  pending.request.session_id = std::move(params.session_id);
+  pending.request.permission = std::move(params.permission);
+  pending.request.patterns = std::move(params.patterns);
+  pending.request.metadata = std::move(params.metadata);
+  pending.request.always =
+      params.always.empty() ? pending.request.patterns : std::move(params.always);
+  pending.request.message_id = std::move(params.message_id);
+  pending.request.call_id = std::move(params.call_id);
+  // The caller's layers are copied (they may not outlive the ask); the approved rules are looked
+  // up afresh whenever the ask is re-evaluated.
+  pending.layers.reserve(caller_layers);
+  for (std::size_t i = 0; i < caller_layers; ++i)
+    pending.layers.push_back(*layers[i]);
+  // Swapped in: Boost 1.81's move assignment of any_completion_handler wraps the handler in
+  // itself, without end.
+  pending.done.swap(done);
+  pending.timeout = params.timeout.value_or(options_.timeout);
+  bool rearm = false;
+  if (pending.timeout.count() > 0) {
+    auto at = Clock::now() + pending.timeout;
+    rearm = at < armed_for_;
+    pending.deadline = deadlines_.emplace(at, id);
   }
-  if (denial) {
-    if (done) done(std::move(*denial));
-    return std::nullopt;
-  }
-  if (!waits) {
-    if (done) done(AskOutcome{});
-    return std::nullopt;
-  }
+  json::object asked = to_json(pending.request);
+  pending_.emplace(id, std::move(pending));
+  if (rearm) arm_timer();
+  // Last: a subscriber may answer at once.
   bus_->publish("permission.asked", std::move(asked));
-  if (rearm) boost::asio::post(strand_, [self = shared_from_this()] { self->arm_timer(); });
-  return id;
 }
 
-void PermissionService::finish_locked(std::map<std::string, PendingAsk>::iterator it, Reply reply,
-                                      AskOutcome outcome, Effects& effects) {
+void PermissionService::finish(std::map<std::string, PendingAsk>::iterator it, Reply reply,
+                               AskOutcome outcome, Effects& effects) {
   PendingAsk ask = std::move(it->second);
   pending_.erase(it);
   if (ask.deadline) deadlines_.erase(*ask.deadline);
@@ -339,13 +283,10 @@ void PermissionService::finish_locked(std::map<std::string, PendingAsk>::iterato
   effects.push_back([bus = bus_, props = std::move(props)]() mutable {
     bus->publish("permission.replied", std::move(props));
   });
-  effects.push_back([done = std::move(ask.done), outcome = std::move(outcome)]() mutable {
-    if (done) done(std::move(outcome));
-  });
+  complete_later(executor_, std::move(ask.done), std::move(outcome));
 }
 
-std::vector<std::string> PermissionService::session_asks_locked(
-    const std::string& session_id) const {
+std::vector<std::string> PermissionService::session_asks(const std::string& session_id) const {
   std::vector<std::string> ids;
   for (const auto& [id, ask] : pending_)
     if (ask.request.session_id == session_id) ids.push_back(id);
@@ -355,51 +296,48 @@ std::vector<std::string> PermissionService::session_asks_locked(
 Result<void> PermissionService::reply(const std::string& request_id, Reply reply,
                                       std::optional<std::string> message) {
   Effects effects;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = pending_.find(request_id);
-    if (it == pending_.end())
-      return make_error(ErrorCode::NotFound, "No permission request " + request_id +
-                                                 " is waiting (unknown, or already answered)");
-    const std::string session_id = it->second.request.session_id;
-    switch (reply) {
-      case Reply::Once: {
-        finish_locked(it, Reply::Once, AskOutcome{}, effects);
-        break;
+  auto it = pending_.find(request_id);
+  if (it == pending_.end())
+    return make_error(ErrorCode::NotFound, "No permission request " + request_id +
+                                               " is waiting (unknown, or already answered)");
+  const std::string session_id = it->second.request.session_id;
+  switch (reply) {
+    case Reply::Once: {
+      finish(it, Reply::Once, AskOutcome{}, effects);
+      break;
+    }
+    case Reply::Reject: {
+      AskOutcome outcome = rejected(it->second.request, std::move(message), false);
+      finish(it, Reply::Reject, std::move(outcome), effects);
+      for (const auto& other : session_asks(session_id)) {
+        auto oit = pending_.find(other);
+        AskOutcome cascaded = rejected(oit->second.request, std::nullopt, true);
+        finish(oit, Reply::Reject, std::move(cascaded), effects);
       }
-      case Reply::Reject: {
-        AskOutcome outcome = rejected(it->second.request, std::move(message), false);
-        finish_locked(it, Reply::Reject, std::move(outcome), effects);
-        for (const auto& other : session_asks_locked(session_id)) {
-          auto oit = pending_.find(other);
-          AskOutcome cascaded = rejected(oit->second.request, std::nullopt, true);
-          finish_locked(oit, Reply::Reject, std::move(cascaded), effects);
-        }
-        break;
+      break;
+    }
+    case Reply::Always: {
+      Ruleset& approved = approved_[session_id];
+      for (const auto& pattern : it->second.request.always)
+        approved.push_back({it->second.request.permission, pattern, Action::Allow});
+      finish(it, Reply::Always, AskOutcome{}, effects);
+      // Other asks of the session that the new rules settle need no second answer.
+      for (const auto& other : session_asks(session_id)) {
+        auto oit = pending_.find(other);
+        const PendingAsk& ask = oit->second;
+        Layers layers;
+        for (const auto& layer : ask.layers)
+          layers.push_back(&layer);
+        layers.push_back(&approved);
+        bool allowed = true;
+        for (const auto& pattern : ask.request.patterns)
+          if (action_of(last_match(ask.request.permission, pattern, layers)) != Action::Allow) {
+            allowed = false;
+            break;
+          }
+        if (allowed) finish(oit, Reply::Always, AskOutcome{}, effects);
       }
-      case Reply::Always: {
-        Ruleset& approved = approved_[session_id];
-        for (const auto& pattern : it->second.request.always)
-          approved.push_back({it->second.request.permission, pattern, Action::Allow});
-        finish_locked(it, Reply::Always, AskOutcome{}, effects);
-        // Other asks of the session that the new rules settle need no second answer.
-        for (const auto& other : session_asks_locked(session_id)) {
-          auto oit = pending_.find(other);
-          const PendingAsk& ask = oit->second;
-          Layers layers;
-          for (const auto& layer : ask.layers)
-            layers.push_back(&layer);
-          layers.push_back(&approved);
-          bool allowed = true;
-          for (const auto& pattern : ask.request.patterns)
-            if (action_of(last_match(ask.request.permission, pattern, layers)) != Action::Allow) {
-              allowed = false;
-              break;
-            }
-          if (allowed) finish_locked(oit, Reply::Always, AskOutcome{}, effects);
-        }
-        break;
-      }
+      break;
     }
   }
   for (auto& effect : effects)
@@ -407,14 +345,14 @@ Result<void> PermissionService::reply(const std::string& request_id, Reply reply
   return {};
 }
 
-std::size_t PermissionService::cancel_session_locked(const std::string& session_id,
-                                                     const std::string& reason, Effects& effects) {
-  auto ids = session_asks_locked(session_id);
+std::size_t PermissionService::cancel_asks(const std::string& session_id, const std::string& reason,
+                                           Effects& effects) {
+  auto ids = session_asks(session_id);
   for (const auto& id : ids) {
     auto it = pending_.find(id);
     AskOutcome outcome =
         cancelled(it->second.request.permission, it->second.request.patterns, reason);
-    finish_locked(it, Reply::Reject, std::move(outcome), effects);
+    finish(it, Reply::Reject, std::move(outcome), effects);
   }
   return ids.size();
 }
@@ -422,11 +360,7 @@ std::size_t PermissionService::cancel_session_locked(const std::string& session_
 std::size_t PermissionService::cancel_session(const std::string& session_id,
                                               const std::string& reason) {
   Effects effects;
-  std::size_t count;
-  {
-    std::lock_guard lock(mutex_);
-    count = cancel_session_locked(session_id, reason, effects);
-  }
+  std::size_t count = cancel_asks(session_id, reason, effects);
   for (auto& effect : effects)
     effect();
   return count;
@@ -434,23 +368,18 @@ std::size_t PermissionService::cancel_session(const std::string& session_id,
 
 void PermissionService::forget_session(const std::string& session_id) {
   Effects effects;
-  {
-    std::lock_guard lock(mutex_);
-    cancel_session_locked(session_id, "the session was deleted", effects);
-    approved_.erase(session_id);
-  }
+  cancel_asks(session_id, "the session was deleted", effects);
+  approved_.erase(session_id);
   for (auto& effect : effects)
     effect();
 }
 
 Ruleset PermissionService::session_rules(const std::string& session_id) const {
-  std::lock_guard lock(mutex_);
   auto it = approved_.find(session_id);
   return it == approved_.end() ? Ruleset{} : it->second;
 }
 
 std::vector<PermissionRequest> PermissionService::list() const {
-  std::lock_guard lock(mutex_);
   std::vector<PermissionRequest> out;
   out.reserve(pending_.size());
   for (const auto& [id, ask] : pending_)
@@ -459,7 +388,6 @@ std::vector<PermissionRequest> PermissionService::list() const {
 }
 
 std::vector<PermissionRequest> PermissionService::list(const std::string& session_id) const {
-  std::lock_guard lock(mutex_);
   std::vector<PermissionRequest> out;
   for (const auto& [id, ask] : pending_)
     if (ask.request.session_id == session_id) out.push_back(ask.request);
@@ -467,37 +395,30 @@ std::vector<PermissionRequest> PermissionService::list(const std::string& sessio
 }
 
 std::size_t PermissionService::pending_count() const {
-  std::lock_guard lock(mutex_);
   return pending_.size();
 }
 
 void PermissionService::shutdown() {
   Effects effects;
-  {
-    std::lock_guard lock(mutex_);
-    shutting_down_ = true;
-    while (!pending_.empty()) {
-      auto it = pending_.begin();
-      AskOutcome outcome = cancelled(it->second.request.permission, it->second.request.patterns,
-                                     "the server is shutting down");
-      finish_locked(it, Reply::Reject, std::move(outcome), effects);
-    }
+  shutting_down_ = true;
+  while (!pending_.empty()) {
+    auto it = pending_.begin();
+    AskOutcome outcome = cancelled(it->second.request.permission, it->second.request.patterns,
+                                   "the server is shutting down");
+    finish(it, Reply::Reject, std::move(outcome), effects);
   }
   for (auto& effect : effects)
     effect();
-  boost::asio::post(strand_, [self = shared_from_this()] { self->timer_.cancel(); });
+  timer_.cancel();
 }
 
 // ---- timeouts ---------------------------------------------------------------------------------
 
-// On strand_: point the one timer at the earliest deadline.
+// Points the one timer at the earliest deadline.
 void PermissionService::arm_timer() {
-  Clock::time_point next;
-  {
-    std::lock_guard lock(mutex_);
-    next = deadlines_.empty() ? Clock::time_point::max() : deadlines_.begin()->first;
-    armed_for_ = next;
-  }
+  Clock::time_point next =
+      deadlines_.empty() ? Clock::time_point::max() : deadlines_.begin()->first;
+  armed_for_ = next;
   if (next == Clock::time_point::max()) {
     timer_.cancel();
     return;
@@ -509,18 +430,15 @@ void PermissionService::arm_timer() {
   });
 }
 
-// On strand_: reject every ask whose deadline has passed, then re-arm.
+// Rejects every ask whose deadline has passed, then re-arms.
 void PermissionService::on_timer() {
   Effects effects;
-  {
-    std::lock_guard lock(mutex_);
-    armed_for_ = Clock::time_point::max();
-    auto now = Clock::now();
-    while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-      auto it = pending_.find(deadlines_.begin()->second);
-      AskOutcome outcome = timed_out(it->second.request, it->second.timeout);
-      finish_locked(it, Reply::Reject, std::move(outcome), effects);
-    }
+  armed_for_ = Clock::time_point::max();
+  auto now = Clock::now();
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    auto it = pending_.find(deadlines_.begin()->second);
+    AskOutcome outcome = timed_out(it->second.request, it->second.timeout);
+    finish(it, Reply::Reject, std::move(outcome), effects);
   }
   for (auto& effect : effects)
     effect();

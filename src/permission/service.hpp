@@ -4,28 +4,25 @@
 // once (allow, deny) or the ask waits for `reply` (HTTP: POST /permission/{id}/reply), with the
 // `permission.asked` / `permission.replied` events on the bus in between.
 //
-// Guarantees (design.md decision 1): every ask's handler is called exactly once, outside the
-// service's lock, from any thread: at once when the rules decide, or on reply, session cancel,
-// timeout, shutdown or destruction. An ask that nobody answers within its timeout is rejected so
-// that a headless server never hangs.
+// Guarantees (design.md decision 1): every ask ends exactly once, its handler posted (never run
+// inside the service): at once when the rules decide, or on reply, session cancel, timeout,
+// shutdown or destruction. An ask that nobody answers within its timeout is rejected so that a
+// headless server never hangs.
 //
-// Thread-safe: every public function may be called from any thread, and handlers and bus
-// subscribers may call back into the service. Timeouts run on one timer on a strand of the
-// executor given at construction.
+// Not thread-safe: used on the server's executor (one thread) only, the one given at
+// construction; it takes no lock. Bus subscribers and handlers may call back into the service.
+// Timeouts run on one timer on that executor.
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/system/result.hpp>
 
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -103,7 +100,7 @@ struct Rejection {
 [[noreturn]] void throw_exception_from_error(const Rejection& r, const boost::source_location&);
 
 using AskOutcome = boost::system::result<void, Rejection>;
-using AskHandler = std::function<void(AskOutcome)>;
+using AskHandler = boost::asio::any_completion_handler<void(AskOutcome)>;
 // Rulesets by address, earliest first: what an ask is evaluated against.
 using Layers = std::vector<const Ruleset*>;
 
@@ -117,28 +114,22 @@ class PermissionService : public std::enable_shared_from_this<PermissionService>
   PermissionService(const PermissionService&) = delete;
   PermissionService& operator=(const PermissionService&) = delete;
 
-  // Evaluates every pattern against `layers` (earliest first) with this session's approved rules
-  // layered last (callers need not pass session_rules()). Any pattern denied: `done(Denied)` at
-  // once. All allowed: `done(ok)` at once. Otherwise the ask waits: it is listed, published as
-  // `permission.asked`, and its id is returned. `done` may run before ask() returns (a bus
-  // subscriber may reply at once), so the caller must be ready for it.
-  std::optional<std::string> ask(AskParams params, std::span<const Ruleset> layers,
-                                 AskHandler done);
-  std::optional<std::string> ask(AskParams params, RulesetRefs layers, AskHandler done);
-
   // What the rules say at once, without asking anybody: allowed, or the denial; nullopt when a
   // person must decide (then async_ask). The path of every tool call, so it never waits.
   std::optional<AskOutcome> decide(const AskParams& params, const Layers& layers) const;
-  // ask() as an Asio operation for the asks a person decides: completes (posted to the waiter's
-  // executor) with their answer, or with Cancelled when the session is cancelled, the ask times
-  // out or the server stops. `layers` are copied before it returns.
+  // An ask as an Asio operation. Evaluates every pattern against `layers` (earliest first) with
+  // this session's approved rules layered last (callers need not pass session_rules()). Any
+  // pattern denied: completes with Denied; all allowed: completes allowed. Otherwise the ask
+  // waits (it is listed and published as `permission.asked` as the operation starts) and
+  // completes with the person's answer, with TimedOut when nobody answers in time, or with
+  // Cancelled when the session is cancelled or the server stops. The handler is always posted to
+  // the waiter's executor, never run inside async_ask or the service. `layers` are copied before
+  // it returns.
   template <typename CompletionToken>
   auto async_ask(AskParams params, Layers layers, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(AskOutcome)>(
         [self = shared_from_this()](auto handler, AskParams params, Layers layers) {
-          self->initiate_ask(
-              std::move(params), std::move(layers),
-              boost::asio::any_completion_handler<void(AskOutcome)>(std::move(handler)));
+          self->initiate_ask(std::move(params), std::move(layers), AskHandler(std::move(handler)));
         },
         token, std::move(params), std::move(layers));
   }
@@ -184,37 +175,34 @@ class PermissionService : public std::enable_shared_from_this<PermissionService>
     std::optional<Deadlines::iterator> deadline;
   };
 
-  // Work gathered under the lock and done after releasing it.
+  // Events gathered while the service's state is being changed and published once it is
+  // consistent again: a subscriber may call back in.
   using Effects = std::vector<std::function<void()>>;
 
   PermissionService(boost::asio::any_io_executor executor, std::shared_ptr<bus::EventBus> bus,
                     PermissionOptions options);
 
-  std::optional<std::string> ask_impl(AskParams params, Layers layers, AskHandler done);
-  void initiate_ask(AskParams params, Layers layers,
-                    boost::asio::any_completion_handler<void(AskOutcome)> done);
+  void initiate_ask(AskParams params, Layers layers, AskHandler done);
   // The rules' verdict on every pattern: a denial, or whether any pattern asks a person.
   struct Verdict {
     std::optional<Rejection> denial;
     bool waits = false;
   };
-  Verdict evaluate_locked(const AskParams& params, Layers& layers) const;
-  // Removes a waiting ask and queues its `permission.replied` event and its handler.
-  void finish_locked(std::map<std::string, PendingAsk>::iterator it, Reply reply,
-                     AskOutcome outcome, Effects& effects);
-  std::vector<std::string> session_asks_locked(const std::string& session_id) const;
-  std::size_t cancel_session_locked(const std::string& session_id, const std::string& reason,
-                                    Effects& effects);
+  Verdict evaluate(const AskParams& params, Layers& layers) const;
+  // Removes a waiting ask, posts its handler and queues its `permission.replied` event.
+  void finish(std::map<std::string, PendingAsk>::iterator it, Reply reply, AskOutcome outcome,
+              Effects& effects);
+  std::vector<std::string> session_asks(const std::string& session_id) const;
+  std::size_t cancel_asks(const std::string& session_id, const std::string& reason,
+                          Effects& effects);
   void arm_timer();
   void on_timer();
 
   const PermissionOptions options_;
   std::shared_ptr<bus::EventBus> bus_;
   boost::asio::any_io_executor executor_;  // where async_ask's handlers complete
-  boost::asio::strand<boost::asio::any_io_executor> strand_;
-  boost::asio::steady_timer timer_;  // used only on strand_
+  boost::asio::steady_timer timer_;
 
-  mutable std::mutex mutex_;
   std::map<std::string, PendingAsk> pending_;          // ids sort by creation time
   std::unordered_map<std::string, Ruleset> approved_;  // session id -> "always" rules
   Deadlines deadlines_;
