@@ -230,6 +230,7 @@ constexpr std::size_t kSessionsRemembered = 256;
 }
 
 void SessionStore::remember_session(const SessionInfo& s) {
+  std::lock_guard cache(cache_mutex_);
   auto it = sessions_.find(s.id);
   if (it != sessions_.end()) {
     it->second = s;
@@ -257,9 +258,15 @@ Result<void> SessionStore::put_session_locked(const SessionInfo& s) {
 }
 
 Result<std::optional<SessionInfo>> SessionStore::get_session(const std::string& id) {
+  {
+    // Without the connection's mutex: a hit does not wait for a write in progress.
+    std::lock_guard cache(cache_mutex_);
+    if (auto it = sessions_.find(id); it != sessions_.end())
+      return std::optional<SessionInfo>{it->second};
+  }
+  // The row is read and remembered under the connection's mutex, so a write of the session
+  // cannot land between the two and be covered by the older row.
   std::lock_guard lock(db_->mutex());
-  if (auto it = sessions_.find(id); it != sessions_.end())
-    return std::optional<SessionInfo>{it->second};
   auto st = db_->prepare("SELECT data FROM session WHERE id = ?1");
   if (!st) return st.error();
   st->bind(1, id);
@@ -285,7 +292,10 @@ Result<std::vector<SessionInfo>> SessionStore::list_sessions() {
 
 Result<bool> SessionStore::delete_session(const std::string& id) {
   std::lock_guard lock(db_->mutex());
-  sessions_.erase(id);  // read again if the delete fails
+  {
+    std::lock_guard cache(cache_mutex_);
+    sessions_.erase(id);  // read again if the delete fails
+  }
   store::Database::Transaction tx(*db_);
   if (!tx.begun()) return tx.begun().error();
   for (auto sql :

@@ -3,9 +3,12 @@
 // parts are in its row (`parts`, a JSON array in id order), so that storing a turn's step is one
 // row, not one per part. Ids sort by creation time, so ORDER BY id is chronological.
 //
-// Thread-safe: the connection's mutex (store::Database::mutex()) around each use.
+// Thread-safe: the connection's mutex (store::Database::mutex()) around each use; the server
+// writes its turns from a thread of their own (session::TurnWriter) and does the rest on its
+// event loop.
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -129,8 +132,10 @@ class SessionStore {
   std::shared_ptr<store::Database> db_;
   // Sessions as last stored, by id: every turn looks its session up two or three times (a
   // SELECT and a JSON parse each, ~2 % of a turn's CPU). Coherent because this class is the
-  // only writer of the session table; entries change only after their write committed. Under
-  // the connection's mutex, like every use of db_.
+  // only writer of the session table; entries change only after their write committed. Read
+  // under cache_mutex_ alone (a hit does not wait for a commit on the writer's thread); changed
+  // under both it and the connection's mutex.
+  std::mutex cache_mutex_;
   std::unordered_map<std::string, SessionInfo> sessions_;
 };
 

@@ -1,13 +1,13 @@
 #include "session/turn_writer.hpp"
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/this_coro.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
-#include <optional>
+#include <limits>
 
-#include "store/database.hpp"
+#include "util/complete.hpp"
 #include "util/log.hpp"
 
 namespace sb::session {
@@ -21,11 +21,7 @@ constexpr std::chrono::milliseconds kWriteDelay{50};
 // A write that keeps failing (not a passing full disk) is given up after this many tries, each
 // made when the server stores something anyway.
 constexpr int kMaxWriteFailures = 64;
-// A write that found the store busy (its checkpoint thread starting the log over: a few ms) is
-// tried again this much later; one of a turn's end waits at most kBusyPatience that way, then
-// waits in the store.
-constexpr std::chrono::milliseconds kBusyRetry{1};
-constexpr std::chrono::seconds kBusyPatience{1};
+constexpr std::uint64_t kEveryWrite = std::numeric_limits<std::uint64_t>::max();
 }  // namespace
 
 std::shared_ptr<TurnWriter> TurnWriter::create(asio::any_io_executor executor,
@@ -37,10 +33,15 @@ std::shared_ptr<TurnWriter> TurnWriter::create(asio::any_io_executor executor,
 
 TurnWriter::TurnWriter(asio::any_io_executor executor, std::shared_ptr<SessionStore> store,
                        std::shared_ptr<bus::EventBus> bus)
-    : store_(std::move(store)), bus_(std::move(bus)), write_timer_(std::move(executor)) {}
+    : executor_(executor),
+      store_(std::move(store)),
+      bus_(std::move(bus)),
+      write_timer_(std::move(executor)) {}
 
 TurnWriter::~TurnWriter() {
   write_pending();
+  // The write thread's last job may still be handing its flight back to the executor.
+  thread_.join();
 }
 
 void TurnWriter::forget_session(const std::string& session_id) {
@@ -95,9 +96,8 @@ void TurnWriter::add(const std::shared_ptr<Turn>& turn) {
 
 void TurnWriter::flush(const std::shared_ptr<Turn>& turn, bool now) {
   add(turn);
-  now = now || at_once_;
-  if (now) {
-    write(true);
+  if (now || at_once_) {
+    write_pending();
     return;
   }
   // Stored a little later rather than at once: a turn that ends within the delay (a fast model,
@@ -109,17 +109,17 @@ void TurnWriter::flush(const std::shared_ptr<Turn>& turn, bool now) {
 
 asio::awaitable<void> TurnWriter::store(std::shared_ptr<Turn> turn) {
   add(turn);
-  auto deadline = std::chrono::steady_clock::now() + kBusyPatience;
-  std::optional<asio::steady_timer> timer;
-  while (write(false) == Written::Busy) {
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    if (!timer) timer.emplace(co_await asio::this_coro::executor);
-    timer->expires_after(kBusyRetry);
-    auto [ec] = co_await timer->async_wait(asio::as_tuple(asio::use_awaitable));
-    if (ec) break;  // the executor stops: store it now
+  if (at_once_) {
+    write_pending();
+    co_return;
   }
-  // Busy for too long (or stopping): wait in the store, as flush() does.
-  write(true);
+  // The turn's changes go with the next write that starts: now, or after the one in flight.
+  std::uint64_t after = started_ + 1;
+  auto wait = [this, after](auto handler) {
+    waiters_.push_back(Waiter{after, asio::any_completion_handler<void()>(std::move(handler))});
+    start_write();
+  };
+  co_await asio::async_initiate<const asio::use_awaitable_t<>, void()>(wait, asio::use_awaitable);
 }
 
 void TurnWriter::arm(std::chrono::milliseconds delay) {
@@ -131,7 +131,7 @@ void TurnWriter::arm(std::chrono::milliseconds delay) {
     auto self = weak.lock();
     if (!self || ec == asio::error::operation_aborted) return;
     self->write_armed_ = false;
-    if (self->write(false) == Written::Busy) self->arm(kBusyRetry);
+    self->start_write();
   });
 }
 
@@ -145,35 +145,79 @@ void TurnWriter::store_waiting() {
   write_pending();
 }
 
-void TurnWriter::write_pending() {
-  write(true);
-}
-
-TurnWriter::Written TurnWriter::write(bool may_wait) {
+std::vector<TurnWriter::PendingWrite> TurnWriter::take_batch() {
   std::vector<PendingWrite> batch = std::exchange(failed_writes_, {});
   for (auto& turn : unsaved_turns_)
-    if (turn->has_unsaved()) batch.push_back(PendingWrite{turn, turn->take_unsaved()});
+    if (turn->has_unsaved())
+      batch.push_back(PendingWrite{turn, turn->session.id, turn->take_unsaved()});
   unsaved_turns_.clear();
-  std::erase_if(batch, [&](const PendingWrite& w) { return is_deleted(w.turn->session.id); });
-  if (batch.empty()) return Written::Stored;
+  std::erase_if(batch, [&](const PendingWrite& w) { return is_deleted(w.session_id); });
+  return batch;
+}
+
+void TurnWriter::start_write() {
+  if (flight_) {
+    again_ = true;
+    return;
+  }
+  auto batch = take_batch();
+  if (batch.empty()) {
+    resume_waiters(kEveryWrite);  // nothing is left to store for anyone
+    return;
+  }
+  auto flight = std::make_shared<Flight>();
+  flight->number = ++started_;
+  flight->batch = std::move(batch);
+  flight->done = flight->written.get_future();
+  flight_ = flight;
+  asio::post(thread_, [flight, store = store_, executor = executor_, weak = weak_from_this()] {
+    flight->kept = write(*store, std::move(flight->batch));
+    flight->written.set_value();
+    asio::post(executor, [flight, weak] {
+      auto self = weak.lock();
+      // Gone, or settled already by write_pending().
+      if (!self || self->flight_ != flight) return;
+      self->settle(flight);
+      if (std::exchange(self->again_, false)) self->start_write();
+    });
+  });
+}
+
+void TurnWriter::settle(const std::shared_ptr<Flight>& flight) {
+  flight->done.wait();
+  failed_writes_.insert(failed_writes_.begin(), std::make_move_iterator(flight->kept.begin()),
+                        std::make_move_iterator(flight->kept.end()));
+  flight_.reset();
+  resume_waiters(flight->number);
+}
+
+void TurnWriter::resume_waiters(std::uint64_t written) {
+  // Moved, never assigned (Boost 1.81's any_completion_handler move-assignment recurses).
+  auto all = std::exchange(waiters_, {});
+  for (auto& w : all) {
+    if (w.after <= written)
+      complete_later(executor_, std::move(w.handler));
+    else
+      waiters_.push_back(std::move(w));
+  }
+}
+
+void TurnWriter::write_pending() {
+  if (auto flight = flight_) settle(flight);
+  again_ = false;
+  auto batch = take_batch();
+  if (!batch.empty()) failed_writes_ = write(*store_, std::move(batch));
+  resume_waiters(kEveryWrite);
+}
+
+std::vector<TurnWriter::PendingWrite> TurnWriter::write(SessionStore& store,
+                                                        std::vector<PendingWrite> batch) {
   std::vector<const StoreChanges*> changes;
   changes.reserve(batch.size());
   for (const auto& w : batch)
     changes.push_back(&w.changes);
-  Result<void> r;
-  {
-    // Only this write: the one-by-one retries below wait in the store as any write does.
-    std::optional<store::WriteWithoutWaiting> without_waiting;
-    if (!may_wait) without_waiting.emplace();
-    r = store_->write(changes);
-    if (!r && without_waiting && without_waiting->found_busy()) {
-      // Nothing failed: all of it is kept, in order, for the next try.
-      failed_writes_.insert(failed_writes_.begin(), std::make_move_iterator(batch.begin()),
-                            std::make_move_iterator(batch.end()));
-      return Written::Busy;
-    }
-  }
-  if (r) return Written::Stored;
+  auto r = store.write(changes);
+  if (r) return {};
   // One transaction per write instead, so that one that cannot succeed holds back no other turn.
   // What fails (nothing of a failed transaction is stored) is kept, in order, ahead of what turns
   // stage next, and tried again with the next write: a passing failure (a full disk that gets
@@ -185,10 +229,10 @@ TurnWriter::Written TurnWriter::write(bool may_wait) {
   std::set<const Turn*> held_back;
   for (auto& w : batch) {
     if (held_back.count(w.turn.get()) == 0) {
-      auto one = store_->write(w.changes);
+      auto one = store.write(w.changes);
       if (one) continue;
       if (++w.failures >= kMaxWriteFailures) {
-        log::error("gave up storing changes of session ", w.turn->session.id, " after ",
+        log::error("gave up storing changes of session ", w.session_id, " after ",
                    kMaxWriteFailures, " tries: ", one.error().message);
         continue;
       }
@@ -196,10 +240,7 @@ TurnWriter::Written TurnWriter::write(bool may_wait) {
     }
     kept.push_back(std::move(w));
   }
-  if (kept.empty()) return Written::Stored;
-  failed_writes_.insert(failed_writes_.begin(), std::make_move_iterator(kept.begin()),
-                        std::make_move_iterator(kept.end()));
-  return Written::Failed;
+  return kept;
 }
 
 }  // namespace sb::session

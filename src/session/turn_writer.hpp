@@ -3,16 +3,24 @@
 // Staged parts and messages are published on the bus when they are staged and stored (SQLite)
 // whole message by message: a turn's progress (a step's open assistant message, a running tool
 // call) within kWriteDelay, in one transaction with every other turn's, and everything at the
-// turn's end. A write that fails is kept and tried again ahead of the next one. Writes that can
-// wait do not block the thread while the store is busy (the store's checkpoint thread starting its
-// log over): the timer's writes and store() try again a millisecond later (store::
-// WriteWithoutWaiting). Not thread-safe: use from the server's executor only (the turns' one
-// thread); the destructor stores what is left.
+// turn's end. A write that fails is kept and tried again ahead of the next one.
+//
+// The writes run on a thread of the writer's own, one at a time and in order, so that the event
+// loop never waits for the disk (a commit's log append can wait milliseconds for the kernel, a
+// checkpoint's syncs tens of them): store() awaits its write, the write timer's run on their own.
+// That thread touches only the SessionStore (thread-safe) and the snapshot of changes a write
+// took; everything else is not thread-safe: use from the server's executor only (the turns' one
+// thread). write_pending() and the destructor store on the calling thread, after the write in
+// flight.
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include <chrono>
+#include <cstdint>
+#include <future>
 #include <memory>
 #include <set>
 #include <string>
@@ -37,17 +45,17 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
   void stage_message(Turn& turn, const MessageInfo& info);
   // Stores what the turn has staged. `now` false (a step's start, a tool that waits): within
   // kWriteDelay, in one transaction with what every other turn has staged by then; a turn that
-  // ends sooner stores everything once, at its end. `now` (a turn's end, before its answer goes
-  // out): at once, with everything other turns have staged, waiting for the store if another
-  // connection writes (polls of 100 us: store::Database).
+  // ends sooner stores everything once, at its end. `now` (after store_at_once()): at once, on
+  // this thread.
   void flush(const std::shared_ptr<Turn>& turn, bool now);
-  // A turn's end, as flush(turn, true), without blocking the thread: while the store is busy it
-  // tries again every kBusyRetry, for up to kBusyPatience, then writes waiting. Done when the
-  // changes are stored (or their write failed, and they are kept as flush() keeps them).
+  // A turn's end: stores what it staged, with what every other turn staged, on the writer's
+  // thread. Done when the changes are stored (or their write failed, and they are kept as
+  // flush() keeps them).
   boost::asio::awaitable<void> store(std::shared_ptr<Turn> turn);
-  // Stores what every turn has staged (and what failed to store before), waiting for the store
-  // if it is busy. On the executor's thread, as everything that touches a turn's staged changes
-  // (or after the executor has stopped, from the destructor).
+  // Stores what every turn has staged (and what failed to store before) now, on this thread,
+  // after the write in flight: what reads the store next sees it all. On the executor's thread,
+  // as everything that touches a turn's staged changes (or after the executor has stopped, from
+  // the destructor).
   void write_pending();
   // message.part.updated only (a tool's progress), nothing stored.
   void publish_part(const Part& part);
@@ -63,14 +71,35 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
  private:
   TurnWriter(boost::asio::any_io_executor executor, std::shared_ptr<SessionStore> store,
              std::shared_ptr<bus::EventBus> bus);
-  enum class Written { Stored, Failed, Busy };
-  // One write of everything waiting. `may_wait` false: a busy store leaves it all kept, in
-  // order, and says Busy.
-  Written write(bool may_wait);
+  // Changes of one turn, as a write took them.
+  struct PendingWrite {
+    std::shared_ptr<Turn> turn;  // only its address is used off the executor
+    std::string session_id;
+    StoreChanges changes;
+    int failures = 0;
+  };
+  // A write on the writer's thread: what it carries, and what of it failed (kept for the next).
+  struct Flight {
+    std::uint64_t number = 0;
+    std::vector<PendingWrite> batch;
+    std::vector<PendingWrite> kept;
+    std::promise<void> written;  // set on the writer's thread once `kept` is final
+    std::future<void> done;      // of `written`, for the executor
+  };
+  // Writes `batch` (one transaction, or one per turn when that fails); returns what failed.
+  static std::vector<PendingWrite> write(SessionStore& store, std::vector<PendingWrite> batch);
+  // What failed before, then what turns staged since.
+  std::vector<PendingWrite> take_batch();
+  // Starts a write on the writer's thread, or asks for one after the write in flight.
+  void start_write();
+  // The write in flight is done: what failed is kept, waiters of it are resumed.
+  void settle(const std::shared_ptr<Flight>& flight);
+  void resume_waiters(std::uint64_t written);
   void add(const std::shared_ptr<Turn>& turn);
   // The write timer: a write within `delay` (sooner than one already armed, or none).
   void arm(std::chrono::milliseconds delay);
 
+  boost::asio::any_io_executor executor_;
   std::shared_ptr<SessionStore> store_;
   std::shared_ptr<bus::EventBus> bus_;
   std::set<std::string> deleted_;
@@ -80,12 +109,19 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
   boost::asio::steady_timer write_timer_;
   bool write_armed_ = false;
   // Changes whose write failed, in order, tried again ahead of the next write.
-  struct PendingWrite {
-    std::shared_ptr<Turn> turn;
-    StoreChanges changes;
-    int failures = 0;
-  };
   std::vector<PendingWrite> failed_writes_;
+  // The write on the writer's thread (none: null); writes are numbered from 1.
+  std::shared_ptr<Flight> flight_;
+  std::uint64_t started_ = 0;
+  bool again_ = false;  // a write was asked for while one was in flight
+  // store() calls waiting for the write numbered `after` (or any later one) to end.
+  struct Waiter {
+    std::uint64_t after;
+    boost::asio::any_completion_handler<void()> handler;
+  };
+  std::vector<Waiter> waiters_;
+  // Last: its thread ends (joined) before the rest goes.
+  boost::asio::thread_pool thread_{1};
 };
 
 }  // namespace sb::session

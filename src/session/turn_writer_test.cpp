@@ -1,7 +1,7 @@
 // session::TurnWriter against a store on a file that another connection holds (as the store's
-// checkpoint thread does while it starts its log over): the writes that can wait (the write
-// timer's, store() at a turn's end) do not block the turns' thread, and what they carry is stored
-// once the store is free.
+// checkpoint thread does for a RESTART copy): the writes (the write timer's, store() at a turn's
+// end) run on the writer's thread and do not block the turns' thread, what they carry is stored
+// once the store is free, and a newer version of a row is never overwritten by an older one.
 #include "session/turn_writer.hpp"
 
 #include <sqlite3.h>
@@ -99,10 +99,11 @@ class TurnWriterBusyStore : public ::testing::Test {
     return worst;
   }
 
-  bool stored() {
+  bool stored(std::string_view agent = "build") {
     auto messages = store_->list_messages(session_.id);
     EXPECT_TRUE(messages) << messages.error().message;
-    return messages && messages->size() == 1 && (*messages)[0].info.id == message_.id;
+    return messages && messages->size() == 1 && (*messages)[0].info.id == message_.id &&
+           (*messages)[0].info.agent == agent;
   }
 
   asio::io_context io_;
@@ -151,6 +152,27 @@ TEST_F(TurnWriterBusyStore, ProgressWrittenWhileTheStoreIsHeldIsStoredAfterwards
   EXPECT_LT(worst, milliseconds(20))
       << "the loop was blocked for " << std::chrono::duration<double, std::milli>(worst).count()
       << " ms";
+}
+
+// A turn's end is being written (on the writer's thread, the store held) when the turn changes
+// its message again and a reader asks for everything stored (write_pending(), as listing the
+// messages does): the older write lands first and the newer version is what stays.
+TEST_F(TurnWriterBusyStore, ANewerVersionStoredWhileAnOlderOneIsInFlightIsTheOneThatStays) {
+  hold_the_store(milliseconds(100));
+  std::atomic<bool> done{false};
+  asio::co_spawn(io_, store_turn(writer_, turn_, done), asio::detached);
+  io_.run_for(milliseconds(10));  // the write of the first version starts and waits
+  ASSERT_FALSE(done);
+  MessageInfo newer = message_;
+  newer.agent = "plan";
+  writer_->stage_message(*turn_, newer);
+  writer_->flush(turn_, false);
+  writer_->write_pending();
+  EXPECT_TRUE(stored("plan"));
+  run_until(done);
+  EXPECT_TRUE(done) << "the turn's end waited for a write that write_pending() settled";
+  other_.join();
+  EXPECT_TRUE(stored("plan"));
 }
 
 }  // namespace

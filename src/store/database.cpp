@@ -100,23 +100,10 @@ void configure_sqlite_once() {
   (void)configured;
 }
 
-thread_local WriteWithoutWaiting* current_write_without_waiting = nullptr;
 // How long a write of the committing connection waits for another one, and in what steps.
 constexpr std::chrono::seconds kBusyLimit{5};
 constexpr std::chrono::microseconds kBusyPoll{100};
 }  // namespace
-
-WriteWithoutWaiting::WriteWithoutWaiting() : outer_(current_write_without_waiting) {
-  current_write_without_waiting = this;
-}
-
-WriteWithoutWaiting::~WriteWithoutWaiting() {
-  current_write_without_waiting = outer_;
-}
-
-WriteWithoutWaiting* WriteWithoutWaiting::current() {
-  return current_write_without_waiting;
-}
 
 // The checkpoint thread: its own connection to the file, used only on its thread. Woken by the
 // WAL hook of the committing connection (wal_grew), never by a timer while nothing is written.
@@ -167,11 +154,8 @@ class Checkpointer {
     return stats_;
   }
 
-  bool held() const { return held_.load(std::memory_order_acquire); }
-
  private:
   void run() {
-    sqlite3_wal_hook(db_, on_own_commit, this);
     {
       std::lock_guard lock(mutex_);
       stats_.thread = std::this_thread::get_id();
@@ -193,7 +177,8 @@ class Checkpointer {
       lock.unlock();
       if (due_.exchange(false, std::memory_order_acq_rel)) {
         if (wal_pages_.load(std::memory_order_relaxed) >= options_.restart_pages)
-          start_over();
+          // The writer is held off for one copy, and its next write starts the log over.
+          checkpoint(db_, SQLITE_CHECKPOINT_RESTART);
         else
           checkpoint(db_, SQLITE_CHECKPOINT_PASSIVE);
         copied_since_truncate = true;
@@ -206,74 +191,6 @@ class Checkpointer {
     // The last copy: the loop has stopped writing; wait a little for a writer all the same.
     sqlite3_busy_timeout(db_, 2000);
     checkpoint(db_, SQLITE_CHECKPOINT_TRUNCATE);
-  }
-
-  // The log past restart_pages: started over without holding the writer off. Writers that can
-  // wait without blocking (the turns' writes, within a WriteWithoutWaiting) find the store busy
-  // from here on, so the copy catches up with the log; the first write of the new log (which
-  // syncs its header, 2-5 ms) is made here, not by the committing thread. When the copy cannot
-  // catch up (other writers went on, a reader kept the old log), the writer is held off for one
-  // RESTART copy, as before.
-  void start_over() {
-    held_.store(true, std::memory_order_release);
-    bool started = false;
-    for (int i = 0; i < options_.start_over_tries && !started && !stopping(); ++i) {
-      auto commits = commits_.load(std::memory_order_relaxed);
-      started = checkpoint(db_, SQLITE_CHECKPOINT_PASSIVE) && write_first_frame();
-      // One commit begun before the hold may land in the first copy; more are writers that do
-      // not hold back (they wait in the store), and the log would only grow while we tried.
-      if (!started && commits_.load(std::memory_order_relaxed) - commits > (i == 0 ? 1u : 0u))
-        break;
-    }
-    held_.store(false, std::memory_order_release);
-    if (started) {
-      std::lock_guard lock(mutex_);
-      ++stats_.start_overs;
-      return;
-    }
-    checkpoint(db_, SQLITE_CHECKPOINT_RESTART);
-  }
-
-  // A write that changes nothing (the header's application_id, written back as it is), the
-  // first of a new log when the old one is fully copied and nobody reads it: SQLite starts the
-  // log over in it and syncs the new header. True when the log started over.
-  bool write_first_frame() {
-    own_pages_ = 0;
-    int id = 0;
-    auto read_id = [](void* out, int, char** values, char**) {
-      *static_cast<int*>(out) = values[0] ? std::atoi(values[0]) : 0;
-      return 0;
-    };
-    int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(db_, "PRAGMA application_id", read_id, &id, nullptr);
-    if (rc == SQLITE_OK) {
-      std::string write = "PRAGMA application_id = " + std::to_string(id);
-      rc = sqlite3_exec(db_, write.c_str(), nullptr, nullptr, nullptr);
-    }
-    if (rc == SQLITE_OK) rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) {
-      if (rc != SQLITE_BUSY) log::warn("sqlite: starting the log over: ", sqlite3_errmsg(db_));
-      if (sqlite3_get_autocommit(db_) == 0)
-        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-      return false;
-    }
-    // The log now holds this one frame when it started over; more when it did not (a reader
-    // kept the old one), and then the next try copies that frame too.
-    if (own_pages_ != 1) return false;
-    wal_pages_.store(own_pages_, std::memory_order_relaxed);
-    started_over();
-    return true;
-  }
-
-  // The WAL hook of this thread's connection: the log's length after its own write.
-  static int on_own_commit(void* self, sqlite3*, const char*, int pages) {
-    static_cast<Checkpointer*>(self)->own_pages_ = pages;
-    return SQLITE_OK;
-  }
-
-  bool stopping() const {
-    std::lock_guard lock(mutex_);
-    return stop_;
   }
 
   // The log's generation and how much of it the last copy took, in one word: a copy that ends
@@ -326,10 +243,8 @@ class Checkpointer {
   std::atomic<int> wal_pages_{0};         // as the last commit left it
   std::atomic<std::uint64_t> copied_{0};  // pack(generation, pages the last copy took)
   std::atomic<std::uint64_t> commits_{0};
-  std::atomic<bool> due_{false};   // a copy was asked for
-  std::atomic<bool> held_{false};  // writes held back: start_over() runs
-  int own_pages_ = 0;              // on this thread only: the log after its own last write
-  mutable std::mutex mutex_;       // stop_, stats_, and the wake-up
+  std::atomic<bool> due_{false};  // a copy was asked for
+  mutable std::mutex mutex_;      // stop_, stats_, and the wake-up
   std::condition_variable wake_;
   bool stop_ = false;
   CheckpointStats stats_;
@@ -439,15 +354,7 @@ CheckpointStats Database::checkpoint_stats() const {
   return checkpointer_ ? checkpointer_->stats() : CheckpointStats{};
 }
 
-bool Database::held() const {
-  return checkpointer_ && checkpointer_->held();
-}
-
 int Database::on_busy(void* database, int tries) {
-  if (auto* without_waiting = WriteWithoutWaiting::current()) {
-    without_waiting->busy_ = true;
-    return 0;
-  }
   auto* self = static_cast<Database*>(database);
   auto now = std::chrono::steady_clock::now();
   if (tries == 0)
@@ -495,15 +402,7 @@ Result<void> Database::run(std::string_view sql) {
   return st->run();
 }
 
-Result<void> Database::begin_immediate() {
-  if (auto* without_waiting = WriteWithoutWaiting::current(); without_waiting && held()) {
-    without_waiting->busy_ = true;
-    return make_error(ErrorCode::Unavailable, "sqlite: the log is being started over");
-  }
-  return run("BEGIN IMMEDIATE");
-}
-
-Database::Transaction::Transaction(Database& db) : db_(db), begun_(db_.begin_immediate()) {}
+Database::Transaction::Transaction(Database& db) : db_(db), begun_(db_.run("BEGIN IMMEDIATE")) {}
 
 Database::Transaction::~Transaction() {
   // After a failed COMMIT too: SQLite rolls some failures back itself and not others (a full

@@ -8,18 +8,15 @@
 // Checkpoints (and their syncs, two or three fdatasyncs of 2-5 ms each on our VMs) never run in
 // a commit: a thread of the Database's own, with a connection of its own, copies the log into
 // the database (PRAGMA wal_checkpoint(PASSIVE), which does not block the writer) once
-// `checkpoint_pages` have been written since the last copy, so the thread that commits (the
-// server's event loop) never waits for a checkpoint. A log starts over only at a write that
-// finds it fully copied, and that write syncs the new log header (SQLite's guard against
+// `checkpoint_pages` have been written since the last copy. A log starts over only at a write
+// that finds it fully copied, and that write syncs the new log header (SQLite's guard against
 // out-of-order writes after a restart). A writer that never pauses keeps the log from being
-// fully copied, so past `restart_pages` the thread starts it over itself: it holds writes back
-// (held(): writers that can wait without blocking, within a WriteWithoutWaiting, find the store
-// busy and try again later; others still write), copies the rest, and makes the first write of
-// the new log, paying its header sync. Only when writes go on regardless does a RESTART copy
-// hold the writer off. Once writes stop for `idle_truncate` the log is truncated. Should the
-// thread fall behind anyway (a machine so busy it is not scheduled), the writer copies the log
-// itself at twice `restart_pages`, so the log stays bounded.
-// docs/benchmarks.md shows what this does to the event loop's lag.
+// fully copied, so past `restart_pages` the thread makes a RESTART copy, which holds the writer
+// off while it copies the rest, and the writer's next write starts the log over. Once writes stop
+// for `idle_truncate` the log is truncated. Should the thread fall behind anyway (a machine so busy
+// it is not scheduled), the writer copies the log itself at twice `restart_pages`, so the log stays
+// bounded. The server commits its turns on a thread of their own (session::TurnWriter), so neither
+// the checkpoints nor the commits' own writes stall its event loop; docs/benchmarks.md has the lag.
 //
 // A write of the committing connection that finds another one writing (the checkpoint thread's
 // first write of a new log, a RESTART copy, another program) polls every 100 us, up to 5 s,
@@ -84,37 +81,13 @@ class Statement {
   bool* in_use_;  // the cache's flag for this statement; null for one the Statement owns
 };
 
-// While one lives on a thread, a write that thread begins (Database::Transaction) does not wait:
-// when the store is busy (another connection writes, or the checkpoint thread holds writes back
-// to start the log over) it fails at once and found_busy() says so, for a writer that can try
-// again later without blocking its thread (session::TurnWriter). Nests.
-class WriteWithoutWaiting {
- public:
-  WriteWithoutWaiting();
-  ~WriteWithoutWaiting();
-  WriteWithoutWaiting(const WriteWithoutWaiting&) = delete;
-  WriteWithoutWaiting& operator=(const WriteWithoutWaiting&) = delete;
-  bool found_busy() const { return busy_; }
-
- private:
-  friend class Database;
-  static WriteWithoutWaiting* current();
-  WriteWithoutWaiting* outer_;
-  bool busy_ = false;
-};
-
 // How the checkpoint thread keeps the log short. Pages are SQLite pages (4 KiB).
 struct DatabaseOptions {
   // Log pages written since the last copy that start a copy (SQLite's own automatic
   // checkpoint starts at 1,000).
   int checkpoint_pages = 1000;
-  // A log this long (64 MiB) is started over by the thread (writes held back, the rest copied,
-  // the new log's first write made there), which a writer that never pauses would otherwise
-  // keep from happening.
+  // A log this long (64 MiB) is copied with the writer held off (RESTART), so that it starts over.
   int restart_pages = 16384;
-  // Copies tried while writes are held back before the thread gives up and makes the writer
-  // wait for a RESTART copy instead.
-  int start_over_tries = 3;
   // Quiet this long after a copy: the log is truncated to nothing.
   std::chrono::milliseconds idle_truncate{1000};
 };
@@ -122,7 +95,6 @@ struct DatabaseOptions {
 // What the checkpoint thread has done, for tests.
 struct CheckpointStats {
   std::uint64_t passes = 0;         // copies of the log into the database
-  std::uint64_t start_overs = 0;    // logs started over by the thread, the writer not held off
   std::uint64_t restarts = 0;       // RESTART copies that held the writer off
   std::uint64_t truncations = 0;    // the log truncated while quiet
   std::uint64_t writer_copies = 0;  // copies by the writer: the thread was 2 x restart_pages behind
@@ -150,8 +122,6 @@ class Database {
   std::int64_t changes() const;
   // Of the checkpoint thread; all zero for an in-memory database.
   CheckpointStats checkpoint_stats() const;
-  // The checkpoint thread holds writes back while it starts the log over (never in memory).
-  bool held() const;
   // Held around every use of this Database, by all who share it.
   std::mutex& mutex() { return mutex_; }
 
@@ -181,8 +151,6 @@ class Database {
     bool in_use = false;
   };
   explicit Database(sqlite3* db);  // out of line: Checkpointer is complete only there
-  // BEGIN IMMEDIATE, or busy at once for a WriteWithoutWaiting while held().
-  Result<void> begin_immediate();
   // The committing connection's busy handler: see the top of this file.
   static int on_busy(void* database, int tries);
   sqlite3* db_;

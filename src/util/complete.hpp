@@ -15,20 +15,20 @@
 
 namespace sb {
 
-template <typename Handler, typename Outcome>
+template <typename Handler, typename... Outcome>
 void complete_later(const boost::asio::any_io_executor& executor, Handler handler,
-                    Outcome outcome) {
+                    Outcome... outcome) {
   if (!handler) return;
   if (auto slot = boost::asio::get_associated_cancellation_slot(handler); slot.is_connected())
     slot.clear();
   boost::asio::post(
-      executor, [handler = std::move(handler), outcome = std::move(outcome)]() mutable {
+      executor, [handler = std::move(handler), ... outcome = std::move(outcome)]() mutable {
         // Boost 1.81 cannot post to an any_completion_executor (it lacks blocking.never); dispatch
         // from here is the same, as this runs from the executor's queue.
         auto own = boost::asio::get_associated_executor(handler);
         boost::asio::dispatch(
-            own, [handler = std::move(handler), outcome = std::move(outcome)]() mutable {
-              std::move(handler)(std::move(outcome));
+            own, [handler = std::move(handler), ... outcome = std::move(outcome)]() mutable {
+              std::move(handler)(std::move(outcome)...);
             });
       });
 }
