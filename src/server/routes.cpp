@@ -184,6 +184,9 @@ bool etag_matches(const Request& req, std::string_view etag) {
 bool accepts_gzip(const Request& req) {
   auto h = req.find(http::field::accept_encoding);
   if (h == req.end()) return false;
+  // RFC 9110 12.5.3: an entry naming gzip wins over `*`; q=0 (0.0, 0.00, 0.000) refuses.
+  // (Beast 1.81's ext_list gives a later entry the parameters of the one before it.)
+  std::optional<bool> gzip, any;
   std::string_view rest = h->value();
   while (!rest.empty()) {
     auto comma = rest.find(',');
@@ -192,13 +195,15 @@ bool accepts_gzip(const Request& req) {
     auto semicolon = item.find(';');
     std::string coding = ascii_lower(trim(item.substr(0, semicolon)));
     if (coding != "gzip" && coding != "*") continue;
-    if (semicolon == std::string_view::npos) return true;
-    std::string params = ascii_lower(item.substr(semicolon + 1));
-    params.erase(std::remove(params.begin(), params.end(), ' '), params.end());
-    // q=0, q=0.0, q=0.00, q=0.000: not acceptable.
-    return !(params.starts_with("q=0") && params.find_first_not_of("0.", 2) == std::string::npos);
+    std::string params = semicolon == std::string_view::npos
+                             ? std::string()
+                             : ascii_lower(item.substr(semicolon + 1));
+    std::erase(params, ' ');
+    bool refused =
+        params.starts_with("q=") && params.find_first_not_of("0.", 2) == std::string::npos;
+    (coding == "gzip" ? gzip : any) = !refused;
   }
-  return false;
+  return gzip.value_or(any.value_or(false));
 }
 
 // Files under /assets/ have content hashes in their names, so browsers may keep them for good;

@@ -140,8 +140,15 @@ TEST_F(Server, ThePageIsServedGzippedToClientsThatAcceptIt) {
   EXPECT_EQ(same.status, 304u);
   auto other = http_request(port(), "GET", "/", "", {{"If-None-Match", *gzipped.header("etag")}});
   EXPECT_EQ(other.status, 200u);
+  // gzip named wins over `*` (RFC 9110): taken when named, or by `*`, unless refused by name.
+  for (const char* taking : {"*;q=0, gzip", "*", "identity, *;q=0.5", "GZIP;Q=1"}) {
+    SCOPED_TRACE(taking);
+    auto res = http_request(port(), "GET", "/", "", {{"Accept-Encoding", taking}});
+    EXPECT_EQ(res.header("content-encoding").value_or(""), "gzip");
+  }
   // Refused with q=0: the plain bytes.
-  for (const char* refusal : {"gzip;q=0", "gzip; q=0.000, identity", "deflate"}) {
+  for (const char* refusal :
+       {"gzip;q=0", "gzip; q=0.000, identity", "deflate", "gzip;q=0, *", "*;q=0"}) {
     SCOPED_TRACE(refusal);
     auto res = http_request(port(), "GET", "/", "", {{"Accept-Encoding", refusal}});
     EXPECT_FALSE(res.header("content-encoding"));
