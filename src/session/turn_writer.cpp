@@ -46,6 +46,12 @@ TurnWriter::~TurnWriter() {
 
 void TurnWriter::forget_session(const std::string& session_id) {
   deleted_.insert(session_id);
+  // A write in flight may carry the session's row: it lands before the session's delete, or it
+  // would bring the session back.
+  if (auto flight = flight_) {
+    settle(flight);
+    if (std::exchange(again_, false)) start_write();
+  }
 }
 
 bool TurnWriter::is_deleted(const std::string& session_id) const {

@@ -60,7 +60,8 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
   // message.part.updated only (a tool's progress), nothing stored.
   void publish_part(const Part& part);
 
-  // The session was deleted: an aborted turn of it winding down publishes and stores nothing.
+  // The session is being deleted: an aborted turn of it winding down publishes and stores
+  // nothing, and a write in flight has ended when this returns (call it before the delete).
   void forget_session(const std::string& session_id);
   bool is_deleted(const std::string& session_id) const;
   // Server shutdown. From store_at_once() on, every flush() stores at once; store_waiting()

@@ -175,5 +175,41 @@ TEST_F(TurnWriterBusyStore, ANewerVersionStoredWhileAnOlderOneIsInFlightIsTheOne
   EXPECT_TRUE(stored("plan"));
 }
 
+// A session deleted while a write of its turn is on the writer's thread (the service forgets it
+// in the writer, then deletes it): the write lands first, so the delete leaves nothing behind
+// and the session does not come back.
+TEST_F(TurnWriterBusyStore, ASessionDeletedWhileItsWriteIsInFlightStaysDeleted) {
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE(round);
+    io_.restart();  // the last round ran it out of work
+    SessionInfo session = session_;
+    session.id = ids::make("ses");
+    ASSERT_TRUE(store_->put_session(session));
+    auto turn = std::make_shared<Turn>();
+    turn->session = session;
+    turn->unsaved_session = session;  // the turn stores its session's row too
+    MessageInfo message = message_;
+    message.id = ids::make("msg");
+    message.session_id = session.id;
+    writer_->stage_message(*turn, message);
+    std::atomic<bool> done{false};
+    asio::co_spawn(io_, store_turn(writer_, turn, done), asio::detached);
+    io_.poll();  // the write starts on the writer's thread
+    writer_->forget_session(session.id);
+    ASSERT_TRUE(store_->delete_session(session.id));
+    auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (!done && Clock::now() < deadline)
+      io_.run_for(milliseconds(1));
+    ASSERT_TRUE(done);
+    writer_->write_pending();
+    auto found = store_->get_session(session.id);
+    ASSERT_TRUE(found);
+    EXPECT_FALSE(found->has_value()) << "the deleted session came back";
+    auto messages = store_->list_messages(session.id);
+    ASSERT_TRUE(messages);
+    EXPECT_TRUE(messages->empty());
+  }
+}
+
 }  // namespace
 }  // namespace sb::session
