@@ -62,6 +62,9 @@ Result<SessionInfo> SessionService::update_session(const std::string& id, Sessio
     // New rules change what the session may do: it moves up the list, as OpenCode's does.
     s->updated = now_ms();
   }
+  // A write on the writer's thread may carry a running turn's older copy of the session: it
+  // lands first, so that it does not cover this change.
+  writer_->write_pending();
   if (auto r = deps_.store->put_session(*s); !r) return r.error();
   // A running turn keeps the session it began with (and stores it at its end): it takes the
   // change too, so that its end does not write the old title back.
