@@ -13,7 +13,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "tool/tool_test_helpers.hpp"
 
@@ -191,13 +190,9 @@ TEST_F(CustomToolsTest, AbortEndsTheCall) {
   auto loaded = load();
   ASSERT_EQ(loaded.tools.size(), 1u);
   auto ctx = context(asks_, nullptr, dir_.path());
-  std::thread aborter([signal = ctx.abort] {
-    std::this_thread::sleep_for(100ms);
-    signal->abort("stop");
-  });
   auto start = std::chrono::steady_clock::now();
-  auto r = run_io(loaded.tools[0]->execute(json::object{}, ctx));
-  aborter.join();
+  auto r = run_io(
+      aborted_after(100ms, ctx.abort, "stop", loaded.tools[0]->execute(json::object{}, ctx)));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message, "aborted");
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);

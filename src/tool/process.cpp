@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <mutex>
 
 #include "tool/process_groups.hpp"
 #include "tool/process_spawn.hpp"
@@ -69,33 +68,12 @@ int open_pidfd(pid_t pid) {
 
 enum class StopReason { None, Timeout, Abort };
 
-// Carries an abort from whichever thread fires it to the child's strand. AbortSignal runs and
-// then destroys its callbacks outside its lock, possibly after the run has ended and its
-// io_context is gone; so the callback holds only this bridge, and the bridge lets go of the
-// executor (a strand, whose destruction touches the io_context) when the run ends.
-class AbortBridge {
- public:
-  AbortBridge(asio::any_io_executor ex, std::function<void()> action)
-      : ex_(std::move(ex)), action_(std::move(action)) {}
-
-  void fire() {
-    std::lock_guard lock(mutex_);
-    if (ex_) asio::post(*ex_, action_);
-  }
-  void detach() {
-    std::lock_guard lock(mutex_);
-    ex_.reset();
-    action_ = nullptr;
-  }
-
- private:
-  std::mutex mutex_;
-  std::optional<asio::any_io_executor> ex_;
-  std::function<void()> action_;
-};
-
 // One running child and everything that watches it. All members are used on one strand only:
-// handlers run there, and the abort callback (which may fire on any thread) posts to it.
+// handlers run there, and the abort callback posts stop() there rather than run it inside
+// abort(), which may be called from anywhere on the executor (one of our own handlers included).
+// The callback holds only a weak pointer; its registration goes in finish() and in the
+// destructor, and a posted stop that never runs (the io_context destroyed first) is destroyed
+// with the io_context's other handlers.
 // Handlers keep the object alive through shared_from_this(); after finish() they do nothing.
 class ChildProcess : public std::enable_shared_from_this<ChildProcess> {
  public:
@@ -117,7 +95,6 @@ class ChildProcess : public std::enable_shared_from_this<ChildProcess> {
   ~ChildProcess() {
     // Reached without finish() only when the coroutine was destroyed mid-run (io_context torn
     // down): the child must not outlive us unreaped.
-    if (abort_bridge_) abort_bridge_->detach();
     if (!reaped_) {
       ::kill(-pid_, SIGKILL);
       forget_group();
@@ -158,11 +135,10 @@ class ChildProcess : public std::enable_shared_from_this<ChildProcess> {
       });
     }
     if (o_.abort) {
-      std::weak_ptr<ChildProcess> weak = shared_from_this();
-      abort_bridge_ = std::make_shared<AbortBridge>(ex_, [weak] {
-        if (auto self = weak.lock()) self->stop(StopReason::Abort);
+      abort_registration_.emplace(o_.abort, [weak = weak_from_this()] {
+        if (auto self = weak.lock())
+          asio::post(self->ex_, [self] { self->stop(StopReason::Abort); });
       });
-      abort_registration_.emplace(o_.abort, [bridge = abort_bridge_] { bridge->fire(); });
     }
   }
 
@@ -199,7 +175,6 @@ class ChildProcess : public std::enable_shared_from_this<ChildProcess> {
     stdin_.close(ignored);
     pidfd_.close(ignored);
     abort_registration_.reset();
-    if (abort_bridge_) abort_bridge_->detach();
     // After a timeout or abort, whatever of the group outlived SIGTERM goes now (a grandchild
     // that ignores SIGTERM would otherwise run on unsupervised).
     if (stop_reason_ != StopReason::None) ::kill(-pid_, SIGKILL);
@@ -419,7 +394,6 @@ class ChildProcess : public std::enable_shared_from_this<ChildProcess> {
   bool flush_armed_ = false;
   std::string pending_output_;
   Clock::time_point last_flush_{};
-  std::shared_ptr<AbortBridge> abort_bridge_;
   std::optional<AbortSignal::Registration> abort_registration_;
   StopReason stop_reason_ = StopReason::None;
   bool exited_ = false;

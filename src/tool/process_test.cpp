@@ -13,6 +13,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -343,46 +344,52 @@ TEST(Process, SigkillAfterTheGraceWhenSigtermIsIgnored) {
   EXPECT_TRUE(no_children());
 }
 
-TEST(Process, AbortFromAnotherThreadStopsTheChild) {
+TEST(Process, AbortStopsTheChild) {
   auto o = sh("echo started; sleep 100");
-  o.abort = AbortSignal::create();
-  std::thread aborter([signal = o.abort] {
-    std::this_thread::sleep_for(200ms);
-    signal->abort("user stop");
-  });
+  auto signal = o.abort = AbortSignal::create();
   auto start = std::chrono::steady_clock::now();
-  auto r = run_ok(std::move(o));
-  aborter.join();
-  EXPECT_TRUE(r.aborted);
-  EXPECT_FALSE(r.timed_out);
-  EXPECT_EQ(r.signal, SIGTERM);
-  EXPECT_EQ(r.output, "started\n");  // what came before the abort is kept
+  auto r = run_io(aborted_after(200ms, signal, "user stop", run_process(std::move(o))));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->aborted);
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_EQ(r->signal, SIGTERM);
+  EXPECT_EQ(r->output, "started\n");  // what came before the abort is kept
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   EXPECT_TRUE(no_children());
 }
 
 TEST(Process, AbortCallbackOutlivingTheRunIsHarmless) {
-  // AbortSignal::abort() runs its callbacks, then destroys them, on the aborting thread. Here a
-  // later callback holds abort() up while the run ends and its io_context is destroyed; the
-  // run's own callback is destroyed only afterwards and must not touch the dead io_context
-  // (ASan reports a use-after-free if it holds the strand).
+  // The signal outlives the run and its io_context. First the stop that the abort posts to the
+  // run's strand never runs: the handler that aborts also stops the io_context, which is then
+  // destroyed with the stop still queued; the child is reaped all the same. Then a run that
+  // ended is aborted after its io_context is gone: its callback must have been removed (ASan
+  // reports a use-after-free if it ran, or if anything held the dead io_context's strand).
   auto signal = AbortSignal::create();
   auto o = sh("sleep 100");
   o.abort = signal;
-  std::thread aborter;
   {
     asio::io_context io;
-    std::optional<Result<ProcessResult>> result;
+    bool finished = false;
     asio::co_spawn(io, run_process(o),
-                   [&](std::exception_ptr, Result<ProcessResult> r) { result = std::move(r); });
+                   [&](std::exception_ptr, Result<ProcessResult>) { finished = true; });
     io.run_for(100ms);  // the child runs and the run's abort callback is registered
-    signal->on_abort([] { std::this_thread::sleep_for(300ms); });
-    aborter = std::thread([signal] { signal->abort("stop"); });
+    asio::post(io, [&] {
+      signal->abort("stop");
+      io.stop();
+    });
     io.run();
-    ASSERT_TRUE(result && *result);
-    EXPECT_TRUE((*result)->aborted);
+    EXPECT_TRUE(signal->aborted());
+    EXPECT_FALSE(finished);
   }
-  aborter.join();
+  EXPECT_TRUE(no_children());
+
+  auto later = AbortSignal::create();
+  auto quick = sh("true");
+  quick.abort = later;
+  auto r = run_ok(std::move(quick));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_FALSE(r.aborted);
+  later->abort("stop");
   EXPECT_TRUE(no_children());
 }
 

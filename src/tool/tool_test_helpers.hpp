@@ -1,7 +1,8 @@
 #pragma once
 // Helpers shared by the tests of tool/ (one test binary): run a coroutine to its end on a
-// private io_context, build arguments from JSON text, record permission asks and progress, a
-// temporary directory, files read whole, and whether processes still run.
+// private io_context (and abort it from a timer there), build arguments from JSON text, record
+// permission asks and progress, a temporary directory, files read whole, and whether processes
+// still run.
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -10,6 +11,8 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,6 +20,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -49,6 +53,22 @@ T run_io(boost::asio::awaitable<T> task) {
   if (error) std::rethrow_exception(error);
   if (!value) throw std::runtime_error("the coroutine never finished");
   return std::move(*value);
+}
+
+// `task`, with `signal` fired (`reason`) `after` its start by a timer on the task's executor, as
+// the server aborts a turn: on its executor, between two handlers. The timer is cancelled when
+// the task ends first.
+template <class T>
+boost::asio::awaitable<T> aborted_after(std::chrono::milliseconds after,
+                                        std::shared_ptr<AbortSignal> signal, std::string reason,
+                                        boost::asio::awaitable<T> task) {
+  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, after);
+  timer.async_wait([signal, reason](boost::system::error_code ec) {
+    if (!ec) signal->abort(reason);
+  });
+  T value = co_await std::move(task);
+  timer.cancel();
+  co_return value;
 }
 
 inline ::testing::AssertionResult Contains(const std::string& text, const std::string& part) {

@@ -1,12 +1,16 @@
 #pragma once
 // AbortSignal: "stop what you are doing", shared by everything working on one tool call or turn.
-// Callbacks registered with on_abort run once, on the thread that calls abort() (or at once when
-// the signal has already fired). Thread-safe.
+// Callbacks registered with on_abort run once, inside the abort() that fires the signal (or at
+// once when the signal has already fired).
+//
+// Not thread-safe: used on the server's executor (one thread) only, like the rest of the core
+// (docs/development.md, "Threading model"). A callback may call on_abort, remove or abort on the
+// signal that runs it: abort() takes the callbacks out before it runs them, so a callback added
+// then runs at once and a remove() then does not stop one that is still to run.
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 namespace sb {
@@ -15,47 +19,34 @@ class AbortSignal {
  public:
   static std::shared_ptr<AbortSignal> create() { return std::make_shared<AbortSignal>(); }
 
-  bool aborted() const {
-    std::lock_guard lock(mutex_);
-    return aborted_;
-  }
-  std::string reason() const {
-    std::lock_guard lock(mutex_);
-    return reason_;
-  }
+  bool aborted() const { return aborted_; }
+  std::string reason() const { return reason_; }
 
   // Fires the signal; later calls do nothing.
   void abort(std::string reason) {
+    if (aborted_) return;
+    aborted_ = true;
+    reason_ = std::move(reason);
+    // Run from a local map: a callback may add or remove callbacks, or drop the last reference
+    // to this signal.
     std::map<std::uint64_t, std::function<void()>> callbacks;
-    {
-      std::lock_guard lock(mutex_);
-      if (aborted_) return;
-      aborted_ = true;
-      reason_ = std::move(reason);
-      callbacks.swap(callbacks_);
-    }
+    callbacks.swap(callbacks_);
     for (auto& [id, cb] : callbacks)
       cb();
   }
 
   // Returns an id for remove(); 0 when the callback already ran because the signal had fired.
   std::uint64_t on_abort(std::function<void()> callback) {
-    {
-      std::lock_guard lock(mutex_);
-      if (!aborted_) {
-        std::uint64_t id = ++next_id_;
-        callbacks_.emplace(id, std::move(callback));
-        return id;
-      }
+    if (aborted_) {
+      callback();
+      return 0;
     }
-    callback();
-    return 0;
+    std::uint64_t id = ++next_id_;
+    callbacks_.emplace(id, std::move(callback));
+    return id;
   }
 
-  void remove(std::uint64_t id) {
-    std::lock_guard lock(mutex_);
-    callbacks_.erase(id);
-  }
+  void remove(std::uint64_t id) { callbacks_.erase(id); }
 
   // Removes its callback when it goes out of scope.
   class Registration {
@@ -74,7 +65,6 @@ class AbortSignal {
   };
 
  private:
-  mutable std::mutex mutex_;
   bool aborted_ = false;
   std::string reason_;
   std::uint64_t next_id_ = 0;

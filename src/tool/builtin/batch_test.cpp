@@ -14,7 +14,6 @@
 #include <chrono>
 #include <filesystem>
 #include <stdexcept>
-#include <thread>
 
 #include "bus/event_bus.hpp"
 #include "clienttool/registry.hpp"
@@ -322,16 +321,12 @@ TEST_F(BatchTest, ProgressIsReportedPerCall) {
 
 TEST_F(BatchTest, AbortReachesEveryCall) {
   auto ctx = context(asks_);
-  std::thread aborter([signal = ctx.abort] {
-    std::this_thread::sleep_for(100ms);
-    signal->abort("stop");
-  });
   auto start = std::chrono::steady_clock::now();
-  auto r = run_io(
+  auto r = run_io(aborted_after(
+      100ms, ctx.abort, "stop",
       batch()->execute(args(R"({"tool_calls": [{"tool": "wait"}, {"tool": "wait"}, {"tool": "echo",
                "parameters": {"text": "quick"}}]})"),
-                       ctx));
-  aborter.join();
+                       ctx)));
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   EXPECT_TRUE(Contains(r->output, "1 of 3 tool calls succeeded; 2 failed."));

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <filesystem>
 #include <sstream>
-#include <thread>
 
 #include "tool/builtin/bash.hpp"
 #include "tool/builtin/glob.hpp"
@@ -292,14 +291,11 @@ TEST(BashTool, AbortEndsTheCallWithAnError) {
   TempDir dir;
   Asks asks;
   auto ctx = context(dir, asks);
-  std::thread aborter([signal = ctx.abort] {
-    std::this_thread::sleep_for(300ms);
-    signal->abort("user pressed stop");
-  });
   auto start = std::chrono::steady_clock::now();
-  auto r = call(make_bash_tool(),
-                R"({"command": "echo started; sleep 100 & sleep 100", "description": "d"})", ctx);
-  aborter.join();
+  auto r = run_io(aborted_after(
+      300ms, ctx.abort, "user pressed stop",
+      make_bash_tool()->execute(
+          args(R"({"command": "echo started; sleep 100 & sleep 100", "description": "d"})"), ctx)));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message, "aborted");
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);

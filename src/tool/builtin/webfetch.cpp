@@ -7,7 +7,6 @@
 #include <boost/url.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -153,10 +152,11 @@ ErrorCode status_error_code(int status) {
 }
 
 // The shared part of the whole-request deadline: the timer's handler may run after the
-// coroutine that armed it has finished, so it holds nothing of the coroutine's frame.
+// coroutine that armed it has finished, so it holds nothing of the coroutine's frame. Both run
+// on the executor.
 struct Deadline {
   std::shared_ptr<AbortSignal> signal = AbortSignal::create();
-  std::atomic<bool> fired{false};
+  bool fired = false;
 };
 
 class WebFetchTool final : public BasicTool {

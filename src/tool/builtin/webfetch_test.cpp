@@ -288,12 +288,8 @@ TEST_F(WebFetchTest, TimeoutIsCappedAt120Seconds) {
 TEST_F(WebFetchTest, AbortEndsTheRequestAtOnce) {
   auto ctx = context(asks_);
   auto start = std::chrono::steady_clock::now();
-  std::thread aborter([signal = ctx.abort] {
-    std::this_thread::sleep_for(150ms);
-    signal->abort("stopped by the user");
-  });
-  auto r = run_io(tool_->execute(args("{" + url_arg("/slow") + "}"), ctx));
-  aborter.join();
+  auto r = run_io(aborted_after(150ms, ctx.abort, "stopped by the user",
+                                tool_->execute(args("{" + url_arg("/slow") + "}"), ctx)));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message, "aborted");
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2000ms);
