@@ -74,7 +74,10 @@ class SseConnection final : public PushChannel {
     if (ui_message_stream) res.set("x-vercel-ai-ui-message-stream", "v1");
     res.set(http::field::content_type, "text/event-stream");
     res.set(http::field::cache_control, "no-cache");
-    res.set(http::field::connection, "keep-alive");
+    // The stream owns the socket and closes it when it ends: a client told "keep-alive" would put
+    // the socket back in its pool and could send its next request on it as the close arrives
+    // (undici's "fetch failed" after a chat's answer).
+    res.keep_alive(false);
     res.set("X-Accel-Buffering", "no");
     res.chunked(true);
     http::response_serializer<http::empty_body> sr{res};

@@ -103,6 +103,9 @@ describe('a text answer', () => {
     assert.equal(post.status, 200, chat.show());
     assert.equal(post.headers.get('x-vercel-ai-ui-message-stream'), 'v1', chat.show());
     assert.match(post.headers.get('content-type') ?? '', /^text\/event-stream/, chat.show());
+    // The server closes the socket when the answer ends: a client told keep-alive could send its
+    // next request on it as it closes ("fetch failed").
+    assert.equal(post.headers.get('connection'), 'close', chat.show());
     assert.ok(post.done, `the stream does not end with data: [DONE]:\n${chat.show()}`);
     assert.equal(post.lines.filter((l) => l.startsWith('data:')).at(-1), 'data: [DONE]', chat.show());
     const types = post.chunks.map((c) => c.type);
