@@ -163,4 +163,32 @@ std::vector<std::string> template_hints(std::string_view template_text) {
   return out;
 }
 
+const std::map<std::string, Command>& builtin_commands() {
+  static const std::map<std::string, Command> commands = [] {
+    Command init;
+    init.name = "init";
+    init.description = "create or update AGENTS.md";
+    init.template_text =
+        "Look through this project and write an AGENTS.md file at its top directory for the "
+        "coding agents that will work in it (about 20 to 40 lines). Say:\n"
+        "- how to build it, how to lint it, how to run all tests and how to run a single test;\n"
+        "- the code style it follows: imports, formatting, types, naming, how errors are "
+        "handled;\n"
+        "- anything in .cursor/rules/, .cursorrules or .github/copilot-instructions.md that "
+        "agents must follow.\n"
+        "If there is an AGENTS.md already, improve it rather than starting over.\n"
+        "$ARGUMENTS";
+    return std::map<std::string, Command>{{init.name, init}};
+  }();
+  return commands;
+}
+
+const Command* find_command(const std::map<std::string, Command>& configured,
+                            const std::string& name) {
+  if (auto it = configured.find(name); it != configured.end()) return &it->second;
+  const auto& builtin = builtin_commands();
+  if (auto it = builtin.find(name); it != builtin.end()) return &it->second;
+  return nullptr;
+}
+
 }  // namespace sb::config

@@ -27,6 +27,14 @@ struct Command {
 // ("command.review.template must be a non-empty string"); Config::located adds the file.
 Result<std::map<std::string, Command>> parse_commands(const json::object& raw);
 
+// The commands a server has without a config, as OpenCode has them: `init` (write an AGENTS.md
+// for the project, what POST /session/{id}/init runs). A config's command of the same name
+// replaces one.
+const std::map<std::string, Command>& builtin_commands();
+// The command `name`: the config's, else the built-in one; nullptr when there is none.
+const Command* find_command(const std::map<std::string, Command>& configured,
+                            const std::string& name);
+
 // The template with the arguments put in, as OpenCode does: `arguments` is split into words
 // (a "double-" or 'single-quoted' run is one word, its quotes dropped); `$N` becomes the Nth word
 // (nothing when there are fewer; `$0` nothing), the highest `$N` of the template the Nth word and

@@ -509,6 +509,40 @@ Result<chat::ChatRequest> decode_chat_request(const json::object& request,
   return out;
 }
 
+namespace {
+
+// {providerID, modelID} at the top of a body: both or neither.
+Result<std::optional<std::string>> decode_model_ids(const json::object& body) {
+  std::optional<std::string> provider, model;
+  if (auto r = take(get_string(body, "providerID"), provider); !r) return r.error();
+  if (auto r = take(get_string(body, "modelID"), model); !r) return r.error();
+  if (provider.has_value() != model.has_value())
+    return invalid(
+        "providerID and modelID go together: send both, or neither for the default "
+        "model");
+  if (!provider) return std::optional<std::string>();
+  return std::optional<std::string>(*provider + "/" + *model);
+}
+
+}  // namespace
+
+Result<SummarizeRequest> decode_summarize(const json::object& body) {
+  SummarizeRequest out;
+  if (auto r = take(decode_model_ids(body), out.model); !r) return r.error();
+  auto automatic = get_bool(body, "auto");
+  if (!automatic) return automatic.error();
+  out.auto_continue = automatic->value_or(false);
+  return out;
+}
+
+Result<std::optional<std::string>> decode_init(const json::object& body) {
+  auto message_id = get_string(body, "messageID");
+  if (!message_id) return message_id.error();
+  if (*message_id)
+    if (auto r = decode_message_id(**message_id, "messageID"); !r) return r.error();
+  return decode_model_ids(body);
+}
+
 Result<CommandRequest> decode_command(const json::object& body) {
   CommandRequest out;
   if (auto r = take(require_string(body, "command"), out.command); !r) return r.error();

@@ -141,4 +141,16 @@ struct CommandRequest {
 };
 Result<CommandRequest> decode_command(const json::object& body);
 
+// POST /session/{id}/summarize: {providerID?, modelID? (both or neither), auto?}.
+struct SummarizeRequest {
+  std::optional<std::string> model;  // "PROVIDER/MODEL"
+  bool auto_continue = false;
+};
+Result<SummarizeRequest> decode_summarize(const json::object& body);
+
+// POST /session/{id}/init: {providerID?, modelID? (both or neither), messageID?}. OpenCode's
+// clients send a messageID for the user message; the server names the messages it stores, so
+// it is checked as an id and not used. The model, "PROVIDER/MODEL"; nullopt for the default.
+Result<std::optional<std::string>> decode_init(const json::object& body);
+
 }  // namespace sb::server

@@ -84,6 +84,8 @@ asio::awaitable<Reply> list_commands(Call& c) {
   json::array out;
   for (const auto& [name, command] : c.state.config.commands)
     out.push_back(command_json(command));
+  for (const auto& [name, command] : config::builtin_commands())
+    if (!c.state.config.commands.count(name)) out.push_back(command_json(command));
   co_return ok(c, out);
 }
 
@@ -91,40 +93,59 @@ asio::awaitable<Reply> list_commands(Call& c) {
 // OpenCode does: with the command's agent, else the request's; with the command's model, else
 // its agent's, else the request's (else the agent's or the default). Answers as
 // POST /session/{id}/message.
+asio::awaitable<Result<session::MessageWithParts>> run_named_command(Call& c,
+                                                                     CommandRequest request) {
+  const config::Command* command = config::find_command(c.state.config.commands, request.command);
+  if (!command)
+    co_return make_error(
+        ErrorCode::NotFound,
+        "no command \"" + request.command + "\": the config's `command` key names the commands");
+  session::PromptInput input;
+  input.text = config::expand_template(command->template_text, request.arguments);
+  input.agent = command->agent ? command->agent : request.agent;
+  input.model = request.model;
+  if (command->agent) {
+    auto agent = c.state.sessions->agents().find(*command->agent);
+    if (agent == c.state.sessions->agents().end())
+      co_return make_error(ErrorCode::InvalidRequest, "Unknown agent: " + *command->agent +
+                                                          " (command." + command->name + ".agent)");
+    if (agent->second.model) input.model = agent->second.model;
+  }
+  if (command->model) input.model = command->model;
+  std::string session_id = c.params[0];
+  auto r = co_await c.state.sessions->prompt(session_id, std::move(input));
+  if (r)
+    c.state.bus->publish("command.executed", json::object{{"name", command->name},
+                                                          {"sessionID", session_id},
+                                                          {"arguments", request.arguments},
+                                                          {"messageID", r->info.id}});
+  co_await event_streams_caught_up(c.state);  // the turn's events, this one too, before the answer
+  co_return r;
+}
+
 asio::awaitable<Reply> run_command(Call& c) {
   auto body = body_object(c.state, c.req);
   if (!body) co_return fail(c, body.error());
   auto request = decode_command(*body);
   if (!request) co_return fail(c, request.error());
-  auto found = c.state.config.commands.find(request->command);
-  if (found == c.state.config.commands.end())
-    co_return fail(c, make_error(ErrorCode::NotFound,
-                                 "no command \"" + request->command +
-                                     "\": the config's `command` key names the commands"));
-  const config::Command& command = found->second;
-  session::PromptInput input;
-  input.text = config::expand_template(command.template_text, request->arguments);
-  input.agent = command.agent ? command.agent : request->agent;
-  input.model = request->model;
-  if (command.agent) {
-    auto agent = c.state.sessions->agents().find(*command.agent);
-    if (agent == c.state.sessions->agents().end())
-      co_return fail(
-          c, make_error(ErrorCode::InvalidRequest, "Unknown agent: " + *command.agent +
-                                                       " (command." + command.name + ".agent)"));
-    if (agent->second.model) input.model = agent->second.model;
-  }
-  if (command.model) input.model = command.model;
-  std::string session_id = c.params[0];
-  auto r = co_await c.state.sessions->prompt(session_id, std::move(input));
-  if (r)
-    c.state.bus->publish("command.executed", json::object{{"name", command.name},
-                                                          {"sessionID", session_id},
-                                                          {"arguments", request->arguments},
-                                                          {"messageID", r->info.id}});
-  co_await event_streams_caught_up(c.state);  // the turn's events, this one too, before the answer
+  auto r = co_await run_named_command(c, std::move(*request));
   if (!r) co_return fail(c, r.error());
   co_return ok_text(c, session::json_text(*r));
+}
+
+// POST /session/{id}/init: the `init` command (built in, or the config's), as OpenCode's
+// session.init; answers true once its turn has ended.
+asio::awaitable<Reply> init_session(Call& c) {
+  auto body = body_object(c.state, c.req);
+  if (!body) co_return fail(c, body.error());
+  auto model = decode_init(*body);
+  if (!model) co_return fail(c, model.error());
+  CommandRequest request;
+  request.command = "init";
+  request.model = std::move(*model);
+  auto r = co_await run_named_command(c, std::move(request));
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, true);
 }
 
 // ---- directories, the project, its branch -----------------------------------------------------
@@ -255,7 +276,9 @@ std::vector<Route> project_routes() {
       {http::verb::get,
        {"command"},
        &list_commands,
-       {.id = "command.list", .summary = "The config's commands", .answer = "CommandList"}},
+       {.id = "command.list",
+        .summary = "The commands: the config's and the built-in init",
+        .answer = "CommandList"}},
       {http::verb::post,
        {"session", "{sessionID}", "command"},
        &run_command,
@@ -263,6 +286,14 @@ std::vector<Route> project_routes() {
         .summary = "Run a command: prompt its template with the arguments and wait for the answer",
         .body = "CommandInput",
         .answer = "MessageWithParts",
+        .statuses = "404 409 503"}},
+      {http::verb::post,
+       {"session", "{sessionID}", "init"},
+       &init_session,
+       {.id = "session.init",
+        .summary = "Run the init command (write AGENTS.md for the project) and wait for its turn",
+        .body = "InitRequest",
+        .answer = "OkTrue",
         .statuses = "404 409 503"}},
       {http::verb::get,
        {"path"},

@@ -238,6 +238,20 @@ asio::awaitable<Reply> prompt_async(Call& c) {
   co_return res;
 }
 
+// POST /session/{id}/summarize: OpenCode's compaction; true once the summary is stored (false
+// when the model failed: the summary message carries the error).
+asio::awaitable<Reply> summarize_session(Call& c) {
+  auto body = body_object(c.state, c.req);
+  if (!body) co_return fail(c, body.error());
+  auto request = decode_summarize(*body);
+  if (!request) co_return fail(c, request.error());
+  auto r = co_await c.state.sessions->summarize(c.params[0], std::move(request->model),
+                                                request->auto_continue);
+  co_await event_streams_caught_up(c.state);  // the summary's events before the answer
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, *r);
+}
+
 asio::awaitable<Reply> abort_session(Call& c) {
   if (auto s = c.state.sessions->get_session(c.params[0]); !s) co_return fail(c, s.error());
   co_return ok(c, c.state.sessions->abort(c.params[0]));
@@ -504,6 +518,14 @@ std::vector<Route> session_routes() {
         .body = "PromptRequest",
         .statuses = "404 409 503",
         .status = 204}},
+      {http::verb::post,
+       {"session", "{sessionID}", "summarize"},
+       &summarize_session,
+       {.id = "session.summarize",
+        .summary = "Summarize the conversation: from then on the model sees it from the summary on",
+        .body = "SummarizeRequest",
+        .answer = "Summarized",
+        .statuses = "404 409 503"}},
       {http::verb::post,
        {"session", "{sessionID}", "abort"},
        &abort_session,

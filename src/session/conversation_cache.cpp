@@ -1,5 +1,7 @@
 #include "session/conversation_cache.hpp"
 
+#include <algorithm>
+
 #include "session/files.hpp"
 
 namespace sb::session {
@@ -15,6 +17,9 @@ void append_history(const MessageWithParts& m, std::vector<provider::ModelMessag
   for (const auto& p : m.parts)
     if (p.type == Part::Type::Text) text += (text.empty() ? "" : "\n") + p.text;
   if (m.info.role == MessageInfo::Role::User) {
+    bool asks_summary = std::any_of(m.parts.begin(), m.parts.end(),
+                                    [](const Part& p) { return p.type == Part::Type::Compaction; });
+    if (asks_summary && text.empty()) text = kSummaryQuestion;
     // A text file's content is in its synthetic text parts; images and PDFs go as themselves.
     std::vector<provider::Attachment> attachments;
     for (const auto& p : m.parts)
@@ -39,6 +44,19 @@ void append_history(const MessageWithParts& m, std::vector<provider::ModelMessag
     out.push_back(std::move(r));
 }
 
+std::size_t history_start(const std::vector<MessageWithParts>& stored) {
+  for (std::size_t i = stored.size(); i-- > 0;) {
+    const MessageInfo& info = stored[i].info;
+    // The summary stands for everything before the question it answers; one that failed (or
+    // was cut short) does not.
+    if (info.role != MessageInfo::Role::Assistant || !info.summary || info.error || !info.completed)
+      continue;
+    for (std::size_t q = i; q-- > 0;)
+      if (stored[q].info.id == info.parent_id) return q;
+  }
+  return 0;
+}
+
 Result<std::shared_ptr<Conversation>> ConversationCache::get(const std::string& session_id) {
   if (auto it = conversations_.find(session_id); it != conversations_.end()) {
     it->second->used = ++uses_;
@@ -47,8 +65,8 @@ Result<std::shared_ptr<Conversation>> ConversationCache::get(const std::string& 
   auto stored = store_->list_messages(session_id);
   if (!stored) return stored.error();
   auto loaded = std::make_shared<Conversation>();
-  for (const auto& m : *stored)
-    append_history(m, loaded->messages);
+  for (std::size_t i = history_start(*stored); i < stored->size(); ++i)
+    append_history((*stored)[i], loaded->messages);
   loaded->used = ++uses_;
   conversations_[session_id] = loaded;
   while (conversations_.size() > kConversationsKept) {

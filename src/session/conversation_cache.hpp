@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "session/store.hpp"
@@ -13,8 +14,14 @@
 
 namespace sb::session {
 
-// One stored message as the model sees it, appended to `out`.
+// One stored message as the model sees it, appended to `out`. A user message that asked for a
+// summary (a compaction part) reads as kSummaryQuestion: the summary that answers it follows.
 void append_history(const MessageWithParts& m, std::vector<provider::ModelMessage>& out);
+inline constexpr std::string_view kSummaryQuestion = "What did we do so far?";
+
+// Where the model's view of `stored` (a session's messages, oldest first) starts: at the user
+// message of the last summary that succeeded (OpenCode's compaction), else at the first message.
+std::size_t history_start(const std::vector<MessageWithParts>& stored);
 
 class ConversationCache {
  public:

@@ -26,6 +26,22 @@ constexpr std::string_view kLastStepNote =
     "now. Answer with text only: say what was done, what is left, and what the user could ask "
     "for next.";
 
+// What the model is asked for a summary (as its system prompt and as the last user message),
+// in words of our own: the summary replaces the conversation for every later step, so it must
+// carry what a model needs to go on.
+constexpr std::string_view kSummarySystem =
+    "You write summaries of conversations between a user and a coding agent. The summary "
+    "replaces the conversation: the agent that continues the work sees only the summary and what "
+    "comes after it.";
+constexpr std::string_view kSummaryRequest =
+    "Summarize our conversation so far for the agent that will continue it. Do not call tools; "
+    "answer with the summary only, under these headings:\n"
+    "## Goal\nWhat the user wants done.\n"
+    "## Instructions\nWhat the user asked for or ruled out that still holds, and any plan.\n"
+    "## Findings\nWhat was learned that the next agent needs.\n"
+    "## Progress\nWhat is done, what is under way and what is left.\n"
+    "## Files\nThe files and directories read, changed or created that matter for the work.";
+
 std::string system_prompt(const Agent& agent, const std::filesystem::path& directory) {
   std::string prompt = agent.prompt;
   if (prompt.empty())
@@ -175,12 +191,21 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
   // The user's message: a new one, or the stored one whose answer is made again (the
   // conversation read above has it).
   MessageInfo user = new_message(session_id, MessageInfo::Role::User, prompt);
-  if (!input.answer_again.empty()) {
+  if (input.compact) {
+    deps_.writer->stage_message(*turn, user);
+    Part ask = new_part(user, Part::Type::Compaction);
+    ask.auto_continue = input.auto_continue;
+    deps_.writer->stage_part(*turn, ask);
+    // Asked in full here; once answered, the stored question reads as kSummaryQuestion.
+    turn->conversation->messages.push_back(
+        provider::ModelMessage::user(std::string(kSummaryRequest), {}));
+  } else if (!input.answer_again.empty()) {
     user.id = input.answer_again;
   } else {
     deps_.writer->stage_message(*turn, user);
     Part text = new_part(user, Part::Type::Text);
     text.text = input.text;  // no time: OpenCode's CLI prints a text part with time.end as output
+    text.synthetic = input.synthetic;
     // The parts in the prompt's order: the files' (files.hpp) with the text among them.
     // Ids in that order too: the message's parts are listed by id.
     MessageWithParts asked{user, {}};
@@ -214,7 +239,7 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
     co_return turn->messages.front();
   }
 
-  provider::ToolSet tool_set = tool_sets_.get(turn->offered);
+  provider::ToolSet tool_set = input.compact ? provider::ToolSet() : tool_sets_.get(turn->offered);
 
   std::optional<std::size_t> last;  // the last step's message in turn->messages
   for (int step_no = 0; step_no < turn->agent.max_steps; ++step_no) {
@@ -230,12 +255,19 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
     step->request.tools = tool_set;
     // The agent's last step may call no tools, and the model is told why: the turn ends with
     // its account of what it did instead of with a tool call whose result nobody reads.
-    if (step_no + 1 >= turn->agent.max_steps) {
+    if (input.compact) {
+      step->request.no_tool_calls = true;
+      step->request.system = kSummarySystem;
+    } else if (step_no + 1 >= turn->agent.max_steps) {
       step->request.no_tool_calls = true;
       step->request.system += kLastStepNote;
     }
     MessageInfo& m = step->message;
     m = new_message(session_id, MessageInfo::Role::Assistant, prompt);
+    if (input.compact) {
+      m.agent = "compaction";  // OpenCode's name for the summary's agent and mode
+      m.summary = true;
+    }
     m.parent_id = user.id;
     m.cwd = options_.directory.string();
     deps_.writer->stage_message(*turn, m);
@@ -281,7 +313,7 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
     append_history(*stored, turn->conversation->messages);
     last = static_cast<std::size_t>(stored - turn->messages.data());
     bool called_tools = !step->tools.empty();
-    if (m.error || step->halt || !called_tools) break;
+    if (m.error || step->halt || !called_tools || input.compact) break;
   }
   // Everything of the turn is stored before its answer; while the checkpoint thread holds the
   // store, the turn waits on a timer, not the thread.

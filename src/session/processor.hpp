@@ -53,6 +53,14 @@ struct PromptInput {
   std::string answer_again;
   // noReply: the user's message is stored and no step runs; the turn answers that message.
   bool no_reply = false;
+  // A summary of the conversation (POST /session/{id}/summarize) instead of `text`: the user's
+  // message is a compaction part, the model is offered no tools and its answer is the summary
+  // from which the model sees the conversation afterwards. `auto_continue`: recorded on the
+  // part (the turn that goes on after it is SessionService::summarize's).
+  bool compact = false;
+  bool auto_continue = false;
+  // The text is the server's, not the person's (the "go on" after an automatic summary).
+  bool synthetic = false;
 };
 
 // A prompt's agent and model, looked up once per prompt (before a prompt_async answers, so that

@@ -15,6 +15,10 @@ namespace asio = boost::asio;
 
 namespace {
 
+// What the turn after an automatic summary starts with (a synthetic user message).
+constexpr std::string_view kContinueAfterSummary =
+    "Go on with the work if there is a next step; if it is unclear how to go on, stop and ask.";
+
 std::string default_title() {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -213,6 +217,42 @@ asio::awaitable<Result<MessageWithParts>> SessionService::prompt(std::string ses
   auto result = co_await processor_->run_turn(*turn, std::move(input), std::move(*resolved));
   end_turn(session_id);
   co_return result;
+}
+
+asio::awaitable<Result<bool>> SessionService::summarize(std::string session_id,
+                                                        std::optional<std::string> model,
+                                                        bool auto_continue) {
+  auto self = shared_from_this();
+  PromptInput input;
+  input.model = std::move(model);
+  input.compact = true;
+  input.auto_continue = auto_continue;
+  auto resolved = resolve_prompt(deps_.agents, deps_.providers, input);
+  if (!resolved) co_return resolved.error();
+  auto turn = begin_turn(session_id);
+  if (!turn) co_return turn.error();
+  auto summary = co_await processor_->run_turn(*turn, input, *resolved);
+  // The conversation in memory holds everything before the summary and the request for it:
+  // read again, it starts at the summary.
+  conversations_->forget(session_id);
+  bool summarized = summary && summary->info.summary && !summary->info.error;
+  if (summarized) deps_.bus->publish("session.compacted", json::object{{"sessionID", session_id}});
+  if (summarized && auto_continue && !(*turn)->abort->aborted()) {
+    // The same turn for its clients (one busy period, one abort), a new one for the writer.
+    auto next = std::make_shared<Turn>();
+    next->session = (*turn)->session;
+    next->abort = (*turn)->abort;
+    turns_[session_id] = next;
+    PromptInput go_on;
+    go_on.text = std::string(kContinueAfterSummary);
+    go_on.synthetic = true;
+    go_on.model = input.model;
+    auto r = co_await processor_->run_turn(next, std::move(go_on), std::move(*resolved));
+    if (!r) log::warn("the turn after the summary of ", session_id, " failed: ", r.error().message);
+  }
+  end_turn(session_id);
+  if (!summary) co_return summary.error();
+  co_return summarized;
 }
 
 Result<void> SessionService::prompt_async(std::string session_id, PromptInput input) {

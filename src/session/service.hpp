@@ -131,6 +131,15 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
                                                           PromptInput input);
   // Starts a turn and returns at once.
   Result<void> prompt_async(std::string session_id, PromptInput input);
+  // Summarizes the conversation (OpenCode's compaction) with the model (`model`, else the
+  // default agent's or the default): a user message with a compaction part, answered by an
+  // assistant message with `summary: true`; from then on the model sees the conversation from
+  // that question on. `auto_continue`: the turn goes on after the summary (a synthetic user
+  // message asks the model to continue). Runs as a turn: Conflict when the session is busy.
+  // False when the summary failed (its message carries the error).
+  boost::asio::awaitable<Result<bool>> summarize(std::string session_id,
+                                                 std::optional<std::string> model,
+                                                 bool auto_continue);
   // Takes back the last answer to have it made again (a chat's regenerate): the messages after
   // the last user message are deleted, as a revert, and that message's id is returned for
   // PromptInput::answer_again. Conflict while a turn runs; NotFound without a user message.

@@ -41,6 +41,8 @@ std::string_view to_string(Part::Type t) {
       return "step-finish";
     case Part::Type::File:
       return "file";
+    case Part::Type::Compaction:
+      return "compaction";
   }
   return "text";
 }
@@ -221,6 +223,7 @@ void append_json(std::string& out, const MessageInfo& m) {
   o.number("cost", m.cost);
   append_tokens(o.key("tokens"), m.tokens);
   if (!m.finish.empty()) o.string("finish", m.finish);
+  if (m.summary) o.value("summary", true);
   if (m.error) {
     ObjectWriter error(o.key("error"));
     error.string("name", m.error->name);
@@ -261,6 +264,8 @@ Result<MessageInfo> message_from_json(const json::object& o) {
   m.cost = real(o, "cost");
   m.tokens = tokens_from(obj(o, "tokens"));
   m.finish = str(o, "finish");
+  if (auto s = o.find("summary"); s != o.end() && s->value().is_bool())
+    m.summary = s->value().get_bool();
   if (o.contains("error")) {
     const auto& e = obj(o, "error");
     NamedError err;
@@ -328,6 +333,9 @@ void append_json(std::string& out, const Part& p) {
       o.string("url", p.url);
       if (!p.source.empty()) o.value("source", p.source);
       break;
+    case Part::Type::Compaction:
+      o.value("auto", p.auto_continue);
+      break;
     case Part::Type::StepFinish:
       o.string("reason", p.reason).number("cost", p.cost);
       append_tokens(o.key("tokens"), p.tokens);
@@ -375,6 +383,8 @@ Result<Part> part_from_json(const json::object& o) {
     p.type = Part::Type::StepFinish;
   else if (type == "file")
     p.type = Part::Type::File;
+  else if (type == "compaction")
+    p.type = Part::Type::Compaction;
   else
     return make_error(ErrorCode::Internal, "stored part of unknown type \"" + type + "\"");
   p.text = str(o, "text");
@@ -407,6 +417,8 @@ Result<Part> part_from_json(const json::object& o) {
     p.state.start = num(st, "start");
     p.state.end = num(st, "end");
   }
+  if (auto a = o.find("auto"); a != o.end() && a->value().is_bool())
+    p.auto_continue = a->value().get_bool();
   p.reason = str(o, "reason");
   p.cost = real(o, "cost");
   p.tokens = tokens_from(obj(o, "tokens"));

@@ -80,6 +80,9 @@ struct MessageInfo {
   std::string finish;  // "stop", "tool-calls", "length", ...
   std::optional<NamedError> error;
   std::string cwd;
+  // The summary of the conversation before it (POST /session/{id}/summarize): the model sees
+  // the conversation from the last one on.
+  bool summary = false;
 };
 
 struct ToolState {
@@ -97,7 +100,7 @@ struct ToolState {
 };
 
 struct Part {
-  enum class Type { Text, Reasoning, Tool, StepStart, StepFinish, File };
+  enum class Type { Text, Reasoning, Tool, StepStart, StepFinish, File, Compaction };
   std::string id;
   std::string session_id;
   std::string message_id;
@@ -120,6 +123,9 @@ struct Part {
   std::string reason;
   Tokens tokens;
   double cost = 0;
+  // compaction (a user message that asks for a summary of the conversation, OpenCode's
+  // CompactionPart): the turn goes on after the summary
+  bool auto_continue = false;
 };
 
 std::string_view to_string(ToolState::Status s);

@@ -1,5 +1,7 @@
 #include "session/types.hpp"
 
+#include "session/conversation_cache.hpp"
+
 #include <gtest/gtest.h>
 
 namespace sb::session {
@@ -102,6 +104,65 @@ TEST(SessionJson, TextReasoningAndStepPartsReadBack) {
   EXPECT_EQ(back.tokens.reasoning, 3);
   EXPECT_EQ(back.tokens.cache_read, 2);
   EXPECT_EQ(back.tokens.cache_write, 1);
+}
+
+TEST(SessionJson, ACompactionPartAndASummaryReadBack) {
+  Part ask = part(Part::Type::Compaction, "prt_c");
+  ask.auto_continue = true;
+  Part back = read_back(ask, part_from_json);
+  EXPECT_EQ(back.type, Part::Type::Compaction);
+  EXPECT_TRUE(back.auto_continue);
+  EXPECT_EQ(to_json(ask).at("auto"), json::value(true));
+
+  MessageInfo summary;
+  summary.id = "msg_s";
+  summary.role = MessageInfo::Role::Assistant;
+  summary.summary = true;
+  EXPECT_TRUE(read_back(summary, message_from_json).summary);
+  summary.summary = false;
+  EXPECT_FALSE(to_json(summary).contains("summary")) << "only a summary says so";
+}
+
+// The model's view starts at the question of the last summary that succeeded.
+TEST(SessionHistory, StartsAtTheQuestionOfTheLastGoodSummary) {
+  auto message = [](std::string id, MessageInfo::Role role, std::string parent = {}) {
+    MessageWithParts m;
+    m.info.id = std::move(id);
+    m.info.role = role;
+    m.info.parent_id = std::move(parent);
+    m.info.completed = 1;
+    return m;
+  };
+  using R = MessageInfo::Role;
+  std::vector<MessageWithParts> stored{message("msg_1", R::User),
+                                       message("msg_2", R::Assistant, "msg_1")};
+  EXPECT_EQ(history_start(stored), 0u) << "no summary: everything";
+
+  stored.push_back(message("msg_3", R::User));
+  stored.push_back(message("msg_4", R::Assistant, "msg_3"));
+  stored.back().info.summary = true;
+  stored.push_back(message("msg_5", R::User));
+  EXPECT_EQ(history_start(stored), 2u);
+
+  // A later summary that failed, or that is still being written, does not count.
+  stored.push_back(message("msg_6", R::User));
+  stored.push_back(message("msg_7", R::Assistant, "msg_6"));
+  stored.back().info.summary = true;
+  stored.back().info.error = NamedError{"APIError", "too long", {}};
+  EXPECT_EQ(history_start(stored), 2u);
+  stored.back().info.error.reset();
+  stored.back().info.completed.reset();
+  EXPECT_EQ(history_start(stored), 2u);
+  stored.back().info.completed = 2;
+  EXPECT_EQ(history_start(stored), 5u);
+
+  // The question the summary answers reads as the question of a summary.
+  MessageWithParts question = message("msg_q", R::User);
+  question.parts.push_back(part(Part::Type::Compaction, "prt_q"));
+  std::vector<provider::ModelMessage> out;
+  append_history(question, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].text, kSummaryQuestion);
 }
 
 TEST(SessionJson, MessagesReadBackWithTheirErrors) {

@@ -2276,5 +2276,185 @@ TEST_F(SessionScripted, AbortClosesAnOpenQuestion) {
   EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
 }
 
+// ---- summarize (OpenCode's compaction) and init -------------------------------------------------
+
+// The user contents of an OpenAI request's messages, in order.
+std::vector<std::string> user_texts(const RecordedRequest& r) {
+  std::vector<std::string> out;
+  for (const auto& m : array_at(r.json, "/messages"))
+    if (string_at(m, "/role") == "user") out.push_back(string_at(m, "/content"));
+  return out;
+}
+
+TEST_F(SessionTest, ASummaryReplacesTheConversationTheModelSeesAndSurvivesARestart) {
+  start_server(openai_config());
+  BusEvents bus(port());
+  std::string sid = create_session();
+  model_.push(FakeResponse::with_text("first answer"));
+  ASSERT_TRUE(IsOk(prompt(sid, "first question")));
+
+  model_.push(FakeResponse::with_text("SUMMARY: one question was asked"));
+  auto summarized = http_post(port(), "/session/" + sid + "/summarize",
+                              json::object{{"providerID", "fake"}, {"modelID", "fake-model"}});
+  ASSERT_TRUE(IsOk(summarized)) << summarized.describe();
+  EXPECT_EQ(summarized.json(), json::value(true)) << summarized.describe();
+  EXPECT_TRUE(bus.next_where("session.compacted", "/properties/sessionID", json::value(sid), 5s))
+      << "no session.compacted event";
+
+  // The model was asked for the summary with the whole conversation and no tools.
+  auto asked = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(asked);
+  auto asked_users = user_texts(*asked);
+  ASSERT_EQ(asked_users.size(), 2u) << asked->body;
+  EXPECT_EQ(asked_users[0], "first question");
+  EXPECT_TRUE(contains(asked_users[1], "Summarize our conversation")) << asked->body;
+  EXPECT_EQ(find(asked->json, "/tools"), nullptr) << "tools offered for a summary: " << asked->body;
+
+  // Stored as OpenCode stores a compaction: a user message with a compaction part, answered by
+  // an assistant message with summary: true.
+  json::array list = messages(sid);
+  ASSERT_EQ(list.size(), 4u) << str(json::value(list));
+  EXPECT_EQ(string_at(list[2], "/info/role"), "user");
+  EXPECT_EQ(string_at(list[2], "/parts/0/type"), "compaction") << str(list[2]);
+  EXPECT_EQ(value_at(list[2], "/parts/0/auto"), json::value(false)) << str(list[2]);
+  EXPECT_EQ(string_at(list[3], "/info/role"), "assistant");
+  EXPECT_EQ(value_at(list[3], "/info/summary"), json::value(true)) << str(list[3]);
+  EXPECT_EQ(string_at(list[3], "/info/agent"), "compaction") << str(list[3]);
+  EXPECT_EQ(string_at(list[3], "/info/parentID"), string_at(list[2], "/info/id"));
+  EXPECT_EQ(text_of(list[3]), "SUMMARY: one question was asked");
+
+  // The next turn's model sees the summary in place of what it summarizes.
+  model_.push(FakeResponse::with_text("second answer"));
+  ASSERT_TRUE(IsOk(prompt(sid, "second question")));
+  auto next = model_.wait_for_request(2, 1s);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(user_texts(*next),
+            (std::vector<std::string>{"What did we do so far?", "second question"}))
+      << next->body;
+  EXPECT_TRUE(contains(next->body, "SUMMARY: one question was asked")) << next->body;
+  EXPECT_FALSE(contains(next->body, "first answer")) << next->body;
+
+  // Read back from the store after a restart, the conversation still starts at the summary.
+  server_.reset();
+  start_server(openai_config());
+  model_.push(FakeResponse::with_text("third answer"));
+  ASSERT_TRUE(IsOk(prompt(sid, "third question")));
+  auto after_restart = model_.wait_for_request(3, 1s);
+  ASSERT_TRUE(after_restart);
+  EXPECT_EQ(
+      user_texts(*after_restart),
+      (std::vector<std::string>{"What did we do so far?", "second question", "third question"}))
+      << after_restart->body;
+  EXPECT_FALSE(contains(after_restart->body, "first question")) << after_restart->body;
+}
+
+TEST_F(SessionTest, ASummaryTheModelFailsIsFalseAndTheConversationStaysWhole) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  model_.push(FakeResponse::with_text("first answer"));
+  ASSERT_TRUE(IsOk(prompt(sid, "first question")));
+  model_.push(FakeResponse::http_error(400, "context too long"));
+  auto summarized = http_post(port(), "/session/" + sid + "/summarize", json::object{});
+  ASSERT_TRUE(IsOk(summarized)) << summarized.describe();
+  EXPECT_EQ(summarized.json(), json::value(false)) << summarized.describe();
+  json::array list = messages(sid);
+  ASSERT_EQ(list.size(), 4u) << str(json::value(list));
+  EXPECT_NE(find(list[3], "/info/error"), nullptr) << str(list[3]);
+
+  model_.push(FakeResponse::with_text("second answer"));
+  ASSERT_TRUE(IsOk(prompt(sid, "second question")));
+  auto next = model_.wait_for_request(2, 1s);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(user_texts(*next).front(), "first question")
+      << "a failed summary cut the conversation: " << next->body;
+}
+
+TEST_F(SessionTest, SummarizeRefusesWhatItCannotDo) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  EXPECT_TRUE(IsError(
+      http_post(port(), "/session/" + sid + "/summarize", json::object{{"providerID", "fake"}}),
+      400, "INVALID_REQUEST"));
+  EXPECT_TRUE(
+      IsError(http_post(port(), "/session/" + sid + "/summarize", json::object{{"auto", "yes"}}),
+              400, "INVALID_REQUEST"));
+  EXPECT_TRUE(IsError(http_post(port(), "/session/" + sid + "/summarize",
+                                json::object{{"providerID", "nope"}, {"modelID", "x"}}),
+                      400, "INVALID_REQUEST"));
+  EXPECT_TRUE(IsError(http_post(port(), "/session/ses_missing/summarize", json::object{}), 404,
+                      "NOT_FOUND"));
+  // While a turn runs: 409, and the turn is not harmed.
+  FakeResponse slow = FakeResponse::with_text("slow answer");
+  slow.delay = 500ms;
+  model_.push(slow);
+  prompt_async(sid, "take your time");
+  EXPECT_TRUE(IsError(http_post(port(), "/session/" + sid + "/summarize", json::object{}), 409,
+                      "CONFLICT"));
+  BusEvents bus(port());
+  wait_idle(bus, sid);
+  EXPECT_EQ(text_of(messages(sid).back()), "slow answer");
+  EXPECT_EQ(model_.request_count(), 1u) << "a refused summary called the model";
+}
+
+TEST_F(SessionTest, AnAutomaticSummaryGoesOnWithTheWork) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  model_.push(FakeResponse::with_text("first answer"));
+  ASSERT_TRUE(IsOk(prompt(sid, "first question")));
+  model_.push(FakeResponse::with_text("the summary"));
+  model_.push(FakeResponse::with_text("going on"));
+  auto summarized =
+      http_post(port(), "/session/" + sid + "/summarize", json::object{{"auto", true}});
+  ASSERT_TRUE(IsOk(summarized)) << summarized.describe();
+  EXPECT_EQ(summarized.json(), json::value(true));
+  json::array list = messages(sid);
+  ASSERT_EQ(list.size(), 6u) << str(json::value(list));
+  EXPECT_EQ(value_at(list[2], "/parts/0/auto"), json::value(true)) << str(list[2]);
+  EXPECT_EQ(value_at(list[4], "/parts/0/synthetic"), json::value(true)) << str(list[4]);
+  EXPECT_EQ(text_of(list[5]), "going on");
+  auto go_on = model_.wait_for_request(2, 1s);
+  ASSERT_TRUE(go_on);
+  auto users = user_texts(*go_on);
+  ASSERT_EQ(users.size(), 2u) << go_on->body;
+  EXPECT_EQ(users[0], "What did we do so far?");
+  EXPECT_TRUE(contains(go_on->body, "the summary")) << go_on->body;
+}
+
+TEST_F(SessionTest, InitRunsTheBuiltInCommandUnlessTheConfigHasItsOwn) {
+  start_server(openai_config());
+  auto listed = http_get(port(), "/command");
+  ASSERT_TRUE(IsOk(listed));
+  bool has_init = false;
+  json::value commands = listed.json();
+  for (const auto& c : commands.as_array())
+    if (string_at(c, "/name") == "init") has_init = true;
+  EXPECT_TRUE(has_init) << listed.describe();
+
+  std::string sid = create_session();
+  model_.push(FakeResponse::with_text("AGENTS.md written"));
+  auto init = http_post(
+      port(), "/session/" + sid + "/init",
+      json::object{
+          {"providerID", "fake"}, {"modelID", "fake-model"}, {"messageID", "msg_fromtheclient"}});
+  ASSERT_TRUE(IsOk(init)) << init.describe();
+  EXPECT_EQ(init.json(), json::value(true));
+  auto asked = model_.wait_for_request(0, 1s);
+  ASSERT_TRUE(asked);
+  EXPECT_TRUE(contains(user_texts(*asked).back(), "AGENTS.md")) << asked->body;
+  EXPECT_TRUE(IsError(
+      http_post(port(), "/session/" + sid + "/init", json::object{{"messageID", "not-an-id"}}), 400,
+      "INVALID_REQUEST"));
+
+  server_.reset();
+  start_server(openai_config(json::object{
+      {"command",
+       json::object{{"init", json::object{{"template", "Our own init: $ARGUMENTS"}}}}}}));
+  model_.push(FakeResponse::with_text("done our way"));
+  ASSERT_TRUE(IsOk(http_post(port(), "/session/" + sid + "/init", json::object{})));
+  auto own = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(own);
+  EXPECT_EQ(user_texts(*own).back(), "Our own init: ") << own->body;
+}
+
 }  // namespace
 }  // namespace sb::test

@@ -223,6 +223,34 @@ describe('session operations with the V1 and V2 clients', () => {
   });
 });
 
+describe('summarize and init (the TUI\'s /compact and /init)', () => {
+  const h = serverFor(before, after, config);
+
+  it('V1 summarize stores a compaction answered by a summary; V1 init runs the init command', CASE, async () => {
+    const c = v1(h.server);
+    const s = must(await c.session.create({ body: {} }), 'create');
+    must(await c.session.prompt({ path: { id: s.id }, body: { parts: [{ type: 'text', text: 'remember the word tulip' }] } }), 'prompt');
+    assert.equal(must(await c.session.summarize({ path: { id: s.id }, body: { providerID: 'sb', modelID: 'default' } }), 'summarize'), true);
+    const list = must(await c.session.messages({ path: { id: s.id } }), 'messages');
+    assert.deepEqual(list.map((m) => m.info.role), ['user', 'assistant', 'user', 'assistant']);
+    assert.deepEqual(list[2].parts.map((p) => [p.type, p.auto]), [['compaction', false]]);
+    assert.equal(list[3].info.summary, true);
+    assert.equal(list[3].info.mode, 'compaction');
+    // The echo model says back what it was asked: the request for a summary.
+    assert.match(list[3].parts.find((p) => p.type === 'text').text, /Summarize our conversation/);
+
+    // The V2 client's summarize (sessionID, providerID, modelID, auto).
+    assert.equal(must(await v2(h.server).session.summarize({ sessionID: s.id, providerID: 'sb', modelID: 'default', auto: false }), 'v2 summarize'), true);
+
+    const commands = must(await c.command.list(), 'commands');
+    assert.ok(commands.some((x) => x.name === 'init'), JSON.stringify(commands));
+    assert.equal(must(await c.session.init({ path: { id: s.id }, body: { providerID: 'sb', modelID: 'default', messageID: 'msg_fromtheclient' } }), 'init'), true);
+    const last = must(await c.session.messages({ path: { id: s.id } }), 'messages').at(-2);
+    assert.equal(last.info.role, 'user');
+    assert.match(last.parts[0].text, /AGENTS\.md/);
+  });
+});
+
 describe('fork after a restart', () => {
   it('forks a session the server stored before it stopped', HOOK, async () => {
     let server = await startServer(config);
