@@ -88,6 +88,13 @@ function Message({
   questions: readonly QuestionRequest[];
 }) {
   if (m.info.role === 'user') {
+    // A request for a summary (OpenCode's /compact): the model sees the summary below from here on.
+    if (m.parts.some((p) => p.type === 'compaction'))
+      return (
+        <div class="message compaction" data-message-id={m.info.id} role="note">
+          The conversation so far is summarized below; the model sees the summary in its place from here on.
+        </div>
+      );
     const { text, files } = userContent(m.parts as readonly UserPart[]);
     return (
       <div class="message user" data-message-id={m.info.id}>
@@ -111,8 +118,8 @@ function Message({
   const visible = m.parts.filter((p) => p.type === 'tool' || ((p.type === 'text' || p.type === 'reasoning') && p.text));
   if (!visible.length && !error) return null;
   return (
-    <div class="message assistant" data-message-id={m.info.id}>
-      <p class="who visually-hidden">Assistant</p>
+    <div class={m.info.summary ? 'message assistant summary' : 'message assistant'} data-message-id={m.info.id}>
+      <p class={m.info.summary ? 'who' : 'who visually-hidden'}>{m.info.summary ? 'Summary of the conversation' : 'Assistant'}</p>
       {visible.map((p) => {
         if (p.type === 'text') return <Markdown key={p.id} text={p.text} />;
         if (p.type === 'reasoning')

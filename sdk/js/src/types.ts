@@ -100,6 +100,8 @@ export interface AssistantMessageInfo {
   tokens: TokenUsage;
   finish?: string;
   error?: NamedError;
+  /** The summary of the conversation before it (`POST /session/{id}/summarize`); agent `compaction`. */
+  summary?: true;
 }
 
 export type MessageInfo = UserMessageInfo | AssistantMessageInfo;
@@ -113,7 +115,26 @@ interface PartBase {
 export interface TextPart extends PartBase {
   type: 'text' | 'reasoning';
   text: string;
-  time: { start: number; end?: number };
+  /** Absent on a user's text. */
+  time?: { start: number; end?: number };
+  /** Written by the server, not the person (what the model read of an attached text file). */
+  synthetic?: boolean;
+}
+
+/** A file of a user message: an image's or PDF's `url` is a `data:` URL. */
+export interface FilePart extends PartBase {
+  type: 'file';
+  mime: string;
+  url: string;
+  filename?: string;
+  source?: JSONObject;
+}
+
+/** A user message that asked for a summary of the conversation; the next message is the summary. */
+export interface CompactionPart extends PartBase {
+  type: 'compaction';
+  /** The turn went on after the summary. */
+  auto: boolean;
 }
 
 export type ToolState =
@@ -160,7 +181,7 @@ export interface StepFinishPart extends PartBase {
   tokens: TokenUsage;
 }
 
-export type Part = TextPart | ToolPart | StepStartPart | StepFinishPart;
+export type Part = TextPart | ToolPart | StepStartPart | StepFinishPart | FilePart | CompactionPart;
 
 /** A message with its parts, as `prompt` and `messages` return them. */
 export interface MessageWithParts {
