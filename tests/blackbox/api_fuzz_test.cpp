@@ -1011,6 +1011,7 @@ class Sequence {
         {6, &Sequence::answer_permission},
         {4, &Sequence::answer_question},
         {3, &Sequence::abort_session},
+        {4, &Sequence::history_operation},
         {2, &Sequence::delete_session},
         {3, &Sequence::open_websocket},
         {6, &Sequence::send_websocket},
@@ -1223,6 +1224,43 @@ class Sequence {
   }
 
   void delete_session() { send({"DELETE", "/session/" + pct(session_id())}); }
+
+  // OpenCode's operations on a session's history: a summary (a turn of its own), init (the
+  // built-in command's turn), a fork, a revert and its undo, with ids that exist or not.
+  void history_operation() {
+    std::string base = "/session/" + pct(session_id());
+    json::object model{{"providerID", "scripted"}, {"modelID", "default"}};
+    switch (rng_.below(5)) {
+      case 0: {
+        json::object body = rng_.chance(50) ? model : json::object{};
+        if (rng_.chance(30)) body["auto"] = rng_.chance(50);
+        Call call{"POST", base + "/summarize", body_text(body)};
+        call.timeout = 30000ms;
+        launch(call);
+        return;
+      }
+      case 1: {
+        json::object body = rng_.chance(50) ? model : json::object{};
+        if (rng_.chance(50)) body["messageID"] = id_from(pools_.messages, "msg_");
+        Call call{"POST", base + "/init", body_text(body)};
+        call.timeout = 30000ms;
+        launch(call);
+        return;
+      }
+      case 2: {
+        json::object body;
+        if (rng_.chance(50)) body["messageID"] = id_from(pools_.messages, "msg_");
+        send({"POST", base + "/fork", body_text(body)});
+        return;
+      }
+      case 3:
+        send({"POST", base + "/revert",
+              body_text(json::object{{"messageID", id_from(pools_.messages, "msg_")}})});
+        return;
+      default:
+        send({"POST", base + "/unrevert", rng_.chance(70) ? "{}" : body_text(json::object{})});
+    }
+  }
 
   // A client that registered tools, mostly: the calls of its tools reach it.
   std::string tool_owner() {
