@@ -5,6 +5,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <ctime>
 
 #include "permission/doom_loop.hpp"
@@ -304,6 +305,21 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
       // Not the session's failure (no session.error), but the turn's answer must say why it
       // stopped: otherwise a rejected ask leaves a reply without a word about it.
       m.error = NamedError{"PermissionRejectedError", *step->halt, {}};
+    }
+    if (input.compact && !m.error) {
+      // A summary that says nothing, or that the length limit cut off, would replace the
+      // conversation with less than it held: it counts as failed, and the conversation stays.
+      const MessageWithParts* so_far = turn->change(m.id);
+      bool said =
+          so_far && std::any_of(so_far->parts.begin(), so_far->parts.end(), [](const Part& p) {
+            return p.type == Part::Type::Text &&
+                   p.text.find_first_not_of(" \t\r\n") != std::string::npos;
+          });
+      if (!said || m.finish == "length")
+        m.error = NamedError{"SummaryError",
+                             !said ? "the model's summary was empty"
+                                   : "the model's summary was cut off at its length limit",
+                             {}};
     }
     m.completed = now_ms();
     deps_.writer->stage_message(*turn, m);

@@ -227,9 +227,33 @@ asio::awaitable<Result<bool>> SessionService::summarize(std::string session_id,
   input.model = std::move(model);
   input.compact = true;
   input.auto_continue = auto_continue;
-  auto resolved = resolve_prompt(deps_.agents, deps_.providers, input);
-  if (!resolved) co_return resolved.error();
-  auto turn = begin_turn(session_id);
+  // Looked up once the session is known to be free (a busy session is a Conflict whatever the
+  // request names), as for a prompt.
+  std::optional<ResolvedPrompt> resolved;
+  auto turn = begin_turn(session_id, [&](const SessionInfo&) -> Result<void> {
+    // The session's agent and model (its last prompt's) unless the request names a model: the
+    // summary needs the context the conversation was held in, and the turn after it goes on as
+    // the session did. A stored choice the config no longer has falls back to the defaults.
+    writer_->write_pending();
+    auto stored = deps_.store->list_messages(session_id);
+    if (!stored) return stored.error();
+    for (auto m = stored->rbegin(); m != stored->rend(); ++m) {
+      if (m->info.role != MessageInfo::Role::User || m->info.provider_id.empty()) continue;
+      PromptInput as_before = input;
+      as_before.agent = m->info.agent;
+      if (!as_before.model) as_before.model = m->info.provider_id + "/" + m->info.model_id;
+      if (auto found = resolve_prompt(deps_.agents, deps_.providers, as_before)) {
+        input = std::move(as_before);
+        resolved = std::move(*found);
+        return {};
+      }
+      break;
+    }
+    auto found = resolve_prompt(deps_.agents, deps_.providers, input);
+    if (!found) return found.error();
+    resolved = std::move(*found);
+    return {};
+  });
   if (!turn) co_return turn.error();
   auto summary = co_await processor_->run_turn(*turn, input, *resolved);
   // The conversation in memory holds everything before the summary and the request for it:
@@ -247,6 +271,7 @@ asio::awaitable<Result<bool>> SessionService::summarize(std::string session_id,
     go_on.text = std::string(kContinueAfterSummary);
     go_on.synthetic = true;
     go_on.model = input.model;
+    go_on.agent = input.agent;
     auto r = co_await processor_->run_turn(next, std::move(go_on), std::move(*resolved));
     if (!r) log::warn("the turn after the summary of ", session_id, " failed: ", r.error().message);
   }

@@ -2360,10 +2360,18 @@ TEST_F(SessionTest, ASummaryTheModelFailsIsFalseAndTheConversationStaysWhole) {
   json::array list = messages(sid);
   ASSERT_EQ(list.size(), 4u) << str(json::value(list));
   EXPECT_NE(find(list[3], "/info/error"), nullptr) << str(list[3]);
+  // A summary that says nothing fails too: it would replace the conversation with nothing.
+  model_.push(FakeResponse::with_text(""));
+  summarized = http_post(port(), "/session/" + sid + "/summarize", json::object{});
+  ASSERT_TRUE(IsOk(summarized)) << summarized.describe();
+  EXPECT_EQ(summarized.json(), json::value(false)) << summarized.describe();
+  list = messages(sid);
+  ASSERT_EQ(list.size(), 6u) << str(json::value(list));
+  EXPECT_EQ(string_at(list[5], "/info/error/name"), "SummaryError") << str(list[5]);
 
   model_.push(FakeResponse::with_text("second answer"));
   ASSERT_TRUE(IsOk(prompt(sid, "second question")));
-  auto next = model_.wait_for_request(2, 1s);
+  auto next = model_.wait_for_request(3, 1s);
   ASSERT_TRUE(next);
   EXPECT_EQ(user_texts(*next).front(), "first question")
       << "a failed summary cut the conversation: " << next->body;
@@ -2390,6 +2398,10 @@ TEST_F(SessionTest, SummarizeRefusesWhatItCannotDo) {
   prompt_async(sid, "take your time");
   EXPECT_TRUE(IsError(http_post(port(), "/session/" + sid + "/summarize", json::object{}), 409,
                       "CONFLICT"));
+  // Busy wins over what the request names, as for a prompt.
+  EXPECT_TRUE(IsError(http_post(port(), "/session/" + sid + "/summarize",
+                                json::object{{"providerID", "nope"}, {"modelID", "x"}}),
+                      409, "CONFLICT"));
   BusEvents bus(port());
   wait_idle(bus, sid);
   EXPECT_EQ(text_of(messages(sid).back()), "slow answer");
@@ -2400,7 +2412,12 @@ TEST_F(SessionTest, AnAutomaticSummaryGoesOnWithTheWork) {
   start_server(openai_config());
   std::string sid = create_session();
   model_.push(FakeResponse::with_text("first answer"));
-  ASSERT_TRUE(IsOk(prompt(sid, "first question")));
+  // The session works with the plan agent: the summary and the turn after it keep to it.
+  ASSERT_TRUE(IsOk(http_post(
+      port(), "/session/" + sid + "/message",
+      json::object{
+          {"agent", "plan"},
+          {"parts", json::array{json::object{{"type", "text"}, {"text", "first question"}}}}})));
   model_.push(FakeResponse::with_text("the summary"));
   model_.push(FakeResponse::with_text("going on"));
   auto summarized =
@@ -2412,6 +2429,9 @@ TEST_F(SessionTest, AnAutomaticSummaryGoesOnWithTheWork) {
   EXPECT_EQ(value_at(list[2], "/parts/0/auto"), json::value(true)) << str(list[2]);
   EXPECT_EQ(value_at(list[4], "/parts/0/synthetic"), json::value(true)) << str(list[4]);
   EXPECT_EQ(text_of(list[5]), "going on");
+  EXPECT_EQ(string_at(list[2], "/info/agent"), "plan") << str(list[2]);
+  EXPECT_EQ(string_at(list[4], "/info/agent"), "plan") << str(list[4]);
+  EXPECT_EQ(string_at(list[5], "/info/agent"), "plan") << str(list[5]);
   auto go_on = model_.wait_for_request(2, 1s);
   ASSERT_TRUE(go_on);
   auto users = user_texts(*go_on);
