@@ -234,20 +234,20 @@ asio::awaitable<Result<bool>> SessionService::summarize(std::string session_id,
     // The session's agent and model (its last prompt's) unless the request names a model: the
     // summary needs the context the conversation was held in, and the turn after it goes on as
     // the session did. A stored choice the config no longer has falls back to the defaults.
-    writer_->write_pending();
-    auto stored = deps_.store->list_messages(session_id);
+    auto stored = messages(session_id);
     if (!stored) return stored.error();
-    for (auto m = stored->rbegin(); m != stored->rend(); ++m) {
-      if (m->info.role != MessageInfo::Role::User || m->info.provider_id.empty()) continue;
+    auto last = std::find_if(stored->rbegin(), stored->rend(), [](const MessageWithParts& m) {
+      return m.info.role == MessageInfo::Role::User && !m.info.provider_id.empty();
+    });
+    if (last != stored->rend()) {
       PromptInput as_before = input;
-      as_before.agent = m->info.agent;
-      if (!as_before.model) as_before.model = m->info.provider_id + "/" + m->info.model_id;
+      as_before.agent = last->info.agent;
+      if (!as_before.model) as_before.model = last->info.provider_id + "/" + last->info.model_id;
       if (auto found = resolve_prompt(deps_.agents, deps_.providers, as_before)) {
         input = std::move(as_before);
         resolved = std::move(*found);
         return {};
       }
-      break;
     }
     auto found = resolve_prompt(deps_.agents, deps_.providers, input);
     if (!found) return found.error();

@@ -248,6 +248,11 @@ describe('summarize and init (the TUI\'s /compact and /init)', () => {
     const last = must(await c.session.messages({ path: { id: s.id } }), 'messages').at(-2);
     assert.equal(last.info.role, 'user');
     assert.match(last.parts[0].text, /AGENTS\.md/);
+    // The TUI's /init: the listed command, run through session.command (V2, as the TUI does).
+    const ran = must(await v2(h.server).session.command({ sessionID: s.id, command: 'init', arguments: 'keep it short' }), 'v2 command init');
+    assert.equal(ran.info.role, 'assistant');
+    const asked = must(await c.session.messages({ path: { id: s.id } }), 'messages').at(-2);
+    assert.match(asked.parts[0].text, /AGENTS\.md[\s\S]*keep it short$/);
   });
 });
 
