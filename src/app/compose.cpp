@@ -233,9 +233,12 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
       chat_options);
   auto recovered = state->sessions->recover();
   if (!recovered) return recovered.error();
-  if (*recovered)
-    out.notes.push_back(std::to_string(*recovered) +
+  if (recovered->failed)
+    out.notes.push_back(std::to_string(recovered->failed) +
                         " turn(s) interrupted by the last stop were marked as failed");
+  if (recovered->resumed)
+    out.notes.push_back(std::to_string(recovered->resumed) +
+                        " turn(s) waiting for client calls go on (their calls wait again)");
   state->config = std::move(config);
   // Only when asked for: its timer wakes the loop every millisecond (docs/configuration.md).
   if (!env("SWITCHBOARD_LOOP_LAG").empty()) start_loop_lag_monitor(io, *state);

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "store/database.hpp"
+#include "util/clock.hpp"
 
 namespace sb::clienttool {
 
@@ -28,12 +29,6 @@ Result<std::string> new_token() {
   if (RAND_bytes(bytes, sizeof bytes) != 1)
     return make_error(ErrorCode::Internal, "no random bytes for a client token");
   return "sbct_" + hex(bytes, sizeof bytes);
-}
-
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 Error unauthorized(const std::string& client_id, bool presented) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "clienttool/wire.hpp"
+#include "util/clock.hpp"
 #include "util/complete.hpp"
 #include "util/ids.hpp"
 #include "util/log.hpp"
@@ -223,6 +224,7 @@ Result<StartedCall> ClientToolRegistry::execute(ExecuteParams params, ExecuteHan
 
 Result<StartedCall> ClientToolRegistry::start_call(ExecuteParams& params, ProgressHandler& progress,
                                                    ExecuteHandler& done) {
+  if (params.resume) return resume_call(params, progress, done);
   Definition def = std::move(params.definition);
   if (!def) {
     if (params.tool.empty()) return make_error(ErrorCode::InvalidRequest, "tool is required");
@@ -312,28 +314,88 @@ Result<StartedCall> ClientToolRegistry::start_call(ExecuteParams& params, Progre
     ++client.window_count;
   }
 
-  if (!req.session_id.empty()) ++pending_per_session_[req.session_id];
   message->seq = ++next_seq_;
   auto now = Clock::now();
   PendingCall call;
   call.call = started;
   call.message = message;
-  // Swapped in: Boost 1.81's move assignment of any_completion_handler wraps the handler in
-  // itself, without end.
-  call.done.swap(done);
-  call.progress = std::move(progress);
   call.timeout = timeout;
   call.hard_deadline = now + options_.max_timeout;
   call.deadline = now + timeout;
   call.request = std::move(req);
-  client.pending.emplace(message->seq, started.request_id);
-  auto [pit, inserted] = pending_.emplace(started.request_id, std::move(call));
+  if (params.on_waiting) {
+    auto epoch_ms = [&](Clock::time_point at) {
+      return now_ms() + std::chrono::duration_cast<milliseconds>(at - now).count();
+    };
+    // Told before the request goes out: what is stored of the wait is there before a client
+    // can answer it.
+    params.on_waiting(
+        WaitingCall{call.request.request_id, client_id, tool_id, call.request.session_id,
+                    call.request.message_id, call.request.call_id, def->interactive, message->seq,
+                    timeout.count(), epoch_ms(call.deadline), epoch_ms(call.hard_deadline)});
+  }
+  add_pending(client, std::move(call), params, progress, done, std::move(request_event));
+  return started;
+}
+
+Result<StartedCall> ClientToolRegistry::resume_call(ExecuteParams& params,
+                                                    ProgressHandler& progress,
+                                                    ExecuteHandler& done) {
+  const WaitingCall& stored = *params.resume;
+  if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
+  if (pending_.count(stored.request_id) || ended_.count(stored.request_id))
+    return make_error(ErrorCode::Conflict, "Request " + stored.request_id + " was made already");
+  ExecutionRequest req;
+  req.request_id = stored.request_id;
+  req.session_id = stored.session_id;
+  req.message_id = stored.message_id;
+  req.call_id = stored.call_id;
+  req.tool = stored.tool;
+  auto message = std::make_shared<ClientMessage>();
+  message->kind = ClientMessage::Kind::Request;
+  message->request_id = req.request_id;
+  message->request_json = serialize(req, params.input);
+  message->seq = stored.seq;
+  // New ids stay above the ones restored (the clock starts them above them anyway, unless the
+  // clock went back).
+  next_seq_ = std::max(next_seq_, stored.seq);
+  // The stored deadlines are wall-clock times: as far from now as they were from the epoch.
+  auto now = Clock::now();
+  auto epoch_now = now_ms();
+  PendingCall call;
+  call.call = StartedCall{req.request_id, req.tool, stored.client_id};
+  call.message = message;
+  call.timeout =
+      milliseconds(std::clamp<std::int64_t>(stored.timeout_ms, 1, options_.max_timeout.count()));
+  call.deadline = now + milliseconds(stored.deadline - epoch_now);
+  call.hard_deadline = now + milliseconds(stored.hard_deadline - epoch_now);
+  call.request = std::move(req);
+  StartedCall started = call.call;
+  std::optional<json::object> request_event;
+  if (bus_->has_subscribers())
+    request_event = json::object{{"clientID", stored.client_id},
+                                 {"request", to_json(call.request, params.input)}};
+  add_pending(clients_[stored.client_id], std::move(call), params, progress, done,
+              std::move(request_event));
+  return started;
+}
+
+void ClientToolRegistry::add_pending(ClientState& client, PendingCall call, ExecuteParams& params,
+                                     ProgressHandler& progress, ExecuteHandler& done,
+                                     std::optional<json::object> request_event) {
+  if (!call.request.session_id.empty()) ++pending_per_session_[call.request.session_id];
+  // Swapped in: Boost 1.81's move assignment of any_completion_handler wraps the handler in
+  // itself, without end.
+  call.done.swap(done);
+  call.progress = std::move(progress);
+  std::string request_id = call.call.request_id;
+  client.pending.emplace(call.message->seq, request_id);
+  auto [pit, inserted] = pending_.emplace(request_id, std::move(call));
   // The caller gives up through the handler's slot. The cancel is posted: it completes the
   // handler, which must not happen inside the slot's own callback.
   if (auto slot = boost::asio::get_associated_cancellation_slot(pit->second.done);
       slot.is_connected())
-    slot.assign([weak = weak_from_this(), request_id = started.request_id,
-                 reason = std::move(params.cancel_reason),
+    slot.assign([weak = weak_from_this(), request_id, reason = std::move(params.cancel_reason),
                  executor = executor_](boost::asio::cancellation_type) {
       boost::asio::post(executor, [weak, request_id, why = reason ? reason() : "cancelled"] {
         if (auto self = weak.lock()) self->cancel(request_id, why);
@@ -345,7 +407,6 @@ Result<StartedCall> ClientToolRegistry::start_call(ExecuteParams& params, Progre
   if (request_event) bus_->publish("client-tool.request", std::move(*request_event));
   for (auto& effect : effects)
     effect();
-  return started;
 }
 
 void ClientToolRegistry::deliver(ClientState& client, PendingCall& call, Effects& effects) {
@@ -553,6 +614,16 @@ void ClientToolRegistry::cleanup_client(const std::string& client_id, Effects& e
 bool ClientToolRegistry::is_connected(const std::string& client_id) const {
   auto it = clients_.find(client_id);
   return it != clients_.end() && it->second.sink != nullptr;
+}
+
+bool ClientToolRegistry::release(const std::string& request_id) {
+  if (!pending_.count(request_id)) return false;
+  Effects effects;
+  finish(request_id, make_error(ErrorCode::Unavailable, "Server shutting down"), std::nullopt,
+         "kept for the restarted server", effects);
+  for (auto& effect : effects)
+    effect();
+  return true;
 }
 
 void ClientToolRegistry::shutdown() {

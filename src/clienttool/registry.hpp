@@ -70,6 +70,14 @@ struct ExecuteParams {
   // Why the caller gave up, asked when the cancellation slot of the call's handler fires (the
   // client gets it with the cancel). Unset: "cancelled".
   std::function<std::string()> cancel_reason;
+  // Told once the call is pending, before its request reaches the client: what to store so that
+  // the wait outlives a restart.
+  std::function<void(const WaitingCall&)> on_waiting;
+  // A stored call to make pending again (after a restart): its request id, client, tool, event
+  // id and deadlines are the stored ones and `input` is its input; nothing is looked up or
+  // checked again (the client need not have registered its tools yet), and no limit applies.
+  // Delivered when its client connects, unless the client's Last-Event-ID says it has it.
+  std::optional<WaitingCall> resume;
 };
 
 // How a call ended: the client's response (success or its own error), or why the server gave up
@@ -158,6 +166,10 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   // The connection closed. Starts the reconnect grace (or cleans up at once when it is 0).
   void detach(const std::string& client_id, std::uint64_t connection);
 
+  // The server stops and a stored call goes on after its restart (ExecuteParams::resume): the
+  // call ends here with Unavailable "Server shutting down" and its client is not told (no
+  // cancel: it may still answer, to the restarted server). False when it is not pending.
+  bool release(const std::string& request_id);
   // Fails every pending call with "Server shutting down"; later executes are refused.
   void shutdown();
 
@@ -203,6 +215,14 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   Result<StartedCall> start_call(ExecuteParams& params, ProgressHandler& progress,
                                  ExecuteHandler& done);
 
+  // start_call() of a stored call (ExecuteParams::resume).
+  Result<StartedCall> resume_call(ExecuteParams& params, ProgressHandler& progress,
+                                  ExecuteHandler& done);
+  // Makes `call` pending for `client`, wires the handler's cancellation slot, delivers it when
+  // the client is connected.
+  void add_pending(ClientState& client, PendingCall call, ExecuteParams& params,
+                   ProgressHandler& progress, ExecuteHandler& done,
+                   std::optional<json::object> request_event);
   std::optional<std::string> resolve(const std::string& tool, const std::string& client_id) const;
   // The waiting call a client's message is about. NotFound for an id never issued, Conflict for
   // one that ended, Forbidden when `from_client` is given and the request went to another.

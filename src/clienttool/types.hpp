@@ -52,6 +52,24 @@ struct ToolResponse {
   std::string error;  // when !success
 };
 
+// A call waiting for its client's result, as it is stored so that the wait outlives a restart of
+// the server (design.md decision 5): ExecuteParams::resume makes it pending again, under the same
+// request id and event id, with the same deadlines.
+struct WaitingCall {
+  std::string request_id;
+  std::string client_id;
+  std::string tool;  // the full tool id
+  std::string session_id;
+  std::string message_id;
+  std::string call_id;
+  bool interactive = false;
+  // Its event id: a client that reconnects with this one or a later Last-Event-ID has it.
+  std::uint64_t seq = 0;
+  std::int64_t timeout_ms = 0;     // what progress extends the deadline by
+  std::int64_t deadline = 0;       // ms since the epoch: the call times out then
+  std::int64_t hard_deadline = 0;  // ms since the epoch: progress extends it no further
+};
+
 // A message on a client's delivery channel (SSE stream or WebSocket).
 struct ClientMessage {
   enum class Kind { Request, Cancel };

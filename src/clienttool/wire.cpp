@@ -222,4 +222,51 @@ json::array to_json(const std::vector<std::string>& strings) {
   return out;
 }
 
+json::object to_json(const WaitingCall& call) {
+  return json::object{{"requestID", call.request_id},
+                      {"clientID", call.client_id},
+                      {"tool", call.tool},
+                      {"sessionID", call.session_id},
+                      {"messageID", call.message_id},
+                      {"callID", call.call_id},
+                      {"interactive", call.interactive},
+                      {"seq", call.seq},
+                      {"timeoutMs", call.timeout_ms},
+                      {"deadline", call.deadline},
+                      {"hardDeadline", call.hard_deadline}};
+}
+
+Result<WaitingCall> waiting_call_from_json(const json::object& o) {
+  WaitingCall call;
+  for (auto [key, field] : {std::pair{"requestID", &call.request_id},
+                            {"clientID", &call.client_id},
+                            {"tool", &call.tool},
+                            {"sessionID", &call.session_id},
+                            {"messageID", &call.message_id},
+                            {"callID", &call.call_id}}) {
+    auto text = require_string(o, key, "waiting call");
+    if (!text) return text.error();
+    *field = std::move(*text);
+  }
+  auto interactive = get_bool(o, "interactive", "waiting call");
+  if (!interactive) return interactive.error();
+  call.interactive = interactive->value_or(false);
+  for (auto [key, field] : {std::pair{"timeoutMs", &call.timeout_ms},
+                            {"deadline", &call.deadline},
+                            {"hardDeadline", &call.hard_deadline}}) {
+    auto number = get_int(o, key, "waiting call");
+    if (!number) return number.error();
+    if (!*number)
+      return make_error(ErrorCode::InvalidRequest,
+                        std::string("waiting call: ") + key + " is required");
+    *field = **number;
+  }
+  auto seq = get_int(o, "seq", "waiting call");
+  if (!seq) return seq.error();
+  if (!*seq || **seq < 0)
+    return make_error(ErrorCode::InvalidRequest, "waiting call: seq must be a number >= 0");
+  call.seq = static_cast<std::uint64_t>(**seq);
+  return call;
+}
+
 }  // namespace sb::clienttool

@@ -51,4 +51,10 @@ json::object to_json(const ExecutionRequest& req, const json::object& input);
 std::string serialize(const ToolResponse& res);
 json::array to_json(const std::vector<std::string>& strings);
 
+// A waiting call as it is stored ({requestID, clientID, tool, sessionID, messageID, callID,
+// interactive, seq, timeoutMs, deadline, hardDeadline}) and read back; InvalidRequest naming
+// what a stored one lacks.
+json::object to_json(const WaitingCall& call);
+Result<WaitingCall> waiting_call_from_json(const json::object& o);
+
 }  // namespace sb::clienttool

@@ -161,28 +161,33 @@ void Processor::publish_delta(Step& step) {
                                                         {"delta", std::move(delta)}});
 }
 
-asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Turn> turn,
-                                                              PromptInput input,
-                                                              ResolvedPrompt prompt) {
-  const std::string& session_id = turn->session.id;
-  const std::string& model_id = prompt.model_id;
+Result<void> Processor::prepare(Turn& turn, ResolvedPrompt& prompt,
+                                const std::map<std::string, bool>& switches) {
+  const std::string& session_id = turn.session.id;
   // Offered as the agent is configured, before this turn's rule below.
-  auto offered = offered_tools(prompt.agent, &turn->session, deps_.config_rules, *deps_.permissions,
-                               *deps_.tools, input.tools);
-  turn->agent = std::move(prompt.agent);
+  auto offered = offered_tools(prompt.agent, &turn.session, deps_.config_rules, *deps_.permissions,
+                               *deps_.tools, switches);
+  turn.agent = std::move(prompt.agent);
   // The truncation note tells the model to read the full output where it was saved: this
   // session's saved outputs are read without an ask (a headless server rejected it). As an
   // agent default (after the built-in rules, before the config's for this agent), so that the
   // config file or the session may still deny it.
-  auto& rules = turn->agent.permission;
+  auto& rules = turn.agent.permission;
   rules.insert(
-      rules.begin() +
-          static_cast<std::ptrdiff_t>(std::min(turn->agent.builtin_rules, rules.size())),
+      rules.begin() + static_cast<std::ptrdiff_t>(std::min(turn.agent.builtin_rules, rules.size())),
       {"external_directory", (tool::session_output_dir(truncate_dir_, session_id) / "*").string(),
        permission::Action::Allow});
-  if (!offered) co_return offered.error();
-  turn->offered = std::move(*offered);
-  turn->session_rules = turn->session.permission;
+  if (!offered) return offered.error();
+  turn.offered = std::move(*offered);
+  turn.session_rules = turn.session.permission;
+  return {};
+}
+
+asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Turn> turn,
+                                                              PromptInput input,
+                                                              ResolvedPrompt prompt) {
+  const std::string& session_id = turn->session.id;
+  if (auto prepared = prepare(*turn, prompt, input.tools); !prepared) co_return prepared.error();
 
   // Read before the user's message is added to it.
   auto conversation = deps_.conversations->get(session_id);
@@ -240,17 +245,27 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
     co_return turn->messages.front();
   }
 
+  auto last = co_await run_steps(turn, input, prompt, user.id, 0);
+  if (!last) co_return last.error();
+  // Stored (as text) by now: the message can leave the turn.
+  co_return *last ? std::move(turn->messages[**last]) : MessageWithParts{};
+}
+
+asio::awaitable<Result<std::optional<std::size_t>>> Processor::run_steps(
+    std::shared_ptr<Turn> turn, const PromptInput& input, const ResolvedPrompt& prompt,
+    std::string user_id, int first_step) {
+  const std::string& session_id = turn->session.id;
   provider::ToolSet tool_set = input.compact ? provider::ToolSet() : tool_sets_.get(turn->offered);
 
   std::optional<std::size_t> last;  // the last step's message in turn->messages
-  for (int step_no = 0; step_no < turn->agent.max_steps; ++step_no) {
+  for (int step_no = first_step; step_no < turn->agent.max_steps; ++step_no) {
     if (turn->abort->aborted()) break;
 
     auto step = std::make_shared<Step>();
     step->turn = turn;
     step->provider = prompt.provider;
     step->running = std::make_unique<WaitGroup>(co_await asio::this_coro::executor);
-    step->request.model = model_id;
+    step->request.model = prompt.model_id;
     step->request.input = prompt.provider->input();
     step->request.system = system_prompt(turn->agent, options_.directory);
     step->request.tools = tool_set;
@@ -269,13 +284,14 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
       m.agent = "compaction";  // OpenCode's name for the summary's agent and mode
       m.summary = true;
     }
-    m.parent_id = user.id;
+    m.parent_id = user_id;
     m.cwd = options_.directory.string();
     deps_.writer->stage_message(*turn, m);
     deps_.writer->stage_part(*turn, new_part(m, Part::Type::StepStart));
     // The open assistant message is what a restart marks as interrupted.
     deps_.writer->flush(turn, false);
 
+    turn->step = step;
     {
       // The step's request holds the conversation while the model answers; it comes back
       // however the step ends.
@@ -288,54 +304,68 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
       } give_back{conv, step->request};
       co_await run_step(step);
     }
-
-    // The step's end: errors (its usage and finish reason were staged when the model finished).
-    if (turn->abort->aborted()) {
-      m.error = NamedError{"MessageAbortedError", turn->abort->reason(), {}};
-    } else if (step->error) {
-      m.error = named_error(*step->error);
-      // The same error as on the message: name, message and the rest (statusCode, isRetryable).
-      json::object data = m.error->data;
-      data["message"] = m.error->message;
-      deps_.bus->publish("session.error",
-                         json::object{{"sessionID", session_id},
-                                      {"error", json::object{{"name", m.error->name},
-                                                             {"data", std::move(data)}}}});
-    } else if (step->halt) {
-      // Not the session's failure (no session.error), but the turn's answer must say why it
-      // stopped: otherwise a rejected ask leaves a reply without a word about it.
-      m.error = NamedError{"PermissionRejectedError", *step->halt, {}};
+    turn->step.reset();
+    if (turn->suspended) {
+      // Its open message and waiting calls are stored as they are: the restarted server goes on.
+      co_await deps_.writer->store(turn);
+      co_return make_error(ErrorCode::Unavailable,
+                           "Server shutting down: the turn goes on when the server is back");
     }
-    if (input.compact && !m.error) {
-      // A summary that says nothing, or that the length limit cut off, would replace the
-      // conversation with less than it held: it counts as failed, and the conversation stays.
-      const MessageWithParts* so_far = turn->change(m.id);
-      bool said =
-          so_far && std::any_of(so_far->parts.begin(), so_far->parts.end(), [](const Part& p) {
-            return p.type == Part::Type::Text &&
-                   p.text.find_first_not_of(" \t\r\n") != std::string::npos;
-          });
-      if (!said || m.finish == "length")
-        m.error = NamedError{"SummaryError",
-                             !said ? "the model's summary was empty"
-                                   : "the model's summary was cut off at its length limit",
-                             {}};
-    }
-    m.completed = now_ms();
-    deps_.writer->stage_message(*turn, m);
-
-    // The message with its parts as stored, which the conversation gains.
-    const MessageWithParts* stored = turn->change(m.id);
-    append_history(*stored, turn->conversation->messages);
-    last = static_cast<std::size_t>(stored - turn->messages.data());
-    bool called_tools = !step->tools.empty();
-    if (m.error || step->halt || !called_tools || input.compact) break;
+    std::size_t index = 0;
+    bool go_on = end_step(*turn, *step, input.compact, index);
+    last = index;
+    if (!go_on) break;
   }
   // Everything of the turn is stored before its answer; while the checkpoint thread holds the
   // store, the turn waits on a timer, not the thread.
   co_await deps_.writer->store(turn);
-  // Stored (as text) by now: the message can leave the turn.
-  co_return last ? std::move(turn->messages[*last]) : MessageWithParts{};
+  co_return last;
+}
+
+bool Processor::end_step(Turn& turn, Step& step, bool compact, std::size_t& index) {
+  const std::string& session_id = turn.session.id;
+  MessageInfo& m = step.message;
+  if (turn.abort->aborted()) {
+    m.error = NamedError{"MessageAbortedError", turn.abort->reason(), {}};
+  } else if (step.error) {
+    m.error = named_error(*step.error);
+    // The same error as on the message: name, message and the rest (statusCode, isRetryable).
+    json::object data = m.error->data;
+    data["message"] = m.error->message;
+    deps_.bus->publish(
+        "session.error",
+        json::object{{"sessionID", session_id},
+                     {"error", json::object{{"name", m.error->name}, {"data", std::move(data)}}}});
+  } else if (step.halt) {
+    // Not the session's failure (no session.error), but the turn's answer must say why it
+    // stopped: otherwise a rejected ask leaves a reply without a word about it.
+    m.error = NamedError{"PermissionRejectedError", *step.halt, {}};
+  }
+  if (compact && !m.error) {
+    // A summary that says nothing, or that the length limit cut off, would replace the
+    // conversation with less than it held: it counts as failed, and the conversation stays.
+    const MessageWithParts* so_far = turn.change(m.id);
+    bool said =
+        so_far && std::any_of(so_far->parts.begin(), so_far->parts.end(), [](const Part& p) {
+          return p.type == Part::Type::Text &&
+                 p.text.find_first_not_of(" \t\r\n") != std::string::npos;
+        });
+    if (!said || m.finish == "length")
+      m.error = NamedError{"SummaryError",
+                           !said ? "the model's summary was empty"
+                                 : "the model's summary was cut off at its length limit",
+                           {}};
+  }
+  m.completed = now_ms();
+  deps_.writer->stage_message(turn, m);
+
+  // The message with its parts as stored, which the conversation gains (a resumed turn reads
+  // its conversation afterwards, from the store).
+  const MessageWithParts* stored = turn.change(m.id);
+  if (turn.conversation) append_history(*stored, turn.conversation->messages);
+  index = static_cast<std::size_t>(stored - turn.messages.data());
+  bool called_tools = !step.tools.empty();
+  return !(m.error || step.halt || !called_tools || compact);
 }
 
 asio::awaitable<void> Processor::run_step(std::shared_ptr<Step> step) {
@@ -462,10 +492,15 @@ asio::awaitable<void> Processor::run_step(std::shared_ptr<Step> step) {
     finish.tokens = m.tokens;
     deps_.writer->stage_part(turn, finish);
   }
+  step->streamed = true;
+  // A step whose calls wait has its end of the model's answer stored meanwhile: a restart goes
+  // on only with a step whose calls are all known.
+  if (step->running->count() > 0) deps_.writer->flush(step->turn, false);
   // Server tools run concurrently and client calls wait for their clients; the step ends when
   // every call has its result (design.md decision 7).
   co_await step->running->wait();
 
+  if (turn.suspended) co_return;
   auto now = now_ms();
   // A call whose input never finished streaming cannot run: it fails rather than hang.
   for (const auto& id : step->tool_order) {
@@ -563,41 +598,7 @@ asio::awaitable<void> Processor::run_tool(std::shared_ptr<Step> step, provider::
   deps_.writer->flush(step->turn, false);
 
   auto finish = [&](Result<tool::ToolResult> result) {
-    Part& p = step->tools[call.id];
-    p.state.end = now_ms();
-    if (turn.abort->aborted() && (!result || p.state.status == ToolState::Status::Running) &&
-        !result) {
-      p.state.status = ToolState::Status::Error;
-      p.state.error = "Tool execution aborted";
-    } else if (!result) {
-      p.state.status = ToolState::Status::Error;
-      p.state.error = result.error().message;
-    } else {
-      p.state.status = ToolState::Status::Completed;
-      p.state.title = result->title;
-      p.state.metadata = std::move(result->metadata);
-      // What the tool cut itself (glob's first 100 files, bash past its capture limit) stays
-      // said when the output is within the limits here.
-      auto said = p.state.metadata.find("truncated");
-      bool cut =
-          said != p.state.metadata.end() && said->value().is_bool() && said->value().get_bool();
-      if (result->bounded) {
-        p.state.output = std::move(result->output);
-      } else {
-        auto truncated = tool::truncate_output(std::move(result->output), session_id, tool_name,
-                                               tool::TruncateOptions{truncate_dir_});
-        p.state.output = std::move(truncated.content);
-        cut = cut || truncated.truncated;
-        if (truncated.output_path) p.state.metadata["outputPath"] = truncated.output_path->string();
-      }
-      p.state.metadata["truncated"] = cut;
-      p.state.attachments = std::move(result->attachments);
-      for (auto& f : result->file_changes)
-        turn.unsaved_files.push_back(FileChangeRow{session_id, p.message_id, p.id, f.path.string(),
-                                                   std::move(f.before), std::move(f.after)});
-    }
-    deps_.writer->stage_part(turn, p);
-    step->running->done();
+    finish_call(*step, call.id, tool_name, std::move(result));
   };
 
   if (!tool) {
@@ -620,20 +621,27 @@ asio::awaitable<void> Processor::run_tool(std::shared_ptr<Step> step, provider::
     }
   }
 
+  tool::ToolContext ctx = tool_context(step, call.id);
+  auto result = co_await tool->execute(std::move(args), ctx);
+  finish(std::move(result));
+}
+
+tool::ToolContext Processor::tool_context(const std::shared_ptr<Step>& step,
+                                          const std::string& call_id) {
+  Turn& turn = *step->turn;
   tool::ToolContext ctx;
-  ctx.session_id = session_id;
+  ctx.session_id = turn.session.id;
   ctx.message_id = step->message.id;
-  ctx.call_id = call.id;
+  ctx.call_id = call_id;
   ctx.agent = turn.agent.name;
   ctx.directory = options_.directory;
   ctx.data_dir = options_.data_dir;
   ctx.abort = turn.abort;
   auto self = shared_from_this();
-  ctx.ask = [self, step, call_id = call.id](tool::PermissionRequest r) {
+  ctx.ask = [self, step, call_id](tool::PermissionRequest r) {
     return self->ask(step, call_id, std::move(r));
   };
-  ctx.metadata = [self, step, call_id = call.id](std::optional<std::string> title,
-                                                 json::object meta) {
+  ctx.metadata = [self, step, call_id](std::optional<std::string> title, json::object meta) {
     Part& p = step->tools[call_id];
     if (p.state.status != ToolState::Status::Running) return;
     if (title) p.state.title = *title;
@@ -642,8 +650,60 @@ asio::awaitable<void> Processor::run_tool(std::shared_ptr<Step> step, provider::
     self->deps_.writer->publish_part(p);
   };
   ctx.awaiting_person = [self, step](bool waiting) { self->awaiting_person(*step->turn, waiting); };
-  auto result = co_await tool->execute(std::move(args), ctx);
-  finish(std::move(result));
+  ctx.waiting = [self, step, call_id](const clienttool::WaitingCall& call) {
+    step->waits[call_id] = call;
+    self->deps_.writer->stage_wait(*step->turn, call);
+  };
+  return ctx;
+}
+
+void Processor::finish_call(Step& step, const std::string& call_id, const std::string& tool_name,
+                            Result<tool::ToolResult> result) {
+  Turn& turn = *step.turn;
+  const std::string& session_id = turn.session.id;
+  if (auto wait = step.waits.find(call_id); wait != step.waits.end()) {
+    // A suspended turn's call goes on after the restart: its part stays running, its wait stored.
+    if (turn.suspended) {
+      step.running->done();
+      return;
+    }
+    deps_.writer->end_wait(turn, wait->second.request_id);
+    step.waits.erase(wait);
+  }
+  Part& p = step.tools[call_id];
+  p.state.end = now_ms();
+  if (turn.abort->aborted() && !result) {
+    p.state.status = ToolState::Status::Error;
+    p.state.error = "Tool execution aborted";
+  } else if (!result) {
+    p.state.status = ToolState::Status::Error;
+    p.state.error = result.error().message;
+  } else {
+    p.state.status = ToolState::Status::Completed;
+    p.state.title = result->title;
+    p.state.metadata = std::move(result->metadata);
+    // What the tool cut itself (glob's first 100 files, bash past its capture limit) stays
+    // said when the output is within the limits here.
+    auto said = p.state.metadata.find("truncated");
+    bool cut =
+        said != p.state.metadata.end() && said->value().is_bool() && said->value().get_bool();
+    if (result->bounded) {
+      p.state.output = std::move(result->output);
+    } else {
+      auto truncated = tool::truncate_output(std::move(result->output), session_id, tool_name,
+                                             tool::TruncateOptions{truncate_dir_});
+      p.state.output = std::move(truncated.content);
+      cut = cut || truncated.truncated;
+      if (truncated.output_path) p.state.metadata["outputPath"] = truncated.output_path->string();
+    }
+    p.state.metadata["truncated"] = cut;
+    p.state.attachments = std::move(result->attachments);
+    for (auto& f : result->file_changes)
+      turn.unsaved_files.push_back(FileChangeRow{session_id, p.message_id, p.id, f.path.string(),
+                                                 std::move(f.before), std::move(f.after)});
+  }
+  deps_.writer->stage_part(turn, p);
+  step.running->done();
 }
 
 }  // namespace sb::session

@@ -110,11 +110,47 @@ class Processor : public std::enable_shared_from_this<Processor> {
                                                             PromptInput input,
                                                             ResolvedPrompt prompt);
 
+  // ---- durable waits (resume.cpp; design.md decision 5) ----
+  // Whether `turn` may stop with the server and go on after its restart: its step's model answer
+  // has ended, and every call of the step that has not ended waits for a client (stored).
+  static bool can_suspend(const Turn& turn);
+  // Goes on with a turn that a stop or a crash left waiting for client calls: `open` is its
+  // step's message as stored, `waits` that step's stored calls, `steps_done` how many steps the
+  // turn had made. The calls are pending again under their request ids; a call of the step that
+  // was running without a stored wait failed with the server. Once every call has ended, the
+  // step ends and the turn goes on as if nothing had happened. `turn` is begun by its caller,
+  // who ends it.
+  boost::asio::awaitable<Result<MessageWithParts>> resume_turn(
+      std::shared_ptr<Turn> turn, ResolvedPrompt prompt, MessageWithParts open,
+      std::vector<clienttool::WaitingCall> waits, int steps_done);
+
  private:
   Processor(ProcessorDeps deps, ServiceOptions options);
 
+  // The turn's agent, tools and rules (`switches`: the prompt's tool switches).
+  Result<void> prepare(Turn& turn, ResolvedPrompt& prompt,
+                       const std::map<std::string, bool>& switches);
+  // The model steps of a turn from `first_step` on, answering the user's message `user_id`.
+  // Returns the last step's message (its index in turn->messages), none when no step ran.
+  boost::asio::awaitable<Result<std::optional<std::size_t>>> run_steps(std::shared_ptr<Turn> turn,
+                                                                       const PromptInput& input,
+                                                                       const ResolvedPrompt& prompt,
+                                                                       std::string user_id,
+                                                                       int first_step);
+  // The step's end (its error, its completion time), staged; `index`: its message in
+  // turn.messages. Whether the turn goes on with another step.
+  bool end_step(Turn& turn, Step& step, bool compact, std::size_t& index);
+
   boost::asio::awaitable<void> run_step(std::shared_ptr<Step> step);
   boost::asio::awaitable<void> run_tool(std::shared_ptr<Step> step, provider::ToolCall call);
+  // A stored client call of a resumed step, pending again until it ends.
+  boost::asio::awaitable<void> resume_call(std::shared_ptr<Step> step,
+                                           clienttool::WaitingCall wait);
+  // What a tool call of the step runs with (its session, abort, asks, progress, waits).
+  tool::ToolContext tool_context(const std::shared_ptr<Step>& step, const std::string& call_id);
+  // A call's end: its part gets the result (output truncated and saved when long) or the error.
+  void finish_call(Step& step, const std::string& call_id, const std::string& tool_name,
+                   Result<tool::ToolResult> result);
   boost::asio::awaitable<Result<void>> ask(std::shared_ptr<Step> step, const std::string& call_id,
                                            tool::PermissionRequest request);
   // A permission ask or an interactive tool starts (`waiting`) or stops waiting for a person:

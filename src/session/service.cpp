@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <set>
 
 #include "session/project.hpp"
 #include "util/ids.hpp"
@@ -51,10 +52,87 @@ SessionService::SessionService(ServiceDeps deps, ServiceOptions options)
   processor_ = Processor::create(std::move(processor), options_);
 }
 
-Result<std::size_t> SessionService::recover() {
-  auto failed = deps_.store->fail_interrupted_turns("The server stopped during this turn");
+Result<Recovered> SessionService::recover() {
+  auto open = deps_.store->open_messages();
+  if (!open) return open.error();
+  auto waits = deps_.store->waiting_calls();
+  if (!waits) return waits.error();
+  struct Resumable {
+    std::shared_ptr<Turn> turn;
+    ResolvedPrompt prompt;
+    MessageWithParts open;
+    std::vector<clienttool::WaitingCall> waits;
+    int steps_done = 0;
+  };
+  std::map<std::string, Resumable> resumable;  // by session: its newest open message
+  for (auto& m : *open) {
+    resumable.erase(m.info.session_id);
+    if (m.info.role != MessageInfo::Role::Assistant || m.info.summary) continue;
+    // A step goes on only when the model's answer had ended (all its calls are known) and one
+    // of its calls waits for a client.
+    bool answered = std::any_of(m.parts.begin(), m.parts.end(),
+                                [](const Part& p) { return p.type == Part::Type::StepFinish; });
+    std::vector<clienttool::WaitingCall> its;
+    for (const auto& w : *waits)
+      if (w.message_id == m.info.id && w.session_id == m.info.session_id) its.push_back(w);
+    if (!answered || its.empty()) continue;
+    auto session = deps_.store->get_session(m.info.session_id);
+    // A sub-session's turn ends with its parent's (the task tool's call failed with the server).
+    if (!session || !*session || !(*session)->parent_id.empty()) continue;
+    PromptInput as_before;
+    as_before.agent = m.info.agent;
+    as_before.model = m.info.provider_id + "/" + m.info.model_id;
+    auto prompt = resolve_prompt(deps_.agents, deps_.providers, as_before);
+    if (!prompt) {
+      log::warn("session ", m.info.session_id, ": its waiting turn cannot go on (",
+                prompt.error().message, ")");
+      continue;
+    }
+    auto stored = deps_.store->list_messages(m.info.session_id);
+    if (!stored) return stored.error();
+    int steps_done = static_cast<int>(
+        std::count_if(stored->begin(), stored->end(), [&](const MessageWithParts& s) {
+          return s.info.role == MessageInfo::Role::Assistant &&
+                 s.info.parent_id == m.info.parent_id;
+        }));
+    auto turn = std::make_shared<Turn>();
+    turn->session = std::move(**session);
+    std::string session_id = m.info.session_id;  // named: the assignment moves `m` first
+    resumable[session_id] =
+        Resumable{std::move(turn), std::move(*prompt), std::move(m), std::move(its), steps_done};
+  }
+  std::set<std::string> keep, keep_waits;
+  for (const auto& [sid, r] : resumable) {
+    keep.insert(r.open.info.id);
+    for (const auto& w : r.waits)
+      keep_waits.insert(w.request_id);
+  }
+  auto failed =
+      deps_.store->fail_interrupted_turns("The server stopped during this turn", keep, keep_waits);
   if (!failed) return failed.error();
-  return failed->size();
+  for (auto& [sid, r] : resumable) {
+    turns_[sid] = r.turn;
+    status_->set(sid, json::object{{"type", "busy"}});
+    asio::co_spawn(deps_.executor,
+                   resume(std::move(r.turn), std::move(r.prompt), std::move(r.open),
+                          std::move(r.waits), r.steps_done),
+                   [](std::exception_ptr ex) {
+                     if (ex) log::error("a resumed turn crashed");
+                   });
+  }
+  return Recovered{failed->size(), resumable.size()};
+}
+
+asio::awaitable<void> SessionService::resume(std::shared_ptr<Turn> turn, ResolvedPrompt prompt,
+                                             MessageWithParts open,
+                                             std::vector<clienttool::WaitingCall> waits,
+                                             int steps_done) {
+  auto self = shared_from_this();
+  std::string session_id = turn->session.id;
+  auto done = co_await processor_->resume_turn(std::move(turn), std::move(prompt), std::move(open),
+                                               std::move(waits), steps_done);
+  if (!done) log::info("session ", session_id, ": resumed turn ended: ", done.error().message);
+  end_turn(session_id);
 }
 
 // ---- sessions -------------------------------------------------------------------------------
@@ -193,8 +271,22 @@ void SessionService::shutdown() {
     ids.push_back(id);
   // The turns store their ends at once from here on.
   writer_->store_at_once();
-  for (const auto& id : ids)
+  const auto& clients = deps_.tools ? deps_.tools->client_tools() : nullptr;
+  for (const auto& id : ids) {
+    auto it = turns_.find(id);
+    if (it == turns_.end()) continue;
+    std::shared_ptr<Turn> turn = it->second;
+    // A turn that only waits for clients goes on after the restart (design.md decision 5): its
+    // calls end here unanswered, without a cancel (the clients may answer the restarted
+    // server), and what it stored stays open. A sub-session's turn ends with its parent's.
+    if (clients && turn->session.parent_id.empty() && Processor::can_suspend(*turn)) {
+      turn->suspended = true;
+      for (const auto& [call_id, wait] : turn->step.lock()->waits)
+        clients->release(wait.request_id);
+      continue;
+    }
     abort(id, "the server is shutting down");
+  }
   // What waits for the write delay is stored now, so that no write timer holds the stop up.
   writer_->store_waiting();
 }

@@ -43,6 +43,12 @@ struct ServiceDeps {
   std::map<std::string, Agent> agents;
 };
 
+// What recover() found: turns marked failed, turns that go on.
+struct Recovered {
+  std::size_t failed = 0;
+  std::size_t resumed = 0;
+};
+
 struct CreateInput {
   std::string title;
   permission::Ruleset permission;  // the session's own rules
@@ -69,8 +75,10 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
  public:
   static std::shared_ptr<SessionService> create(ServiceDeps deps, ServiceOptions options);
 
-  // Marks turns that a crash interrupted as failed (never left running). Call once at start.
-  Result<std::size_t> recover();
+  // What a stop or a crash left: turns whose step waited for client calls go on (their calls
+  // are pending again, and the turn continues once they end: design.md decision 5); the others
+  // are marked as failed (never left running). Call once at start, before the loop runs.
+  Result<Recovered> recover();
 
   const ServiceOptions& options() const { return options_; }
 
@@ -152,7 +160,8 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // The task tool: runs `request.prompt` in a new sub-session with the named agent and returns
   // its final text. Aborting the parent turn aborts the sub-session's.
   boost::asio::awaitable<Result<tool::TaskOutcome>> run_subtask(tool::TaskRequest request);
-  // Aborts every turn (server shutdown).
+  // Server shutdown: aborts every turn, except those that only wait for clients (they go on
+  // after the restart, recover()).
   void shutdown();
 
   const provider::ProviderSet& providers() const { return deps_.providers; }
@@ -172,6 +181,10 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
       const std::string& session_id,
       const std::function<Result<void>(const SessionInfo&)>& ready = {});
   void end_turn(const std::string& session_id);
+  // A turn recover() found waiting (begun there), run on until it ends.
+  boost::asio::awaitable<void> resume(std::shared_ptr<Turn> turn, ResolvedPrompt prompt,
+                                      MessageWithParts open,
+                                      std::vector<clienttool::WaitingCall> waits, int steps_done);
   // A prompt to a reverted session first makes the revert final (service_revert.cpp).
   Result<SessionInfo> settle_revert(SessionInfo session);
   // Conflict while the session runs a turn (edits of its stored messages).

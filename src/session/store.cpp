@@ -1,5 +1,6 @@
 #include "session/store.hpp"
 
+#include "clienttool/wire.hpp"
 #include "util/log.hpp"
 
 namespace sb::session {
@@ -49,6 +50,14 @@ CREATE TABLE IF NOT EXISTS file_held (
   path TEXT NOT NULL,
   content BLOB,
   PRIMARY KEY(session_id, path)
+);
+-- Added within version 3: the client calls that wait for their clients, so that a restart keeps
+-- them (design.md decision 5); `data` is the call (clienttool::WaitingCall) as JSON.
+CREATE TABLE IF NOT EXISTS waiting_call (
+  request_id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+  message_id TEXT NOT NULL,
+  data TEXT NOT NULL
 );
 )sql";
 
@@ -301,7 +310,8 @@ Result<bool> SessionStore::delete_session(const std::string& id) {
   for (auto sql :
        {"DELETE FROM message WHERE session_id = ?1", "DELETE FROM todo WHERE session_id = ?1",
         "DELETE FROM chat WHERE session_id = ?1", "DELETE FROM file_change WHERE session_id = ?1",
-        "DELETE FROM file_held WHERE session_id = ?1"}) {
+        "DELETE FROM file_held WHERE session_id = ?1",
+        "DELETE FROM waiting_call WHERE session_id = ?1"}) {
     auto st = db_->prepare(sql);
     if (!st) return st.error();
     st->bind(1, id);
@@ -397,6 +407,10 @@ Result<void> SessionStore::write(std::span<const StoreChanges* const> batch) {
       if (auto r = put_message_locked(m); !r) return r.error();
     for (const auto& f : changes->files)
       if (auto r = put_file_change_locked(f); !r) return r.error();
+    for (const auto& w : changes->waits)
+      if (auto r = put_wait_locked(w); !r) return r.error();
+    for (const auto& id : changes->waits_ended)
+      if (auto r = delete_wait_locked(id); !r) return r.error();
   }
   if (auto r = tx.commit(); !r) return r;
   for (const StoreChanges* changes : batch)
@@ -424,17 +438,66 @@ Result<void> SessionStore::put_todos(const std::string& session_id, std::string_
   return st->run();
 }
 
-Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(const std::string& reason) {
+Result<void> SessionStore::put_wait_locked(const clienttool::WaitingCall& w) {
+  auto st = db_->prepare(
+      "INSERT INTO waiting_call(request_id, session_id, message_id, data) VALUES(?1, ?2, ?3, ?4) "
+      "ON CONFLICT(request_id) DO UPDATE SET data = excluded.data");
+  if (!st) return st.error();
+  st->bind(1, w.request_id).bind(2, w.session_id).bind(3, w.message_id);
+  st->bind(4, json::serialize(clienttool::to_json(w)));
+  return st->run();
+}
+
+Result<void> SessionStore::delete_wait_locked(const std::string& request_id) {
+  auto st = db_->prepare("DELETE FROM waiting_call WHERE request_id = ?1");
+  if (!st) return st.error();
+  st->bind(1, request_id);
+  return st->run();
+}
+
+Result<std::vector<clienttool::WaitingCall>> SessionStore::waiting_calls() {
+  std::lock_guard lock(db_->mutex());
+  auto st = db_->prepare("SELECT data FROM waiting_call ORDER BY request_id");
+  if (!st) return st.error();
+  std::vector<clienttool::WaitingCall> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) return out;
+    // One that does not read back is left out: its call then fails as interrupted.
+    auto doc = parse_json(st->text(0), kRowDepth);
+    auto call =
+        doc && doc->is_object()
+            ? clienttool::waiting_call_from_json(doc->get_object())
+            : Result<clienttool::WaitingCall>(make_error(ErrorCode::Internal, "not a JSON object"));
+    if (call)
+      out.push_back(std::move(*call));
+    else
+      log::warn("a stored waiting call does not read back (", call.error().message, ")");
+  }
+}
+
+Result<std::vector<MessageWithParts>> SessionStore::open_messages() {
   std::lock_guard lock(db_->mutex());
   auto st = db_->prepare("SELECT data, parts FROM message WHERE completed = 0 ORDER BY id");
   if (!st) return st.error();
-  auto open = read_all<MessageWithParts>(*st, message_row);
+  return read_all<MessageWithParts>(*st, message_row);
+}
+
+Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(
+    const std::string& reason, const std::set<std::string>& keep,
+    const std::set<std::string>& keep_waits) {
+  auto open = open_messages();
   if (!open) return open.error();
+  auto waits = waiting_calls();
+  if (!waits) return waits.error();
+  std::lock_guard lock(db_->mutex());
   store::Database::Transaction tx(*db_);
   if (!tx.begun()) return tx.begun().error();
   auto now = now_ms();
   std::vector<MessageInfo> failed;
   for (auto& m : *open) {
+    if (keep.count(m.info.id)) continue;
     for (auto& p : m.parts) {
       if (p.type != Part::Type::Tool) continue;
       if (p.state.status != ToolState::Status::Pending &&
@@ -450,6 +513,10 @@ Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(const std:
     if (auto r = put_message_locked(MessageRow::of(m)); !r) return r.error();
     failed.push_back(std::move(m.info));
   }
+  // The waits of the turns that ended (and any left by a turn that ended without them).
+  for (const auto& w : *waits)
+    if (!keep_waits.count(w.request_id))
+      if (auto r = delete_wait_locked(w.request_id); !r) return r.error();
   if (auto r = tx.commit(); !r) return r.error();
   return failed;
 }

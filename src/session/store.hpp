@@ -10,11 +10,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "clienttool/types.hpp"
 #include "session/types.hpp"
 #include "store/database.hpp"
 
@@ -55,8 +57,14 @@ struct StoreChanges {
   std::optional<SessionInfo> session;
   std::vector<MessageRow> messages;
   std::vector<FileChangeRow> files;
+  // Client calls that now wait for their clients, then the request ids whose wait ended (a call
+  // that started and ended between two writes is in both, and ends up not stored).
+  std::vector<clienttool::WaitingCall> waits;
+  std::vector<std::string> waits_ended;
   void add(const MessageWithParts& m) { messages.push_back(MessageRow::of(m)); }
-  bool empty() const { return !session && messages.empty() && files.empty(); }
+  bool empty() const {
+    return !session && messages.empty() && files.empty() && waits.empty() && waits_ended.empty();
+  }
 };
 
 class SessionStore {
@@ -115,9 +123,18 @@ class SessionStore {
   Result<std::optional<std::string>> get_chat(const std::string& chat_id);
   Result<void> put_chat(const std::string& chat_id, const std::string& session_id);
 
-  // After a crash: every assistant message that never completed gets an error and a completion
-  // time, and its pending/running tool parts become errors. Returns the messages it changed.
-  Result<std::vector<MessageInfo>> fail_interrupted_turns(const std::string& reason);
+  // ---- what a restart finds ----
+  // The assistant messages that never completed (turns a stop or a crash interrupted), by id.
+  Result<std::vector<MessageWithParts>> open_messages();
+  // The client calls stored as waiting for their clients (StoreChanges::waits); one that does
+  // not read back is left out (logged).
+  Result<std::vector<clienttool::WaitingCall>> waiting_calls();
+  // After a stop or a crash: every open message but those in `keep` (turns that go on) gets an
+  // error and a completion time, and its pending/running tool parts become errors; the stored
+  // waits not in `keep_waits` are deleted. Returns the messages it changed.
+  Result<std::vector<MessageInfo>> fail_interrupted_turns(
+      const std::string& reason, const std::set<std::string>& keep = {},
+      const std::set<std::string>& keep_waits = {});
 
  private:
   explicit SessionStore(std::shared_ptr<store::Database> db) : db_(std::move(db)) {}
@@ -125,6 +142,8 @@ class SessionStore {
   Result<void> put_session_locked(const SessionInfo& s);
   Result<void> put_message_locked(const MessageRow& m);
   Result<void> put_file_change_locked(const FileChangeRow& f);
+  Result<void> put_wait_locked(const clienttool::WaitingCall& w);
+  Result<void> delete_wait_locked(const std::string& request_id);
   // Moves the rows of `part_table` (a schema before version 3) into their messages' rows.
   Result<void> embed_parts(std::string_view part_table);
   void remember_session(const SessionInfo& s);

@@ -11,6 +11,8 @@ StoreChanges Turn::take_unsaved() {
     changes.add(messages[i]);
   unsaved.clear();
   changes.files = std::exchange(unsaved_files, {});
+  changes.waits = std::exchange(unsaved_waits, {});
+  changes.waits_ended = std::exchange(ended_waits, {});
   return changes;
 }
 

@@ -29,6 +29,8 @@ struct Conversation {
   std::uint64_t used = 0;  // ConversationCache's use count at the last turn, for eviction
 };
 
+struct Step;
+
 // A running turn: one per busy session.
 struct Turn {
   SessionInfo session;
@@ -47,8 +49,19 @@ struct Turn {
   std::vector<std::size_t> unsaved;  // indices into `messages`
   std::optional<SessionInfo> unsaved_session;
   std::vector<FileChangeRow> unsaved_files;  // what its tools changed in files, not yet stored
+  // Client calls that began waiting, and ones whose wait ended, since the last write.
+  std::vector<clienttool::WaitingCall> unsaved_waits;
+  std::vector<std::string> ended_waits;
+  // The step that runs now (none between steps).
+  std::weak_ptr<Step> step;
+  // The server stops and this turn goes on after its restart (SessionService::shutdown): its
+  // waiting client calls end here without a result, and its open message stays open.
+  bool suspended = false;
 
-  bool has_unsaved() const { return unsaved_session || !unsaved.empty() || !unsaved_files.empty(); }
+  bool has_unsaved() const {
+    return unsaved_session || !unsaved.empty() || !unsaved_files.empty() ||
+           !unsaved_waits.empty() || !ended_waits.empty();
+  }
   // What the next write stores; the turn starts over with nothing unsaved.
   StoreChanges take_unsaved();
   // The turn's message `id` (nullptr when it has none), marked as changed.
@@ -66,6 +79,10 @@ struct Step {
   std::map<std::string, Part> tools;  // by call id
   std::vector<std::string> tool_order;
   std::unique_ptr<WaitGroup> running;
+  // The model's answer has ended (its calls are all known); then the step waits for its calls.
+  bool streamed = false;
+  // The client calls that wait for their clients (stored: TurnWriter::stage_wait), by call id.
+  std::map<std::string, clienttool::WaitingCall> waits;
   std::optional<provider::StepFinish> finish;
   std::optional<provider::StreamError> error;
   // A person rejected a permission (or nobody answered in time): the turn stops after this step,

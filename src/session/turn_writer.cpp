@@ -95,6 +95,21 @@ void TurnWriter::stage_message(Turn& turn, const MessageInfo& info) {
                   json::object{{"sessionID", info.session_id}, {"info", to_json(info)}});
 }
 
+void TurnWriter::stage_wait(Turn& turn, const clienttool::WaitingCall& call) {
+  turn.unsaved_waits.push_back(call);
+}
+
+void TurnWriter::end_wait(Turn& turn, const std::string& request_id) {
+  // One that no write took yet is simply not stored.
+  auto staged =
+      std::find_if(turn.unsaved_waits.begin(), turn.unsaved_waits.end(),
+                   [&](const clienttool::WaitingCall& w) { return w.request_id == request_id; });
+  if (staged != turn.unsaved_waits.end())
+    turn.unsaved_waits.erase(staged);
+  else
+    turn.ended_waits.push_back(request_id);
+}
+
 void TurnWriter::add(const std::shared_ptr<Turn>& turn) {
   if (std::find(unsaved_turns_.begin(), unsaved_turns_.end(), turn) == unsaved_turns_.end())
     unsaved_turns_.push_back(turn);

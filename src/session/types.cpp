@@ -7,12 +7,6 @@
 
 namespace sb::session {
 
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string_view to_string(ToolState::Status s) {
   switch (s) {
     case ToolState::Status::Pending:

@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "permission/ruleset.hpp"
+#include "util/clock.hpp"
 #include "util/error.hpp"
 #include "util/json.hpp"
 
 namespace sb::session {
 
-// Milliseconds since the epoch, the unit of every `time` field.
-std::int64_t now_ms();
+// Times (every `time` field) are milliseconds since the epoch: sb::now_ms().
 
 struct SessionInfo {
   std::string id;

@@ -81,6 +81,33 @@ ToolPtr ToolRegistry::find(const std::string& id, const std::string& session_id)
   return make_client_tool(client_tools_, std::move(def));
 }
 
+boost::asio::awaitable<Result<ToolResult>> run_client_call(clienttool::ClientToolRegistry& registry,
+                                                           clienttool::ExecuteParams params,
+                                                           bool interactive, ToolContext& ctx) {
+  params.session_id = ctx.session_id;
+  params.message_id = ctx.message_id;
+  params.call_id = ctx.call_id;
+  params.cancel_reason = [abort = ctx.abort] {
+    return abort->reason().empty() ? std::string("aborted") : abort->reason();
+  };
+  params.on_waiting = ctx.waiting;
+  // An abort of the turn becomes a cancel for the client; the call then ends at once.
+  auto give_up = std::make_shared<boost::asio::cancellation_signal>();
+  AbortSignal::Registration on_abort(
+      ctx.abort, [give_up] { give_up->emit(boost::asio::cancellation_type::terminal); });
+  // Named, not temporaries in the co_await: GCC 12 destroys those twice.
+  clienttool::ProgressHandler progress = [report = ctx.metadata](const clienttool::Progress& p) {
+    if (report) report(p.title, p.metadata);
+  };
+  auto token = boost::asio::bind_cancellation_slot(give_up->slot(), boost::asio::use_awaitable);
+  if (interactive) ctx.set_awaiting_person(true);
+  auto outcome = co_await registry.async_execute(std::move(params), std::move(progress), token);
+  if (interactive) ctx.set_awaiting_person(false);
+  if (!outcome) co_return outcome.error();
+  if (!outcome->success) co_return make_error(ErrorCode::InvalidRequest, outcome->error);
+  co_return ToolResult{outcome->title, outcome->output, outcome->metadata, outcome->attachments};
+}
+
 namespace {
 
 class ClientTool final : public Tool {
@@ -109,27 +136,7 @@ class ClientTool final : public Tool {
     params.definition = def_;
     params.input_checked = true;  // the session checked it against this definition's schema
     params.input = std::move(args);
-    params.session_id = ctx.session_id;
-    params.message_id = ctx.message_id;
-    params.call_id = ctx.call_id;
-    params.cancel_reason = [abort = ctx.abort] {
-      return abort->reason().empty() ? std::string("aborted") : abort->reason();
-    };
-    // An abort of the turn becomes a cancel for the client; the call then ends at once.
-    auto give_up = std::make_shared<boost::asio::cancellation_signal>();
-    AbortSignal::Registration on_abort(
-        ctx.abort, [give_up] { give_up->emit(boost::asio::cancellation_type::terminal); });
-    // Named, not temporaries in the co_await: GCC 12 destroys those twice.
-    clienttool::ProgressHandler progress = [report = ctx.metadata](const clienttool::Progress& p) {
-      if (report) report(p.title, p.metadata);
-    };
-    auto token = boost::asio::bind_cancellation_slot(give_up->slot(), boost::asio::use_awaitable);
-    if (def_->interactive) ctx.set_awaiting_person(true);
-    auto outcome = co_await registry_->async_execute(std::move(params), std::move(progress), token);
-    if (def_->interactive) ctx.set_awaiting_person(false);
-    if (!outcome) co_return outcome.error();
-    if (!outcome->success) co_return make_error(ErrorCode::InvalidRequest, outcome->error);
-    co_return ToolResult{outcome->title, outcome->output, outcome->metadata, outcome->attachments};
+    co_return co_await run_client_call(*registry_, std::move(params), def_->interactive, ctx);
   }
 
  private:

@@ -59,10 +59,17 @@ class ToolRegistry {
   std::size_t local_count_ = 0;  // how many of server_ are built-in or custom
 };
 
-// A client tool as the session processor runs it. It asks the `client_tools` permission, shows
-// the session awaiting input while a person answers an interactive tool, and makes the call
-// through the ClientToolRegistry with the definition it was made from (no lookup, no second
-// validation); an abort of the turn cancels it there (the client gets a cancel).
+// A call to a client tool as a session's tool call: the request goes to the client (or, with
+// params.resume, a stored call is pending again), the turn's abort cancels it, its progress
+// reaches ctx.metadata, ctx.waiting hears of it once it is pending, and an `interactive` call
+// has the session await a person meanwhile. The client's error is the model's error.
+boost::asio::awaitable<Result<ToolResult>> run_client_call(clienttool::ClientToolRegistry& registry,
+                                                           clienttool::ExecuteParams params,
+                                                           bool interactive, ToolContext& ctx);
+
+// A client tool as the session processor runs it. It asks the `client_tools` permission, then
+// runs the call (run_client_call) with the definition it was made from (no lookup, no second
+// validation).
 ToolPtr make_client_tool(std::shared_ptr<clienttool::ClientToolRegistry> registry,
                          clienttool::ClientToolRegistry::Definition definition);
 // The definition a client tool was made from; null for every other tool.

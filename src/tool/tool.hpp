@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "clienttool/schema.hpp"
+#include "clienttool/types.hpp"
 #include "util/abort.hpp"
 #include "util/error.hpp"
 #include "util/json.hpp"
@@ -70,6 +71,9 @@ struct ToolContext {
   // The call now waits for a person (true) or no longer does (false): the session's status
   // shows awaiting-input meanwhile.
   std::function<void(bool)> awaiting_person;
+  // A client tool's call is pending with its client: what the session stores so that the wait
+  // outlives a restart (design.md decision 5). Unset: not stored.
+  std::function<void(const clienttool::WaitingCall&)> waiting;
 
   boost::asio::awaitable<Result<void>> request_permission(PermissionRequest request) {
     if (!ask) co_return Result<void>{};

@@ -93,6 +93,14 @@ std::vector<json::object> parts_of(const json::array& messages) {
   return out;
 }
 
+// The user contents of an OpenAI request's messages, in order.
+std::vector<std::string> user_texts(const RecordedRequest& r) {
+  std::vector<std::string> out;
+  for (const auto& m : array_at(r.json, "/messages"))
+    if (string_at(m, "/role") == "user") out.push_back(string_at(m, "/content"));
+  return out;
+}
+
 std::optional<json::object> tool_part(const json::array& messages, std::string_view call_id) {
   for (auto& p : parts_of(messages))
     if (string_at(json::value(p), "/type") == "tool" &&
@@ -1594,6 +1602,8 @@ class SessionRestart : public SessionTest {
   }
 };
 
+// A turn that waits for its model when the server crashes ends failed after the restart (a
+// turn waiting for a client goes on instead: AClientCallWaitsThroughACrash...).
 TEST_F(SessionRestart, CrashMidTurnLeavesNothingRunning) {
   json::object cfg = test_config();
   cfg["provider"] = json::object{
@@ -1603,32 +1613,32 @@ TEST_F(SessionRestart, CrashMidTurnLeavesNothingRunning) {
       {"tooly",
        json::object{
            {"type", "scripted"},
-           {"script", json::array{json::object{
-                          {"toolCalls", json::array{json::object{{"tool", "client_c1_wait"},
-                                                                 {"input", json::object{}}}}}}}}}}};
+           {"script",
+            json::array{json::object{
+                {"toolCalls", json::array{json::object{
+                                  {"tool", "bash"},
+                                  {"input", json::object{{"command", "touch started && sleep 30"},
+                                                         {"description", "wait"}}}}}}}}}}}};
   cfg["model"] = "slow/default";
   start_server(cfg);
   std::string waiting_for_model = create_session(json::object{{"title", "model"}});
-  std::string waiting_for_client = create_session(json::object{{"title", "client"}});
+  std::string waiting_for_tool = create_session(json::object{{"title", "tool"}});
   {
     BusEvents bus(port());
-    WsClient ws(port(), "/client-tools/ws/c1");
-    ws.send_json(json::object{
-        {"type", "register"}, {"sessionID", waiting_for_client}, {"tools", {tool_def("wait")}}});
-    ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
-
     prompt_async(waiting_for_model, "take your time");
     ASSERT_TRUE(
         bus.next_where("message.part.updated", "/properties/part/type", json::value("step-start")));
-    json::object body = text_prompt("call the client");
+    json::object body = text_prompt("run the command");
     body["model"] = "tooly/default";
-    prompt_async(waiting_for_client, body);
-    next_ws_request(ws);
+    prompt_async(waiting_for_tool, body);
+    ASSERT_TRUE(
+        wait_until([&] { return std::filesystem::exists(project_.path() / "started"); }, 10s))
+        << "the command did not start";
     json::object st = status();
     ASSERT_EQ(st.size(), 2u) << str(st);
     // What GET .../message lists is stored (it stores what waits first): a crash from here on
     // cannot lose it.
-    for (const auto& sid : {waiting_for_model, waiting_for_client})
+    for (const auto& sid : {waiting_for_model, waiting_for_tool})
       ASSERT_EQ(messages(sid).size(), 2u) << "the turn in progress is not listed";
 
     server().send_signal(SIGKILL);
@@ -1645,10 +1655,10 @@ TEST_F(SessionRestart, CrashMidTurnLeavesNothingRunning) {
   json::value session_list = sessions.json();
   for (const auto& s : session_list.as_array())
     ids.insert(string_at(s, "/id"));
-  EXPECT_TRUE(ids.count(waiting_for_model) && ids.count(waiting_for_client)) << sessions.describe();
+  EXPECT_TRUE(ids.count(waiting_for_model) && ids.count(waiting_for_tool)) << sessions.describe();
   EXPECT_TRUE(status().empty()) << str(status());
 
-  for (const auto& sid : {waiting_for_model, waiting_for_client}) {
+  for (const auto& sid : {waiting_for_model, waiting_for_tool}) {
     auto list = messages(sid);
     ASSERT_EQ(list.size(), 2u) << str(list);
     EXPECT_EQ(string_at(list[0], "/info/role"), "user");
@@ -1663,12 +1673,12 @@ TEST_F(SessionRestart, CrashMidTurnLeavesNothingRunning) {
     }
   }
   int tool_parts = 0;
-  for (const auto& p : parts_of(messages(waiting_for_client))) {
+  for (const auto& p : parts_of(messages(waiting_for_tool))) {
     if (string_at(json::value(p), "/type") != "tool") continue;
     ++tool_parts;
     EXPECT_EQ(string_at(json::value(p), "/state/status"), "error") << str(p);
   }
-  EXPECT_EQ(tool_parts, 1) << "the client call's part is gone";
+  EXPECT_EQ(tool_parts, 1) << "the command's part is gone";
 
   // The session takes a new prompt.
   json::object again = text_prompt("are you there?");
@@ -1737,15 +1747,19 @@ TEST_F(SessionRestart, CrashDuringAServerToolLeavesItFailed) {
   expect_turn_failed_after_restart(sid, "call_s");
 }
 
-TEST_F(SessionRestart, StopMidTurnCancelsTheClientAndLeavesNothingRunning) {
+// A step that still runs a server tool cannot wait through a stop (the command ends with the
+// server): the turn is aborted, its client call cancelled at the client, nothing left running.
+TEST_F(SessionRestart, StopDuringAServerToolCancelsTheClientCallOfItsStep) {
   start_server(openai_config());
   std::string sid = create_session();
   WsClient ws(port(), "/client-tools/ws/c1");
   ws.send_json(
       json::object{{"type", "register"}, {"sessionID", sid}, {"tools", {tool_def("wait")}}});
   ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
-  model_.push(FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{}));
-  prompt_async(sid, "wait for the client");
+  model_.push(FakeResponse::with_tool_calls(
+      {FakeToolCall{"call_s", "bash", R"({"command": "sleep 30", "description": "wait"})"},
+       FakeToolCall{"call_w", "client_c1_wait", R"({"text": "x"})"}}));
+  prompt_async(sid, "wait for both");
   json::object req = next_ws_request(ws);
 
   server().send_signal(SIGTERM);
@@ -1759,6 +1773,240 @@ TEST_F(SessionRestart, StopMidTurnCancelsTheClientAndLeavesNothingRunning) {
       << (exited ? exited->describe() : "still running");
   expect_turn_failed_after_restart(sid, "call_w");
   EXPECT_TRUE(status().empty());
+}
+
+// ---- durable waits (design.md decision 5) ----------------------------------------------------
+
+class SessionDurableWait : public SessionRestart {
+ protected:
+  // The config with clientTools.<key> = value.
+  json::object with_client_tools(json::object cfg, std::string_view key, json::value value) {
+    cfg["clientTools"].as_object()[key] = std::move(value);
+    return cfg;
+  }
+
+  // Waits until the session's last message is a completed assistant message.
+  json::array wait_turn_end(const std::string& sid, std::chrono::milliseconds timeout = 15s) {
+    json::array list;
+    bool ended = wait_until(
+        [&] {
+          list = messages(sid);
+          return !list.empty() && string_at(list.back(), "/info/role") == "assistant" &&
+                 find(list.back(), "/info/time/completed") != nullptr && status().empty();
+        },
+        timeout);
+    if (!ended) throw std::runtime_error("the turn of " + sid + " did not end: " + str(list));
+    return list;
+  }
+};
+
+// A turn whose step waits for a client outlives a stop: the client is not cancelled, after the
+// restart the call is still running and the session busy, the client that connects again gets
+// the same request, its answer is taken, and the model goes on from both results of the step
+// (the server tool's, which ended before the stop, and the client's) as if nothing happened.
+TEST_F(SessionDurableWait, AStopKeepsAClientCallWaitingAndTheTurnGoesOnWithItsAnswer) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  std::string request_id;
+  {
+    WsClient ws(port(), "/client-tools/ws/c1");
+    ws.send_json(
+        json::object{{"type", "register"}, {"sessionID", sid}, {"tools", {tool_def("wait")}}});
+    ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
+    BusEvents bus(port());
+    model_.push(FakeResponse::with_tool_calls(
+        {FakeToolCall{"call_s", "bash", R"({"command": "echo served", "description": "echo"})"},
+         FakeToolCall{"call_w", "client_c1_wait", R"({"text": "x"})"}}));
+    model_.push(FakeResponse::with_text("Done after the restart."));
+    prompt_async(sid, "wait for the client");
+    json::object req = next_ws_request(ws);
+    request_id = string_at(json::value(req), "/requestID");
+    ASSERT_TRUE(wait_part_status(bus, "call_s", "completed"));
+
+    server().send_signal(SIGTERM);
+    auto exited = server().wait_exit(10s);
+    ASSERT_TRUE(exited && exited->exited && exited->code == 0)
+        << (exited ? exited->describe() : "still running");
+    EXPECT_FALSE(ws.next_message_of_type("cancel", 100ms))
+        << "the client was told to give up a call that goes on";
+  }
+  server_.reset();
+  start_server(openai_config());
+  EXPECT_TRUE(contains(server().log(), "go on")) << server().log();
+  json::object st = status();
+  EXPECT_EQ(string_at(json::value(st), "/" + sid + "/type"), "busy") << str(st);
+  auto waiting = tool_part(messages(sid), "call_w");
+  ASSERT_TRUE(waiting) << str(messages(sid));
+  EXPECT_EQ(string_at(json::value(*waiting), "/state/status"), "running") << str(*waiting);
+
+  // The client has no tools registered on this server yet: the request reaches it anyway.
+  WsClient ws(port(), "/client-tools/ws/c1");
+  json::object again = next_ws_request(ws);
+  EXPECT_EQ(string_at(json::value(again), "/requestID"), request_id) << str(again);
+  EXPECT_EQ(string_at(json::value(again), "/callID"), "call_w") << str(again);
+  EXPECT_EQ(string_at(json::value(again), "/sessionID"), sid) << str(again);
+  EXPECT_EQ(again.at("input"), (json::object{{"text", "x"}})) << str(again);
+  ws.send_json(json::object{{"type", "result"},
+                            {"requestID", request_id},
+                            {"status", "success"},
+                            {"output", "answered after the restart"}});
+  json::array list = wait_turn_end(sid);
+
+  auto second = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(string_at(openai_tool_message(*second, "call_w"), "/content"),
+            "answered after the restart")
+      << second->body;
+  EXPECT_TRUE(contains(string_at(openai_tool_message(*second, "call_s"), "/content"), "served"))
+      << second->body;
+  // Both calls in one assistant message, as the model made them, and the user's question once.
+  EXPECT_EQ(array_at(openai_call_message(*second, "call_s"), "/tool_calls").size(), 2u)
+      << second->body;
+  EXPECT_EQ(user_texts(*second), std::vector<std::string>{"wait for the client"}) << second->body;
+  EXPECT_EQ(model_.request_count(), 2u);
+
+  ASSERT_EQ(list.size(), 3u) << str(list);
+  EXPECT_EQ(find(list[1], "/info/error"), nullptr) << str(list[1]);
+  EXPECT_EQ(string_at(list[1], "/info/finish"), "tool-calls") << str(list[1]);
+  auto answered = tool_part(list, "call_w");
+  ASSERT_TRUE(answered);
+  EXPECT_EQ(string_at(json::value(*answered), "/state/status"), "completed") << str(*answered);
+  EXPECT_EQ(text_of(list[2]), "Done after the restart.");
+  // Answered once: a second answer is refused.
+  auto repeat =
+      http_post(port(), "/client-tools/result",
+                json::object{{"requestID", request_id},
+                             {"clientID", "c1"},
+                             {"result", json::object{{"status", "success"}, {"output", "again"}}}});
+  EXPECT_EQ(repeat.status, 409u) << repeat.describe();
+}
+
+// The same after a crash, over SSE: the call was stored while it waited; a client whose
+// Last-Event-ID says it has the request is not sent it again and may answer it; the turn goes on.
+TEST_F(SessionDurableWait, AClientCallWaitsThroughACrashAndItsClientMayAnswerItAfterwards) {
+  json::object cfg = with_client_tools(openai_config(), "reconnectGrace", 10000);
+  start_server(cfg);
+  std::string sid = create_session();
+  register_tools(port(), "c1", {tool_def("wait")});
+  std::string request_id, event_id;
+  {
+    SseClient stream(port(), "/client-tools/pending/c1");
+    model_.push(FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{}));
+    model_.push(FakeResponse::with_text("Went on."));
+    prompt_async(sid, "wait for the client");
+    auto request = stream.next_event_named("tool-request", 5s);
+    ASSERT_TRUE(request && request->id);
+    event_id = *request->id;
+    request_id = string_at(request->json(), "/requestID");
+    // Listed, so stored (GET .../message stores what waits first).
+    auto part = tool_part(messages(sid), "call_w");
+    ASSERT_TRUE(part);
+    ASSERT_EQ(string_at(json::value(*part), "/state/status"), "running") << str(*part);
+    server().send_signal(SIGKILL);
+    auto exited = server().wait_exit(5s);
+    ASSERT_TRUE(exited && exited->signaled) << "SIGKILL did not end the server";
+  }
+  server_.reset();
+  start_server(cfg);
+
+  SseClient::Options had_it;
+  had_it.last_event_id = event_id;
+  SseClient stream(port(), "/client-tools/pending/c1", had_it);
+  EXPECT_FALSE(stream.next_event_named("tool-request", 300ms))
+      << "a request the client had (its Last-Event-ID) was sent again";
+  auto answer = http_post(
+      port(), "/client-tools/result",
+      json::object{
+          {"requestID", request_id},
+          {"clientID", "c1"},
+          {"result", json::object{{"status", "success"}, {"output", "from before the crash"}}}});
+  ASSERT_EQ(answer.status, 200u) << answer.describe();
+  json::array list = wait_turn_end(sid);
+  auto second = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(string_at(openai_tool_message(*second, "call_w"), "/content"), "from before the crash")
+      << second->body;
+  EXPECT_EQ(text_of(list.back()), "Went on.");
+
+  // New requests have later event ids than the ones before the crash. (The client registers its
+  // tools again, as the SDKs do when they reconnect: this server has not seen them.)
+  register_tools(port(), "c1", {tool_def("wait")});
+  model_.push(FakeResponse::with_tool_call("call_2", "client_c1_wait", json::object{}));
+  model_.push(FakeResponse::with_text("Again."));
+  prompt_async(sid, "once more");
+  auto next = stream.next_event_named("tool-request", 5s);
+  ASSERT_TRUE(next && next->id);
+  EXPECT_GT(std::stoull(*next->id), std::stoull(event_id)) << "event ids went back after a restart";
+}
+
+// Until the call's timeout, counted from its start before the restart: then it ends as a call
+// that nobody answered, and the model is told so.
+TEST_F(SessionDurableWait, AWaitingCallStillTimesOutAfterARestart) {
+  json::object cfg = with_client_tools(openai_config(), "defaultTimeout", 3000);
+  start_server(cfg);
+  std::string sid = create_session();
+  {
+    WsClient ws(port(), "/client-tools/ws/c1");
+    ws.send_json(
+        json::object{{"type", "register"}, {"sessionID", sid}, {"tools", {tool_def("wait")}}});
+    ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
+    model_.push(FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{}));
+    model_.push(FakeResponse::with_text("Nobody answered."));
+    prompt_async(sid, "wait for the client");
+    next_ws_request(ws);
+    server().send_signal(SIGTERM);
+    auto exited = server().wait_exit(10s);
+    ASSERT_TRUE(exited && exited->exited && exited->code == 0);
+  }
+  server_.reset();
+  auto restarted = Clock::now();
+  start_server(cfg);
+  json::array list = wait_turn_end(sid);
+  auto part = tool_part(list, "call_w");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  EXPECT_TRUE(contains(string_at(json::value(*part), "/state/error"), "timed out")) << str(*part);
+  EXPECT_LT(Clock::now() - restarted, 8s) << "the deadline started over with the restart";
+  auto second = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(contains(string_at(openai_tool_message(*second, "call_w"), "/content"), "timed out"))
+      << second->body;
+  EXPECT_EQ(text_of(list.back()), "Nobody answered.");
+}
+
+// A resumed turn is a turn: an abort ends it, and the client that got the request again is told
+// to give it up.
+TEST_F(SessionDurableWait, AbortingAResumedTurnCancelsItsClientCall) {
+  start_server(openai_config());
+  std::string sid = create_session();
+  {
+    WsClient ws(port(), "/client-tools/ws/c1");
+    ws.send_json(
+        json::object{{"type", "register"}, {"sessionID", sid}, {"tools", {tool_def("wait")}}});
+    ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
+    model_.push(FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{}));
+    prompt_async(sid, "wait for the client");
+    next_ws_request(ws);
+    server().send_signal(SIGTERM);
+    ASSERT_TRUE(server().wait_exit(10s));
+  }
+  server_.reset();
+  start_server(openai_config());
+  WsClient ws(port(), "/client-tools/ws/c1");
+  json::object req = next_ws_request(ws);
+  auto aborted = http_post(port(), "/session/" + sid + "/abort", json::object{});
+  ASSERT_EQ(aborted.status, 200u) << aborted.describe();
+  EXPECT_EQ(aborted.body, "true");
+  auto cancel = ws.next_message_of_type("cancel", 5s);
+  ASSERT_TRUE(cancel) << "the client was not told";
+  EXPECT_EQ(value_at(*cancel, "/requestID"), req.at("requestID")) << str(*cancel);
+  json::array list = wait_turn_end(sid);
+  ASSERT_EQ(list.size(), 2u) << str(list);
+  EXPECT_EQ(string_at(list[1], "/info/error/name"), "MessageAbortedError") << str(list[1]);
+  auto part = tool_part(list, "call_w");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  EXPECT_EQ(model_.request_count(), 1u);
 }
 
 TEST_F(SessionRestart, SessionsPersistAcrossACleanRestart) {
@@ -2277,14 +2525,6 @@ TEST_F(SessionScripted, AbortClosesAnOpenQuestion) {
 }
 
 // ---- summarize (OpenCode's compaction) and init -------------------------------------------------
-
-// The user contents of an OpenAI request's messages, in order.
-std::vector<std::string> user_texts(const RecordedRequest& r) {
-  std::vector<std::string> out;
-  for (const auto& m : array_at(r.json, "/messages"))
-    if (string_at(m, "/role") == "user") out.push_back(string_at(m, "/content"));
-  return out;
-}
 
 TEST_F(SessionTest, ASummaryReplacesTheConversationTheModelSeesAndSurvivesARestart) {
   start_server(openai_config());
