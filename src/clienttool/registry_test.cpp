@@ -17,6 +17,9 @@
 #include <random>
 #include <vector>
 
+#include "clienttool/wire.hpp"
+#include "util/clock.hpp"
+
 namespace sb {
 // Readable failure messages: "NOT_FOUND" rather than a dump of the enum's bytes.
 inline void PrintTo(ErrorCode code, std::ostream* os) {
@@ -1678,6 +1681,141 @@ TEST_F(RegistryTest, InterleavedRegisterExecuteSubmitAndCleanup) {
   EXPECT_EQ(refused_called, 0);
   EXPECT_EQ(static_cast<std::size_t>(total_ended), started.size());
   EXPECT_EQ(registry_->pending_count(), 0u);
+}
+
+// ---- durable waits: what a restart keeps --------------------------------------------------------
+
+// What a session stores of a call (ExecuteParams::on_waiting), told before the request reaches
+// the client, and read back as it was written.
+TEST_F(RegistryTest, AStartedCallTellsWhatToStoreBeforeItIsDelivered) {
+  registry_->register_tools("c1",
+                            {ToolSpec{"ask", "asks a person", json::object{{"type", "object"}},
+                                      /*interactive=*/true}});
+  auto sink = std::make_shared<FakeSink>(io_);
+  registry_->attach("c1", sink, 0, "ws");
+  ExecuteParams p = params("client_c1_ask", {}, 2000ms);
+  p.session_id = "ses_1";
+  p.message_id = "msg_1";
+  p.call_id = "call_1";
+  std::optional<WaitingCall> told;
+  std::size_t delivered_before = 0;
+  p.on_waiting = [&](const WaitingCall& w) {
+    told = w;
+    delivered_before = sink->messages().size();
+  };
+  Completion done(io_);
+  auto before = now_ms();
+  auto call = start(p, done);
+  ASSERT_TRUE(told);
+  EXPECT_EQ(delivered_before, 0u) << "the client had the request before it was stored";
+  EXPECT_EQ(told->request_id, call.request_id);
+  EXPECT_EQ(told->client_id, "c1");
+  EXPECT_EQ(told->tool, "client_c1_ask");
+  EXPECT_EQ(told->session_id, "ses_1");
+  EXPECT_EQ(told->message_id, "msg_1");
+  EXPECT_EQ(told->call_id, "call_1");
+  EXPECT_TRUE(told->interactive);
+  ASSERT_EQ(sink->requests().size(), 1u);
+  EXPECT_EQ(told->seq, sink->requests()[0]->seq);
+  EXPECT_EQ(told->timeout_ms, 2000);
+  EXPECT_GE(told->deadline, before + 2000);
+  EXPECT_LE(told->deadline, now_ms() + 2000);
+  EXPECT_GE(told->hard_deadline, told->deadline);
+
+  auto read = waiting_call_from_json(to_json(*told));
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_EQ(to_json(*read), to_json(*told));
+  json::object broken = to_json(*told);
+  broken.erase("deadline");
+  auto refused = waiting_call_from_json(broken);
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(Contains(refused.error().message, "deadline"));
+}
+
+// A stored call made pending again on a registry that never saw its client's tools: its client
+// gets it (same request id, event id and input) when it connects, unless its Last-Event-ID says
+// it has it; its answer ends it once; it times out at the stored deadline.
+TEST_F(RegistryTest, AResumedCallIsPendingAgainUnderItsOwnIds) {
+  WaitingCall stored{"req_stored",     "c1",  "client_c1_t", "ses_1", "msg_1",
+                     "call_1",         false, 4242,          60000,   now_ms() + 60000,
+                     now_ms() + 600000};
+  ExecuteParams p;
+  p.input = json::object{{"q", "again"}};
+  p.resume = stored;
+  Completion done(io_);
+  auto call = start(p, done);
+  EXPECT_EQ(call.request_id, "req_stored");
+  EXPECT_EQ(registry_->pending_count(), 1u);
+
+  auto had_it = std::make_shared<FakeSink>(io_);
+  registry_->attach("c1", had_it, 4242, "sse");
+  io_.poll();
+  EXPECT_TRUE(had_it->requests().empty()) << "re-sent to a client that has it";
+  auto fresh = std::make_shared<FakeSink>(io_);
+  registry_->attach("c1", fresh, 0, "sse");
+  auto msg = fresh->wait_for(ClientMessage::Kind::Request, "req_stored");
+  ASSERT_NE(msg, nullptr);
+  EXPECT_EQ(msg->seq, 4242u);
+  EXPECT_EQ(json::parse(msg->request_json), schema(R"({"type": "client-tool-request",
+      "requestID": "req_stored", "sessionID": "ses_1", "messageID": "msg_1", "callID": "call_1",
+      "tool": "client_c1_t", "input": {"q": "again"}})"));
+
+  ASSERT_TRUE(registry_->submit_result("req_stored", std::string("c1"), success("answered")));
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome && *outcome);
+  EXPECT_EQ((*outcome)->output, "answered");
+  auto again = registry_->submit_result("req_stored", std::string("c1"), success("twice"));
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::Conflict);
+  // Made once: the same id cannot be resumed twice.
+  ExecuteParams twice;
+  twice.resume = stored;
+  Completion refused(io_);
+  auto r = registry_->execute(std::move(twice), refused.handler());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::Conflict);
+
+  // A new call's event id is above the restored one's.
+  register_ok("c1", {spec("t")});
+  Completion later(io_);
+  start(params("client_c1_t"), later);
+  auto requests = fresh->requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_GT(requests[1]->seq, 4242u);
+}
+
+TEST_F(RegistryTest, AResumedCallWhoseDeadlinePassedTimesOut) {
+  ExecuteParams p;
+  p.resume = WaitingCall{"req_late", "c1", "client_c1_t", "ses_1",       "msg_1",        "call_1",
+                         false,      7,    1500,          now_ms() - 10, now_ms() + 1000};
+  Completion done(io_);
+  start(p, done);
+  auto outcome = done.wait();
+  ASSERT_TRUE(outcome);
+  ASSERT_FALSE(*outcome);
+  EXPECT_EQ(outcome->error().code, ErrorCode::Timeout);
+  EXPECT_TRUE(Contains(outcome->error().message, "timed out after 1500ms"));
+}
+
+// At a stop, a call that goes on after the restart ends here without a word to its client.
+TEST_F(RegistryTest, AReleasedCallEndsWithoutACancelToItsClient) {
+  register_ok("c1", {spec("t")});
+  auto sink = std::make_shared<FakeSink>(io_);
+  registry_->attach("c1", sink, 0, "ws");
+  Completion kept(io_), other(io_);
+  auto call = start(params("client_c1_t"), kept);
+  auto call2 = start(params("client_c1_t"), other);
+  EXPECT_TRUE(registry_->release(call.request_id));
+  EXPECT_FALSE(registry_->release(call.request_id));
+  auto outcome = kept.wait();
+  ASSERT_TRUE(outcome && !*outcome);
+  EXPECT_EQ(outcome->error().code, ErrorCode::Unavailable);
+  registry_->shutdown();
+  ASSERT_TRUE(other.wait());
+  io_.poll();
+  auto cancels = sink->cancels();
+  ASSERT_EQ(cancels.size(), 1u) << "only the call that ends with the server is cancelled";
+  EXPECT_EQ(cancels[0]->request_id, call2.request_id);
 }
 
 }  // namespace

@@ -143,6 +143,41 @@ json::object to_json(const PermissionRequest& request) {
   return out;
 }
 
+Result<PermissionRequest> permission_request_from_json(const json::object& o) {
+  PermissionRequest r;
+  for (auto [key, field] :
+       {std::pair{"id", &r.id}, {"sessionID", &r.session_id}, {"permission", &r.permission}}) {
+    auto text = require_string(o, key, "permission request");
+    if (!text) return text.error();
+    *field = std::move(*text);
+  }
+  for (auto [key, field] : {std::pair{"patterns", &r.patterns}, {"always", &r.always}}) {
+    auto list = get_array(o, key, "permission request");
+    if (!list) return list.error();
+    if (!*list) continue;
+    for (const auto& v : **list) {
+      if (!v.is_string())
+        return make_error(ErrorCode::InvalidRequest,
+                          std::string("permission request.") + key + " must hold strings");
+      field->emplace_back(v.get_string());
+    }
+  }
+  auto metadata = get_object(o, "metadata", "permission request");
+  if (!metadata) return metadata.error();
+  if (*metadata) r.metadata = **metadata;
+  auto tool = get_object(o, "tool", "permission request");
+  if (!tool) return tool.error();
+  if (*tool) {
+    auto message = get_string(**tool, "messageID", "permission request.tool");
+    if (!message) return message.error();
+    r.message_id = std::move(*message);
+    auto call = get_string(**tool, "callID", "permission request.tool");
+    if (!call) return call.error();
+    r.call_id = std::move(*call);
+  }
+  return r;
+}
+
 bool Rejection::halts_turn() const {
   switch (kind) {
     case Kind::Denied:
@@ -240,7 +275,8 @@ void PermissionService::initiate_ask(AskParams params, Layers layers, AskHandler
         AskOutcome(cancelled(params.permission, params.patterns, "the server is shutting down")));
 
   PendingAsk pending;
-  std::string id = ids::make("per");
+  std::string id =
+      params.id.empty() || pending_.count(params.id) ? ids::make("per") : std::move(params.id);
   pending.request.id = id;
   pending.request.session_id = std::move(params.session_id);
   pending.request.permission = std::move(params.permission);
@@ -266,6 +302,7 @@ void PermissionService::initiate_ask(AskParams params, Layers layers, AskHandler
     pending.deadline = deadlines_.emplace(at, id);
   }
   json::object asked = to_json(pending.request);
+  if (params.on_waiting) params.on_waiting(pending.request);
   pending_.emplace(id, std::move(pending));
   if (rearm) arm_timer();
   // Last: a subscriber may answer at once.

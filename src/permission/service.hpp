@@ -45,6 +45,8 @@ enum class Reply { Once, Always, Reject };
 std::string_view reply_name(Reply reply);                 // "once", "always", "reject"
 std::optional<Reply> parse_reply(std::string_view name);  // nullopt for anything else
 
+struct PermissionRequest;
+
 struct AskParams {
   std::string session_id;
   std::optional<std::string> message_id;  // the tool call that asks, shown to the person
@@ -55,6 +57,12 @@ struct AskParams {
   std::vector<std::string> always;    // what "always" approves; empty means `patterns`
   std::optional<milliseconds>
       timeout;  // this ask's wait; default PermissionOptions::timeout; 0 = never
+  // The ask's id when it waits: empty for a new one; a stored ask's after a restart (the person
+  // answers it under the id they were shown).
+  std::string id;
+  // Told once the ask waits for a person, before it is published: what to store so that the
+  // wait outlives a restart.
+  std::function<void(const PermissionRequest&)> on_waiting;
 };
 
 // An ask that waits for a person: OpenCode's PermissionRequest.
@@ -72,6 +80,8 @@ struct PermissionRequest {
 // {id, sessionID, permission, patterns, metadata, always, tool?: {messageID, callID}}: the
 // properties of `permission.asked` and an element of GET /permission.
 json::object to_json(const PermissionRequest& request);
+// Reads to_json's form back (a stored ask); InvalidRequest naming what is wrong.
+Result<PermissionRequest> permission_request_from_json(const json::object& o);
 
 // Why an ask did not allow the call. `message` is written for the model: the tool call fails
 // with it.

@@ -529,11 +529,33 @@ asio::awaitable<Result<void>> Processor::ask(std::shared_ptr<Step> step, const s
   // Settled by the rules (allowed or denied at once) without giving up the executor, so a tool
   // that needs no person runs on (and ends without waiting, see run_tool).
   auto settled = deps_.permissions->decide(params, layers);
+  // A call run again after a restart, whose ask the person allowed then.
+  if (auto grant = step->granted.find(call_id); !settled && grant != step->granted.end() &&
+                                                grant->second.permission == params.permission &&
+                                                grant->second.patterns == params.patterns) {
+    step->granted.erase(grant);
+    co_return Result<void>{};
+  }
   if (!settled) {
+    if (auto again = step->ask_again.find(call_id); again != step->ask_again.end()) {
+      params.id = std::move(again->second);
+      step->ask_again.erase(again);
+    }
+    // The ask is stored while it waits: a restart asks it again (resume_ask).
+    auto self = shared_from_this();
+    params.on_waiting = [self, step, call_id](const permission::PermissionRequest& r) {
+      self->begin_wait(*step, call_id, Wait::of(r));
+    };
     awaiting_person(turn, true);
     settled = co_await deps_.permissions->async_ask(std::move(params), std::move(layers),
                                                     asio::use_awaitable);
     awaiting_person(turn, false);
+    // A suspended turn's ask waits again after the restart: nothing of it ends here.
+    if (turn.suspended) co_return make_error(ErrorCode::Unavailable, "Server shutting down");
+    if (auto wait = step->waits.find(call_id); wait != step->waits.end() && wait->second.ask) {
+      deps_.writer->end_wait(turn, wait->second.id);
+      step->waits.erase(wait);
+    }
   }
   const permission::AskOutcome& outcome = *settled;
   if (!outcome) {
@@ -626,6 +648,11 @@ asio::awaitable<void> Processor::run_tool(std::shared_ptr<Step> step, provider::
   finish(std::move(result));
 }
 
+void Processor::begin_wait(Step& step, const std::string& call_id, Wait wait) {
+  deps_.writer->stage_wait(*step.turn, wait);
+  step.waits.insert_or_assign(call_id, std::move(wait));
+}
+
 tool::ToolContext Processor::tool_context(const std::shared_ptr<Step>& step,
                                           const std::string& call_id) {
   Turn& turn = *step->turn;
@@ -651,8 +678,7 @@ tool::ToolContext Processor::tool_context(const std::shared_ptr<Step>& step,
   };
   ctx.awaiting_person = [self, step](bool waiting) { self->awaiting_person(*step->turn, waiting); };
   ctx.waiting = [self, step, call_id](const clienttool::WaitingCall& call) {
-    step->waits[call_id] = call;
-    self->deps_.writer->stage_wait(*step->turn, call);
+    self->begin_wait(*step, call_id, Wait::of(call));
   };
   return ctx;
 }
@@ -667,7 +693,7 @@ void Processor::finish_call(Step& step, const std::string& call_id, const std::s
       step.running->done();
       return;
     }
-    deps_.writer->end_wait(turn, wait->second.request_id);
+    deps_.writer->end_wait(turn, wait->second.id);
     step.waits.erase(wait);
   }
   Part& p = step.tools[call_id];

@@ -112,17 +112,21 @@ class Processor : public std::enable_shared_from_this<Processor> {
 
   // ---- durable waits (resume.cpp; design.md decision 5) ----
   // Whether `turn` may stop with the server and go on after its restart: its step's model answer
-  // has ended, and every call of the step that has not ended waits for a client (stored).
+  // has ended, and every call of the step that has not ended waits for a client or for a
+  // person's answer to an ask (stored).
   static bool can_suspend(const Turn& turn);
-  // Goes on with a turn that a stop or a crash left waiting for client calls: `open` is its
-  // step's message as stored, `waits` that step's stored calls, `steps_done` how many steps the
-  // turn had made. The calls are pending again under their request ids; a call of the step that
-  // was running without a stored wait failed with the server. Once every call has ended, the
-  // step ends and the turn goes on as if nothing had happened. `turn` is begun by its caller,
-  // who ends it.
-  boost::asio::awaitable<Result<MessageWithParts>> resume_turn(
-      std::shared_ptr<Turn> turn, ResolvedPrompt prompt, MessageWithParts open,
-      std::vector<clienttool::WaitingCall> waits, int steps_done);
+  // Goes on with a turn that a stop or a crash left waiting: `open` is its step's message as
+  // stored, `waits` what the step's calls waited for, `steps_done` how many steps the turn had
+  // made. Client calls are pending again under their request ids; asks wait again under their
+  // ids, and a call whose ask is allowed runs from its start; a call of the step that was
+  // running without a stored wait failed with the server. Once every call has ended, the step
+  // ends and the turn goes on as if nothing had happened. `turn` is begun by its caller, who
+  // ends it.
+  boost::asio::awaitable<Result<MessageWithParts>> resume_turn(std::shared_ptr<Turn> turn,
+                                                               ResolvedPrompt prompt,
+                                                               MessageWithParts open,
+                                                               std::vector<Wait> waits,
+                                                               int steps_done);
 
  private:
   Processor(ProcessorDeps deps, ServiceOptions options);
@@ -146,6 +150,12 @@ class Processor : public std::enable_shared_from_this<Processor> {
   // A stored client call of a resumed step, pending again until it ends.
   boost::asio::awaitable<void> resume_call(std::shared_ptr<Step> step,
                                            clienttool::WaitingCall wait);
+  // A call of the step waits for `wait` (stored with the turn's next write).
+  void begin_wait(Step& step, const std::string& call_id, Wait wait);
+  // A stored ask of a resumed step, waiting again under its id; once allowed the call runs
+  // (run_tool), otherwise it fails as the ask did.
+  boost::asio::awaitable<void> resume_ask(std::shared_ptr<Step> step,
+                                          permission::PermissionRequest ask);
   // What a tool call of the step runs with (its session, abort, asks, progress, waits).
   tool::ToolContext tool_context(const std::shared_ptr<Step>& step, const std::string& call_id);
   // A call's end: its part gets the result (output truncated and saved when long) or the error.

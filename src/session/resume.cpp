@@ -31,9 +31,11 @@ bool Processor::can_suspend(const Turn& turn) {
   });
 }
 
-asio::awaitable<Result<MessageWithParts>> Processor::resume_turn(
-    std::shared_ptr<Turn> turn, ResolvedPrompt prompt, MessageWithParts open,
-    std::vector<clienttool::WaitingCall> waits, int steps_done) {
+asio::awaitable<Result<MessageWithParts>> Processor::resume_turn(std::shared_ptr<Turn> turn,
+                                                                 ResolvedPrompt prompt,
+                                                                 MessageWithParts open,
+                                                                 std::vector<Wait> waits,
+                                                                 int steps_done) {
   const std::string& session_id = turn->session.id;
   std::string user_id = open.info.parent_id;
   auto step = std::make_shared<Step>();
@@ -56,17 +58,20 @@ asio::awaitable<Result<MessageWithParts>> Processor::resume_turn(
   turn->messages.push_back(std::move(open));
 
   auto prepared = prepare(*turn, prompt, {});
+  // What a call that runs again (after its ask) is looked up in.
+  if (prepared) step->request.tools = tool_sets_.get(turn->offered);
   auto now = now_ms();
   for (const auto& id : step->tool_order) {
     Part& p = step->tools[id];
     if (!is_open(p)) continue;
-    auto wait = std::find_if(waits.begin(), waits.end(),
-                             [&](const clienttool::WaitingCall& w) { return w.call_id == id; });
+    auto wait =
+        std::find_if(waits.begin(), waits.end(), [&](const Wait& w) { return w.call_id == id; });
     if (prepared && wait != waits.end()) {
       step->running->add();
-      asio::co_spawn(co_await asio::this_coro::executor, resume_call(step, *wait),
+      auto resumed = wait->client ? resume_call(step, *wait->client) : resume_ask(step, *wait->ask);
+      asio::co_spawn(co_await asio::this_coro::executor, std::move(resumed),
                      [](std::exception_ptr ex) {
-                       if (ex) log::error("a resumed client call crashed");
+                       if (ex) log::error("a resumed tool call crashed");
                      });
       continue;
     }
@@ -115,7 +120,7 @@ asio::awaitable<void> Processor::resume_call(std::shared_ptr<Step> step,
   std::string call_id = wait.call_id;
   const Part& part = step->tools[call_id];
   std::string tool_name = part.tool;
-  step->waits[call_id] = wait;
+  step->waits.insert_or_assign(call_id, Wait::of(wait));
   const auto& clients = deps_.tools->client_tools();
   if (!clients) {
     finish_call(*step, call_id, tool_name,
@@ -129,6 +134,39 @@ asio::awaitable<void> Processor::resume_call(std::shared_ptr<Step> step,
   params.resume = std::move(wait);
   auto result = co_await tool::run_client_call(*clients, std::move(params), interactive, ctx);
   finish_call(*step, call_id, tool_name, std::move(result));
+}
+
+asio::awaitable<void> Processor::resume_ask(std::shared_ptr<Step> step,
+                                            permission::PermissionRequest stored) {
+  Turn& turn = *step->turn;
+  std::string call_id = stored.call_id.value_or("");
+  Part part = step->tools[call_id];  // its tool and input, as the model called it
+  // Asked again under the id the person was shown: their answer to it counts.
+  step->ask_again[call_id] = stored.id;
+  tool::PermissionRequest request;
+  request.permission = stored.permission;
+  request.patterns = stored.patterns;
+  request.always = stored.always;
+  request.metadata = stored.metadata;
+  auto allowed = co_await ask(step, call_id, std::move(request));
+  if (!allowed) {
+    finish_call(*step, call_id, part.tool, allowed.error());
+    co_return;
+  }
+  // The call runs from its start, and is not asked the same again.
+  step->granted.insert_or_assign(call_id, std::move(stored));
+  // What is offered now: a client that reconnected since the turn resumed has its tools again.
+  auto offered = offered_tools(turn.agent, &turn.session, deps_.config_rules, *deps_.permissions,
+                               *deps_.tools, {});
+  if (offered) {
+    turn.offered = std::move(*offered);
+    step->request.tools = tool_sets_.get(turn.offered);
+  }
+  provider::ToolCall call;
+  call.id = call_id;
+  call.name = part.tool;
+  call.input = json::value(part.state.input);
+  co_await run_tool(step, std::move(call));
 }
 
 }  // namespace sb::session

@@ -55,13 +55,13 @@ SessionService::SessionService(ServiceDeps deps, ServiceOptions options)
 Result<Recovered> SessionService::recover() {
   auto open = deps_.store->open_messages();
   if (!open) return open.error();
-  auto waits = deps_.store->waiting_calls();
+  auto waits = deps_.store->waits();
   if (!waits) return waits.error();
   struct Resumable {
     std::shared_ptr<Turn> turn;
     ResolvedPrompt prompt;
     MessageWithParts open;
-    std::vector<clienttool::WaitingCall> waits;
+    std::vector<Wait> waits;
     int steps_done = 0;
   };
   std::map<std::string, Resumable> resumable;  // by session: its newest open message
@@ -72,7 +72,7 @@ Result<Recovered> SessionService::recover() {
     // of its calls waits for a client.
     bool answered = std::any_of(m.parts.begin(), m.parts.end(),
                                 [](const Part& p) { return p.type == Part::Type::StepFinish; });
-    std::vector<clienttool::WaitingCall> its;
+    std::vector<Wait> its;
     for (const auto& w : *waits)
       if (w.message_id == m.info.id && w.session_id == m.info.session_id) its.push_back(w);
     if (!answered || its.empty()) continue;
@@ -105,7 +105,7 @@ Result<Recovered> SessionService::recover() {
   for (const auto& [sid, r] : resumable) {
     keep.insert(r.open.info.id);
     for (const auto& w : r.waits)
-      keep_waits.insert(w.request_id);
+      keep_waits.insert(w.id);
   }
   auto failed =
       deps_.store->fail_interrupted_turns("The server stopped during this turn", keep, keep_waits);
@@ -124,8 +124,7 @@ Result<Recovered> SessionService::recover() {
 }
 
 asio::awaitable<void> SessionService::resume(std::shared_ptr<Turn> turn, ResolvedPrompt prompt,
-                                             MessageWithParts open,
-                                             std::vector<clienttool::WaitingCall> waits,
+                                             MessageWithParts open, std::vector<Wait> waits,
                                              int steps_done) {
   auto self = shared_from_this();
   std::string session_id = turn->session.id;
@@ -282,7 +281,7 @@ void SessionService::shutdown() {
     if (clients && turn->session.parent_id.empty() && Processor::can_suspend(*turn)) {
       turn->suspended = true;
       for (const auto& [call_id, wait] : turn->step.lock()->waits)
-        clients->release(wait.request_id);
+        if (wait.client) clients->release(wait.id);
       continue;
     }
     abort(id, "the server is shutting down");

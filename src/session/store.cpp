@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS file_held (
   PRIMARY KEY(session_id, path)
 );
 -- Added within version 3: the client calls that wait for their clients, so that a restart keeps
--- them (design.md decision 5); `data` is the call (clienttool::WaitingCall) as JSON.
+-- them (design.md decision 5), and permission asks; `data` is the wait (session::Wait) as JSON.
 CREATE TABLE IF NOT EXISTS waiting_call (
   request_id TEXT PRIMARY KEY,
   session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
@@ -438,14 +438,44 @@ Result<void> SessionStore::put_todos(const std::string& session_id, std::string_
   return st->run();
 }
 
-Result<void> SessionStore::put_wait_locked(const clienttool::WaitingCall& w) {
+Result<void> SessionStore::put_wait_locked(const Wait& w) {
   auto st = db_->prepare(
       "INSERT INTO waiting_call(request_id, session_id, message_id, data) VALUES(?1, ?2, ?3, ?4) "
       "ON CONFLICT(request_id) DO UPDATE SET data = excluded.data");
   if (!st) return st.error();
-  st->bind(1, w.request_id).bind(2, w.session_id).bind(3, w.message_id);
-  st->bind(4, json::serialize(clienttool::to_json(w)));
+  st->bind(1, w.id).bind(2, w.session_id).bind(3, w.message_id);
+  st->bind(4, json::serialize(to_json(w)));
   return st->run();
+}
+
+Wait Wait::of(const clienttool::WaitingCall& call) {
+  return Wait{call.request_id, call.session_id, call.message_id, call.call_id, call, {}};
+}
+
+Wait Wait::of(const permission::PermissionRequest& ask) {
+  return Wait{ask.id, ask.session_id, ask.message_id.value_or(""), ask.call_id.value_or(""), {},
+              ask};
+}
+
+json::object to_json(const Wait& wait) {
+  if (wait.client) return json::object{{"client", clienttool::to_json(*wait.client)}};
+  return json::object{{"ask", wait.ask ? permission::to_json(*wait.ask) : json::object{}}};
+}
+
+Result<Wait> wait_from_json(const json::object& o) {
+  if (const auto* client = object_at(o, "client")) {
+    auto call = clienttool::waiting_call_from_json(*client);
+    if (!call) return call.error();
+    return Wait::of(*call);
+  }
+  if (const auto* ask = object_at(o, "ask")) {
+    auto request = permission::permission_request_from_json(*ask);
+    if (!request) return request.error();
+    if (!request->message_id || !request->call_id)
+      return make_error(ErrorCode::InvalidRequest, "a stored ask names no tool call");
+    return Wait::of(*request);
+  }
+  return make_error(ErrorCode::InvalidRequest, "a stored wait is neither a client call nor an ask");
 }
 
 Result<void> SessionStore::delete_wait_locked(const std::string& request_id) {
@@ -455,25 +485,24 @@ Result<void> SessionStore::delete_wait_locked(const std::string& request_id) {
   return st->run();
 }
 
-Result<std::vector<clienttool::WaitingCall>> SessionStore::waiting_calls() {
+Result<std::vector<Wait>> SessionStore::waits() {
   std::lock_guard lock(db_->mutex());
   auto st = db_->prepare("SELECT data FROM waiting_call ORDER BY request_id");
   if (!st) return st.error();
-  std::vector<clienttool::WaitingCall> out;
+  std::vector<Wait> out;
   for (;;) {
     auto row = st->step();
     if (!row) return row.error();
     if (!*row) return out;
     // One that does not read back is left out: its call then fails as interrupted.
     auto doc = parse_json(st->text(0), kRowDepth);
-    auto call =
-        doc && doc->is_object()
-            ? clienttool::waiting_call_from_json(doc->get_object())
-            : Result<clienttool::WaitingCall>(make_error(ErrorCode::Internal, "not a JSON object"));
-    if (call)
-      out.push_back(std::move(*call));
+    auto wait = doc && doc->is_object()
+                    ? wait_from_json(doc->get_object())
+                    : Result<Wait>(make_error(ErrorCode::Internal, "not a JSON object"));
+    if (wait)
+      out.push_back(std::move(*wait));
     else
-      log::warn("a stored waiting call does not read back (", call.error().message, ")");
+      log::warn("a stored wait does not read back (", wait.error().message, ")");
   }
 }
 
@@ -489,8 +518,8 @@ Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(
     const std::set<std::string>& keep_waits) {
   auto open = open_messages();
   if (!open) return open.error();
-  auto waits = waiting_calls();
-  if (!waits) return waits.error();
+  auto stored = waits();
+  if (!stored) return stored.error();
   std::lock_guard lock(db_->mutex());
   store::Database::Transaction tx(*db_);
   if (!tx.begun()) return tx.begun().error();
@@ -514,9 +543,9 @@ Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(
     failed.push_back(std::move(m.info));
   }
   // The waits of the turns that ended (and any left by a turn that ended without them).
-  for (const auto& w : *waits)
-    if (!keep_waits.count(w.request_id))
-      if (auto r = delete_wait_locked(w.request_id); !r) return r.error();
+  for (const auto& w : *stored)
+    if (!keep_waits.count(w.id))
+      if (auto r = delete_wait_locked(w.id); !r) return r.error();
   if (auto r = tx.commit(); !r) return r.error();
   return failed;
 }

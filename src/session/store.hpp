@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "clienttool/types.hpp"
+#include "permission/service.hpp"
 #include "session/types.hpp"
 #include "store/database.hpp"
 
@@ -50,6 +51,24 @@ struct HeldFile {
   std::optional<std::string> content;  // nullopt: the file did not exist
 };
 
+// What a turn's tool call waits for, stored so that the wait outlives a restart (design.md
+// decision 5): a client's result (`client`), or a person's answer to a permission ask (`ask`;
+// after a restart the ask waits again under its id, and once allowed the call runs).
+struct Wait {
+  std::string id;  // the client call's request id, or the ask's per_ id
+  std::string session_id;
+  std::string message_id;
+  std::string call_id;
+  std::optional<clienttool::WaitingCall> client;
+  std::optional<permission::PermissionRequest> ask;
+  static Wait of(const clienttool::WaitingCall& call);
+  static Wait of(const permission::PermissionRequest& ask);
+};
+// {"client": WaitingCall} or {"ask": PermissionRequest}, as stored; InvalidRequest naming what a
+// stored one lacks.
+json::object to_json(const Wait& wait);
+Result<Wait> wait_from_json(const json::object& o);
+
 // Writes that belong together, stored in one transaction by SessionStore::write (a session,
 // then messages, each an insert or replace of the message with all of its parts, then the
 // files the turn's tools changed).
@@ -57,9 +76,9 @@ struct StoreChanges {
   std::optional<SessionInfo> session;
   std::vector<MessageRow> messages;
   std::vector<FileChangeRow> files;
-  // Client calls that now wait for their clients, then the request ids whose wait ended (a call
-  // that started and ended between two writes is in both, and ends up not stored).
-  std::vector<clienttool::WaitingCall> waits;
+  // What calls now wait for, then the ids of waits that ended (a wait that began and ended
+  // between two writes is in both, and ends up not stored).
+  std::vector<Wait> waits;
   std::vector<std::string> waits_ended;
   void add(const MessageWithParts& m) { messages.push_back(MessageRow::of(m)); }
   bool empty() const {
@@ -126,9 +145,9 @@ class SessionStore {
   // ---- what a restart finds ----
   // The assistant messages that never completed (turns a stop or a crash interrupted), by id.
   Result<std::vector<MessageWithParts>> open_messages();
-  // The client calls stored as waiting for their clients (StoreChanges::waits); one that does
-  // not read back is left out (logged).
-  Result<std::vector<clienttool::WaitingCall>> waiting_calls();
+  // What calls were stored waiting for (StoreChanges::waits); one that does not read back is left
+  // out (logged).
+  Result<std::vector<Wait>> waits();
   // After a stop or a crash: every open message but those in `keep` (turns that go on) gets an
   // error and a completion time, and its pending/running tool parts become errors; the stored
   // waits not in `keep_waits` are deleted. Returns the messages it changed.
@@ -142,7 +161,7 @@ class SessionStore {
   Result<void> put_session_locked(const SessionInfo& s);
   Result<void> put_message_locked(const MessageRow& m);
   Result<void> put_file_change_locked(const FileChangeRow& f);
-  Result<void> put_wait_locked(const clienttool::WaitingCall& w);
+  Result<void> put_wait_locked(const Wait& w);
   Result<void> delete_wait_locked(const std::string& request_id);
   // Moves the rows of `part_table` (a schema before version 3) into their messages' rows.
   Result<void> embed_parts(std::string_view part_table);

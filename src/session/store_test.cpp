@@ -9,6 +9,7 @@
 #include <csignal>
 #include <filesystem>
 
+#include "clienttool/wire.hpp"
 #include "util/ids.hpp"
 
 namespace sb::session {
@@ -365,6 +366,71 @@ TEST(SessionStore, SurvivesReopeningAndFailsInterruptedTurns) {
   EXPECT_EQ(msgs[0].parts[1].state.error, "The server stopped during this turn");
   // A second start finds nothing left to fail.
   EXPECT_TRUE((*store)->fail_interrupted_turns("x")->empty());
+}
+
+// Client calls that wait are stored with their turn's writes; a restart keeps the turns that go
+// on (and their waits), fails the others and drops their waits; a session's delete takes them.
+TEST(SessionStore, WaitsAreStoredUntilTheyEndOrTheirTurnFails) {
+  TempDir dir;
+  auto client = [](const SessionInfo& s, const MessageInfo& m, std::string id) {
+    return Wait::of(clienttool::WaitingCall{id, "c1", "client_c1_t", s.id, m.id, "call_" + id, true,
+                                            42, 1000, 1700000001000, 1700000060000});
+  };
+  auto s = make_session("s", 1), t = make_session("t", 2);
+  auto kept = make_assistant(s), failed = make_assistant(t);
+  permission::PermissionRequest ask{
+      "per_b", s.id,    "bash",  {"ls", "pwd"}, json::object{{"command", "ls; pwd"}},
+      {"ls"},  kept.id, "call_b"};
+  {
+    auto store = SessionStore::open(dir.path());
+    ASSERT_TRUE(store) << store.error().message;
+    ASSERT_TRUE((*store)->put_session(s));
+    ASSERT_TRUE((*store)->put_session(t));
+    StoreChanges changes;
+    changes.add({kept, {tool_part(kept, ToolState::Status::Running)}});
+    changes.add({failed, {tool_part(failed, ToolState::Status::Running)}});
+    changes.waits = {client(s, kept, "req_a"), client(s, kept, "req_b"), Wait::of(ask),
+                     client(t, failed, "req_c")};
+    ASSERT_TRUE((*store)->write(changes));
+    StoreChanges ended;
+    ended.waits_ended = {"req_b"};
+    ASSERT_TRUE((*store)->write(ended));
+  }
+  auto store = SessionStore::open(dir.path());
+  ASSERT_TRUE(store) << store.error().message;
+  auto waits = (*store)->waits();
+  ASSERT_TRUE(waits) << waits.error().message;
+  ASSERT_EQ(waits->size(), 3u);  // by id: per_b, req_a, req_c
+  EXPECT_EQ(to_json((*waits)[0]), to_json(Wait::of(ask)));
+  ASSERT_TRUE((*waits)[0].ask);
+  EXPECT_EQ((*waits)[0].call_id, "call_b");
+  EXPECT_EQ((*waits)[0].message_id, kept.id);
+  EXPECT_EQ(to_json((*waits)[1]), to_json(client(s, kept, "req_a")));
+  EXPECT_EQ((*waits)[2].id, "req_c");
+  auto open = (*store)->open_messages();
+  ASSERT_TRUE(open);
+  EXPECT_EQ(open->size(), 2u);
+
+  auto ended = (*store)->fail_interrupted_turns("stopped", {kept.id}, {"req_a", "per_b"});
+  ASSERT_TRUE(ended) << ended.error().message;
+  ASSERT_EQ(ended->size(), 1u);
+  EXPECT_EQ((*ended)[0].id, failed.id);
+  open = (*store)->open_messages();
+  ASSERT_EQ(open->size(), 1u);
+  EXPECT_EQ((*open)[0].info.id, kept.id);
+  EXPECT_EQ((*open)[0].parts[0].state.status, ToolState::Status::Running);
+  waits = (*store)->waits();
+  ASSERT_EQ(waits->size(), 2u);
+  EXPECT_EQ((*waits)[1].id, "req_a");
+
+  // What does not read back is refused, naming what is wrong.
+  auto bad = wait_from_json(json::object{{"ask", json::object{{"id", "per_x"}}}});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("sessionID"), std::string::npos) << bad.error().message;
+  EXPECT_FALSE(wait_from_json(json::object{}));
+
+  ASSERT_TRUE((*store)->delete_session(s.id));
+  EXPECT_TRUE((*store)->waits()->empty());
 }
 
 TEST(SessionStore, TodosAreKeptPerSessionAndDeletedWithIt) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,8 +50,8 @@ struct Turn {
   std::vector<std::size_t> unsaved;  // indices into `messages`
   std::optional<SessionInfo> unsaved_session;
   std::vector<FileChangeRow> unsaved_files;  // what its tools changed in files, not yet stored
-  // Client calls that began waiting, and ones whose wait ended, since the last write.
-  std::vector<clienttool::WaitingCall> unsaved_waits;
+  // Waits that began, and ones that ended, since the last write.
+  std::vector<Wait> unsaved_waits;
   std::vector<std::string> ended_waits;
   // The step that runs now (none between steps).
   std::weak_ptr<Step> step;
@@ -81,8 +82,14 @@ struct Step {
   std::unique_ptr<WaitGroup> running;
   // The model's answer has ended (its calls are all known); then the step waits for its calls.
   bool streamed = false;
-  // The client calls that wait for their clients (stored: TurnWriter::stage_wait), by call id.
-  std::map<std::string, clienttool::WaitingCall> waits;
+  // What calls wait for (a client's result, a person's answer; stored: TurnWriter::stage_wait),
+  // by call id.
+  std::map<std::string, Wait> waits;
+  // Calls run again after a restart whose ask the person allowed then: their ask of the same
+  // permission and patterns is allowed without asking again.
+  std::map<std::string, permission::PermissionRequest> granted;
+  // Calls run again after a restart: the id of the ask they waited for, asked again under it.
+  std::map<std::string, std::string> ask_again;
   std::optional<provider::StepFinish> finish;
   std::optional<provider::StreamError> error;
   // A person rejected a permission (or nobody answered in time): the turn stops after this step,

@@ -95,19 +95,18 @@ void TurnWriter::stage_message(Turn& turn, const MessageInfo& info) {
                   json::object{{"sessionID", info.session_id}, {"info", to_json(info)}});
 }
 
-void TurnWriter::stage_wait(Turn& turn, const clienttool::WaitingCall& call) {
-  turn.unsaved_waits.push_back(call);
+void TurnWriter::stage_wait(Turn& turn, const Wait& wait) {
+  turn.unsaved_waits.push_back(wait);
 }
 
-void TurnWriter::end_wait(Turn& turn, const std::string& request_id) {
+void TurnWriter::end_wait(Turn& turn, const std::string& id) {
   // One that no write took yet is simply not stored.
-  auto staged =
-      std::find_if(turn.unsaved_waits.begin(), turn.unsaved_waits.end(),
-                   [&](const clienttool::WaitingCall& w) { return w.request_id == request_id; });
+  auto staged = std::find_if(turn.unsaved_waits.begin(), turn.unsaved_waits.end(),
+                             [&](const Wait& w) { return w.id == id; });
   if (staged != turn.unsaved_waits.end())
     turn.unsaved_waits.erase(staged);
   else
-    turn.ended_waits.push_back(request_id);
+    turn.ended_waits.push_back(id);
 }
 
 void TurnWriter::add(const std::shared_ptr<Turn>& turn) {

@@ -57,10 +57,10 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
   // as everything that touches a turn's staged changes (or after the executor has stopped, from
   // the destructor).
   void write_pending();
-  // A client call of the turn waits for its client / no longer does: stored at the turn's next
-  // flush() (with the running part that it belongs to), so that a restart finds it.
-  void stage_wait(Turn& turn, const clienttool::WaitingCall& call);
-  void end_wait(Turn& turn, const std::string& request_id);
+  // A call of the turn waits for a client or a person / no longer does: stored at the turn's
+  // next flush() (with the running part that it belongs to), so that a restart finds it.
+  void stage_wait(Turn& turn, const Wait& wait);
+  void end_wait(Turn& turn, const std::string& id);
   // message.part.updated only (a tool's progress), nothing stored.
   void publish_part(const Part& part);
 

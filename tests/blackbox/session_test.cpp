@@ -2009,6 +2009,105 @@ TEST_F(SessionDurableWait, AbortingAResumedTurnCancelsItsClientCall) {
   EXPECT_EQ(model_.request_count(), 1u);
 }
 
+// A permission ask that waits for a person outlives a stop and a crash: after the restart it is
+// listed again under the same id (with what it asked), the session awaits input, the person's
+// answer to that id is taken, the command runs once (not before), and the turn goes on.
+TEST_F(SessionDurableWait, AWaitingAskIsAskedAgainUnderItsIdAfterARestart) {
+  json::object cfg = openai_config(json::object{{"permission", json::object{{"bash", "ask"}}}});
+  start_server(cfg);
+  std::string sid = create_session();
+  std::string ask_id;
+  {
+    BusEvents bus(port());
+    model_.push(FakeResponse::with_tool_call(
+        "call_b", "bash",
+        json::object{{"command", "echo ran >> ran.txt && echo approved"},
+                     {"description", "echo"}}));
+    model_.push(FakeResponse::with_text("Ran it after the restarts."));
+    prompt_async(sid, "run it");
+    auto asked = bus.next("permission.asked");
+    ASSERT_TRUE(asked) << "no permission.asked event";
+    ask_id = string_at(json::value(*asked), "/properties/id");
+    // Through a stop, then through a crash (listed, so stored, before it).
+    server().send_signal(SIGTERM);
+    auto exited = server().wait_exit(10s);
+    ASSERT_TRUE(exited && exited->exited && exited->code == 0);
+  }
+  server_.reset();
+  start_server(cfg);
+  ASSERT_TRUE(
+      wait_until([&] { return !http_get(port(), "/permission").json().as_array().empty(); }, 5s));
+  ASSERT_EQ(string_at(http_get(port(), "/permission").json(), "/0/id"), ask_id);
+  server().send_signal(SIGKILL);
+  ASSERT_TRUE(server().wait_exit(5s));
+  server_.reset();
+  start_server(cfg);
+  ASSERT_TRUE(
+      wait_until([&] { return !http_get(port(), "/permission").json().as_array().empty(); }, 5s))
+      << "the ask is not listed after the restart";
+  json::value listed = http_get(port(), "/permission").json();
+  ASSERT_EQ(listed.as_array().size(), 1u) << str(listed);
+  EXPECT_EQ(string_at(listed, "/0/id"), ask_id) << str(listed);
+  EXPECT_EQ(string_at(listed, "/0/permission"), "bash") << str(listed);
+  EXPECT_EQ(array_at(listed, "/0/patterns"), (json::array{"echo ran >> ran.txt", "echo approved"}))
+      << str(listed);
+  EXPECT_EQ(string_at(listed, "/0/tool/callID"), "call_b") << str(listed);
+  EXPECT_EQ(string_at(json::value(status()), "/" + sid + "/type"), "awaiting-input")
+      << str(status());
+  EXPECT_FALSE(std::filesystem::exists(project_.path() / "ran.txt")) << "it ran before the answer";
+
+  auto replied =
+      http_post(port(), "/permission/" + ask_id + "/reply", json::object{{"reply", "once"}});
+  ASSERT_TRUE(IsOk(replied)) << replied.describe();
+  json::array list = wait_turn_end(sid);
+  auto part = tool_part(list, "call_b");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
+  std::ifstream ran(project_.path() / "ran.txt");
+  std::string ran_text((std::istreambuf_iterator<char>(ran)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(ran_text, "ran\n") << "the command ran other than once";
+  auto second = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(contains(string_at(openai_tool_message(*second, "call_b"), "/content"), "approved"))
+      << second->body;
+  EXPECT_EQ(text_of(list.back()), "Ran it after the restarts.");
+  EXPECT_EQ(http_get(port(), "/permission").json(), json::array{});
+}
+
+// A rejected ask after the restart ends the call as a rejection does, and stops the turn.
+TEST_F(SessionDurableWait, AnAskRejectedAfterTheRestartStopsTheTurn) {
+  json::object cfg = openai_config(json::object{{"permission", json::object{{"bash", "ask"}}}});
+  start_server(cfg);
+  std::string sid = create_session();
+  std::string ask_id;
+  {
+    BusEvents bus(port());
+    model_.push(FakeResponse::with_tool_call(
+        "call_b", "bash", json::object{{"command", "touch nope"}, {"description", "touch"}}));
+    prompt_async(sid, "run it");
+    auto asked = bus.next("permission.asked");
+    ASSERT_TRUE(asked);
+    ask_id = string_at(json::value(*asked), "/properties/id");
+    server().send_signal(SIGTERM);
+    ASSERT_TRUE(server().wait_exit(10s));
+  }
+  server_.reset();
+  start_server(cfg);
+  ASSERT_TRUE(
+      wait_until([&] { return !http_get(port(), "/permission").json().as_array().empty(); }, 5s));
+  auto replied =
+      http_post(port(), "/permission/" + ask_id + "/reply", json::object{{"reply", "reject"}});
+  ASSERT_TRUE(IsOk(replied)) << replied.describe();
+  json::array list = wait_turn_end(sid);
+  ASSERT_EQ(list.size(), 2u) << str(list);
+  EXPECT_EQ(string_at(list[1], "/info/error/name"), "PermissionRejectedError") << str(list[1]);
+  auto part = tool_part(list, "call_b");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
+  EXPECT_FALSE(std::filesystem::exists(project_.path() / "nope"));
+  EXPECT_EQ(model_.request_count(), 1u);
+}
+
 TEST_F(SessionRestart, SessionsPersistAcrossACleanRestart) {
   start_server(openai_config());
   std::string sid = create_session(json::object{{"title", "keep me"}});
