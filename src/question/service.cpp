@@ -20,7 +20,8 @@ QuestionService::~QuestionService() {
 }
 
 void QuestionService::ask(Question q, AnswerHandler done) {
-  q.id = ids::make("que");
+  // The id the question was stored under before a restart, when it has one.
+  if (q.id.empty() || pending_.count(q.id)) q.id = ids::make("que");
   std::string id = q.id;
   if (shutting_down_) {
     complete_later(executor_, std::move(done),

@@ -44,6 +44,7 @@ class QuestionService : public std::enable_shared_from_this<QuestionService> {
   ~QuestionService();
 
   // Publishes question.asked and completes with the person's answers, or why there are none.
+  // The question keeps its id when it has one (asked again after a restart) that is not waiting.
   // Emitting the handler's cancellation slot rejects the question (as if dismissed), and the
   // operation ends with Unavailable "cancelled".
   template <typename CompletionToken>

@@ -680,6 +680,18 @@ tool::ToolContext Processor::tool_context(const std::shared_ptr<Step>& step,
   ctx.waiting = [self, step, call_id](const clienttool::WaitingCall& call) {
     self->begin_wait(*step, call_id, Wait::of(call));
   };
+  ctx.asking = [self, step, call_id](const std::string& id) {
+    Wait wait;
+    wait.id = id;
+    wait.session_id = step->turn->session.id;
+    wait.message_id = step->message.id;
+    wait.call_id = call_id;
+    self->begin_wait(*step, call_id, std::move(wait));
+  };
+  if (auto again = step->question_again.find(call_id); again != step->question_again.end()) {
+    ctx.question_id = std::move(again->second);
+    step->question_again.erase(again);
+  }
   return ctx;
 }
 

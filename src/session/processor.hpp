@@ -156,6 +156,10 @@ class Processor : public std::enable_shared_from_this<Processor> {
   // (run_tool), otherwise it fails as the ask did.
   boost::asio::awaitable<void> resume_ask(std::shared_ptr<Step> step,
                                           permission::PermissionRequest ask);
+  // A call of a resumed step runs again from its start (its tool looked up among what is offered
+  // now); a question it asks is asked under `question_id` when that is not empty.
+  boost::asio::awaitable<void> run_again(std::shared_ptr<Step> step, std::string call_id,
+                                         std::string question_id);
   // What a tool call of the step runs with (its session, abort, asks, progress, waits).
   tool::ToolContext tool_context(const std::shared_ptr<Step>& step, const std::string& call_id);
   // A call's end: its part gets the result (output truncated and saved when long) or the error.

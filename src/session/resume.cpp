@@ -68,7 +68,9 @@ asio::awaitable<Result<MessageWithParts>> Processor::resume_turn(std::shared_ptr
         std::find_if(waits.begin(), waits.end(), [&](const Wait& w) { return w.call_id == id; });
     if (prepared && wait != waits.end()) {
       step->running->add();
-      auto resumed = wait->client ? resume_call(step, *wait->client) : resume_ask(step, *wait->ask);
+      auto resumed = wait->client ? resume_call(step, *wait->client)
+                     : wait->ask  ? resume_ask(step, *wait->ask)
+                                  : run_again(step, id, wait->id);
       asio::co_spawn(co_await asio::this_coro::executor, std::move(resumed),
                      [](std::exception_ptr ex) {
                        if (ex) log::error("a resumed tool call crashed");
@@ -138,7 +140,6 @@ asio::awaitable<void> Processor::resume_call(std::shared_ptr<Step> step,
 
 asio::awaitable<void> Processor::resume_ask(std::shared_ptr<Step> step,
                                             permission::PermissionRequest stored) {
-  Turn& turn = *step->turn;
   std::string call_id = stored.call_id.value_or("");
   Part part = step->tools[call_id];  // its tool and input, as the model called it
   // Asked again under the id the person was shown: their answer to it counts.
@@ -155,6 +156,13 @@ asio::awaitable<void> Processor::resume_ask(std::shared_ptr<Step> step,
   }
   // The call runs from its start, and is not asked the same again.
   step->granted.insert_or_assign(call_id, std::move(stored));
+  co_await run_again(step, call_id, {});
+}
+
+asio::awaitable<void> Processor::run_again(std::shared_ptr<Step> step, std::string call_id,
+                                           std::string question_id) {
+  Turn& turn = *step->turn;
+  if (!question_id.empty()) step->question_again[call_id] = std::move(question_id);
   // What is offered now: a client that reconnected since the turn resumed has its tools again.
   auto offered = offered_tools(turn.agent, &turn.session, deps_.config_rules, *deps_.permissions,
                                *deps_.tools, {});
@@ -162,6 +170,7 @@ asio::awaitable<void> Processor::resume_ask(std::shared_ptr<Step> step,
     turn.offered = std::move(*offered);
     step->request.tools = tool_sets_.get(turn.offered);
   }
+  const Part& part = step->tools[call_id];
   provider::ToolCall call;
   call.id = call_id;
   call.name = part.tool;

@@ -459,7 +459,11 @@ Wait Wait::of(const permission::PermissionRequest& ask) {
 
 json::object to_json(const Wait& wait) {
   if (wait.client) return json::object{{"client", clienttool::to_json(*wait.client)}};
-  return json::object{{"ask", wait.ask ? permission::to_json(*wait.ask) : json::object{}}};
+  if (wait.ask) return json::object{{"ask", permission::to_json(*wait.ask)}};
+  return json::object{{"question", json::object{{"id", wait.id},
+                                                {"sessionID", wait.session_id},
+                                                {"messageID", wait.message_id},
+                                                {"callID", wait.call_id}}}};
 }
 
 Result<Wait> wait_from_json(const json::object& o) {
@@ -475,7 +479,20 @@ Result<Wait> wait_from_json(const json::object& o) {
       return make_error(ErrorCode::InvalidRequest, "a stored ask names no tool call");
     return Wait::of(*request);
   }
-  return make_error(ErrorCode::InvalidRequest, "a stored wait is neither a client call nor an ask");
+  if (const auto* question = object_at(o, "question")) {
+    Wait wait;
+    for (auto [key, field] : {std::pair{"id", &wait.id},
+                              {"sessionID", &wait.session_id},
+                              {"messageID", &wait.message_id},
+                              {"callID", &wait.call_id}}) {
+      auto text = require_string(*question, key, "question");
+      if (!text) return text.error();
+      *field = std::move(*text);
+    }
+    return wait;
+  }
+  return make_error(ErrorCode::InvalidRequest,
+                    "a stored wait is not a client call, an ask or a question");
 }
 
 Result<void> SessionStore::delete_wait_locked(const std::string& request_id) {

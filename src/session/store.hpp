@@ -52,10 +52,11 @@ struct HeldFile {
 };
 
 // What a turn's tool call waits for, stored so that the wait outlives a restart (design.md
-// decision 5): a client's result (`client`), or a person's answer to a permission ask (`ask`;
-// after a restart the ask waits again under its id, and once allowed the call runs).
+// decision 5): a client's result (`client`), a person's answer to a permission ask (`ask`; after
+// a restart the ask waits again under its id, and once allowed the call runs), or to a question
+// (neither: after a restart the call runs again and asks again under the id).
 struct Wait {
-  std::string id;  // the client call's request id, or the ask's per_ id
+  std::string id;  // the client call's request id, the ask's per_ id or the question's que_ id
   std::string session_id;
   std::string message_id;
   std::string call_id;
@@ -64,8 +65,8 @@ struct Wait {
   static Wait of(const clienttool::WaitingCall& call);
   static Wait of(const permission::PermissionRequest& ask);
 };
-// {"client": WaitingCall} or {"ask": PermissionRequest}, as stored; InvalidRequest naming what a
-// stored one lacks.
+// {"client": WaitingCall}, {"ask": PermissionRequest} or {"question": {id, sessionID, messageID,
+// callID}}, as stored; InvalidRequest naming what a stored one lacks.
 json::object to_json(const Wait& wait);
 Result<Wait> wait_from_json(const json::object& o);
 

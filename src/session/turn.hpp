@@ -88,8 +88,10 @@ struct Step {
   // Calls run again after a restart whose ask the person allowed then: their ask of the same
   // permission and patterns is allowed without asking again.
   std::map<std::string, permission::PermissionRequest> granted;
-  // Calls run again after a restart: the id of the ask they waited for, asked again under it.
+  // Calls run again after a restart: the id of the ask, or of the question, they waited for,
+  // asked again under it.
   std::map<std::string, std::string> ask_again;
+  std::map<std::string, std::string> question_again;
   std::optional<provider::StepFinish> finish;
   std::optional<provider::StreamError> error;
   // A person rejected a permission (or nobody answered in time): the turn stops after this step,

@@ -74,6 +74,11 @@ struct ToolContext {
   // A client tool's call is pending with its client: what the session stores so that the wait
   // outlives a restart (design.md decision 5). Unset: not stored.
   std::function<void(const clienttool::WaitingCall&)> waiting;
+  // A person is asked a question under `id` for this call: stored, so that after a restart the
+  // call runs again and asks again under that id (`question_id`), where the person's answer to
+  // it is taken. Unset: not stored.
+  std::function<void(const std::string& id)> asking;
+  std::string question_id;  // the id to ask under; empty: a new one
 
   boost::asio::awaitable<Result<void>> request_permission(PermissionRequest request) {
     if (!ask) co_return Result<void>{};

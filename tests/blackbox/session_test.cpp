@@ -2604,6 +2604,46 @@ TEST_F(SessionScripted, QuestionWaitsForTheAnswerWithStatusAwaitingInput) {
       << str(*part);
 }
 
+// A question that waits for its answer outlives a stop: after the restart it is listed again
+// under its id, the answer to that id is taken, and the tool's result carries it.
+TEST_F(SessionScripted, AWaitingQuestionIsAskedAgainUnderItsIdAfterARestart) {
+  std::string sid = create_session();
+  prompt_async(sid,
+               "/call question {\"questions\": [{\"question\": \"Which color?\", \"options\": "
+               "[{\"label\": \"red\"}, {\"label\": \"blue\"}]}]}");
+  ASSERT_TRUE(
+      wait_until([&] { return !http_get(port(), "/question").json().as_array().empty(); }, 5s));
+  std::string qid = string_at(http_get(port(), "/question").json(), "/0/id");
+  server().send_signal(SIGTERM);
+  auto exited = server().wait_exit(10s);
+  ASSERT_TRUE(exited && exited->exited && exited->code == 0);
+  server_.reset();
+  start_server(test_config());
+
+  ASSERT_TRUE(
+      wait_until([&] { return !http_get(port(), "/question").json().as_array().empty(); }, 5s))
+      << "the question is not listed after the restart";
+  json::value listed = http_get(port(), "/question").json();
+  ASSERT_EQ(listed.as_array().size(), 1u) << str(listed);
+  EXPECT_EQ(string_at(listed, "/0/id"), qid) << str(listed);
+  EXPECT_EQ(string_at(listed, "/0/questions/0/question"), "Which color?") << str(listed);
+  EXPECT_EQ(string_at(json::value(status()), "/" + sid + "/type"), "awaiting-input");
+  auto good = http_post(port(), "/question/" + qid + "/reply",
+                        json::object{{"answers", json::array{json::array{"blue"}}}});
+  ASSERT_EQ(good.status, 200) << good.describe();
+  ASSERT_TRUE(wait_until([&] { return status().empty(); }, 10s)) << str(status());
+  json::array msgs = messages(sid);
+  std::optional<json::object> part;
+  for (const auto& p : parts_of(msgs))
+    if (p.contains("tool") && p.at("tool") == "question") part = p;
+  ASSERT_TRUE(part) << json::serialize(msgs);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
+  EXPECT_TRUE(
+      contains(string_at(json::value(*part), "/state/output"), "\"Which color?\" = \"blue\""))
+      << str(*part);
+  EXPECT_EQ(find(msgs.back(), "/info/error"), nullptr) << str(msgs.back());
+}
+
 TEST_F(SessionScripted, AbortClosesAnOpenQuestion) {
   BusEvents bus(port());
   std::string sid = create_session();

@@ -4,6 +4,8 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "util/ids.hpp"
+
 namespace sb::tool {
 namespace {
 
@@ -57,6 +59,7 @@ class QuestionTool final : public BasicTool {
     q.session_id = ctx.session_id;
     q.message_id = ctx.message_id;
     q.call_id = ctx.call_id;
+    q.id = ctx.question_id.empty() ? ids::make("que") : ctx.question_id;
     q.questions = args.at("questions").as_array();
     json::array asked = q.questions;
     // An abort of the turn withdraws the question (the page stops showing it).
@@ -66,6 +69,7 @@ class QuestionTool final : public BasicTool {
     if (ctx.abort->aborted()) co_return make_error(ErrorCode::Unavailable, "aborted");
     // Named, not a temporary in the co_await: GCC 12 destroys those twice.
     auto token = boost::asio::bind_cancellation_slot(give_up->slot(), boost::asio::use_awaitable);
+    if (ctx.asking) ctx.asking(q.id);
     ctx.set_awaiting_person(true);
     auto answer = co_await questions_->async_ask(std::move(q), token);
     ctx.set_awaiting_person(false);
