@@ -179,6 +179,7 @@ Result<void> Processor::prepare(Turn& turn, ResolvedPrompt& prompt,
        permission::Action::Allow});
   if (!offered) return offered.error();
   turn.offered = std::move(*offered);
+  turn.switches = switches;
   turn.session_rules = turn.session.permission;
   return {};
 }
@@ -197,6 +198,7 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
   // The user's message: a new one, or the stored one whose answer is made again (the
   // conversation read above has it).
   MessageInfo user = new_message(session_id, MessageInfo::Role::User, prompt);
+  user.tools = input.tools;  // kept: a turn that goes on after a restart offers what it did
   if (input.compact) {
     deps_.writer->stage_message(*turn, user);
     Part ask = new_part(user, Part::Type::Compaction);
@@ -536,11 +538,13 @@ asio::awaitable<Result<void>> Processor::ask(std::shared_ptr<Step> step, const s
     step->granted.erase(grant);
     co_return Result<void>{};
   }
+  // Asked under the id it had before a restart (resume_ask), once, whether it waits or not.
+  auto again = step->ask_again.find(call_id);
+  if (again != step->ask_again.end()) {
+    if (!settled) params.id = std::move(again->second);
+    step->ask_again.erase(again);
+  }
   if (!settled) {
-    if (auto again = step->ask_again.find(call_id); again != step->ask_again.end()) {
-      params.id = std::move(again->second);
-      step->ask_again.erase(again);
-    }
     // The ask is stored while it waits: a restart asks it again (resume_ask).
     auto self = shared_from_this();
     params.on_waiting = [self, step, call_id](const permission::PermissionRequest& r) {
@@ -550,13 +554,16 @@ asio::awaitable<Result<void>> Processor::ask(std::shared_ptr<Step> step, const s
     settled = co_await deps_.permissions->async_ask(std::move(params), std::move(layers),
                                                     asio::use_awaitable);
     awaiting_person(turn, false);
-    // A suspended turn's ask waits again after the restart: nothing of it ends here.
-    if (turn.suspended) co_return make_error(ErrorCode::Unavailable, "Server shutting down");
-    if (auto wait = step->waits.find(call_id); wait != step->waits.end() && wait->second.ask) {
-      deps_.writer->end_wait(turn, wait->second.id);
-      step->waits.erase(wait);
-    }
+    // A suspended turn's ask that the stop cancelled waits again after the restart: nothing of
+    // it ends here. (One answered before the stop ends as answered.)
+    if (turn.suspended && !*settled &&
+        settled->error().kind == permission::Rejection::Kind::Cancelled)
+      co_return make_error(ErrorCode::Unavailable, "Server shutting down");
   }
+  // The ask has its answer: its stored wait (this one's, or a resumed one's that the rules now
+  // settle) ends.
+  if (auto wait = step->waits.find(call_id); wait != step->waits.end() && wait->second.ask)
+    end_wait(*step, wait);
   const permission::AskOutcome& outcome = *settled;
   if (!outcome) {
     if (outcome.error().halts_turn() && !step->halt) step->halt = outcome.error().error().message;
@@ -649,8 +656,18 @@ asio::awaitable<void> Processor::run_tool(std::shared_ptr<Step> step, provider::
 }
 
 void Processor::begin_wait(Step& step, const std::string& call_id, Wait wait) {
-  deps_.writer->stage_wait(*step.turn, wait);
-  step.waits.insert_or_assign(call_id, std::move(wait));
+  auto it = step.waits.find(call_id);
+  // Stored already: a resumed call's own wait, waiting again under its id.
+  if (it != step.waits.end() && it->second.id == wait.id) return;
+  if (it != step.waits.end()) end_wait(step, it);
+  deps_.writer->stage_wait(step.turn, wait);
+  step.waits.emplace(call_id, std::move(wait));
+}
+
+void Processor::end_wait(Step& step, std::map<std::string, Wait>::iterator wait) {
+  step.released.erase(wait->first);
+  deps_.writer->end_wait(step.turn, wait->second.id);
+  step.waits.erase(wait);
 }
 
 tool::ToolContext Processor::tool_context(const std::shared_ptr<Step>& step,
@@ -700,13 +717,14 @@ void Processor::finish_call(Step& step, const std::string& call_id, const std::s
   Turn& turn = *step.turn;
   const std::string& session_id = turn.session.id;
   if (auto wait = step.waits.find(call_id); wait != step.waits.end()) {
-    // A suspended turn's call goes on after the restart: its part stays running, its wait stored.
-    if (turn.suspended) {
+    // A suspended turn's call that the stop ended goes on after the restart: its part stays
+    // running, its wait stored. (A result that was on its way before the stop is taken.)
+    if (turn.suspended && step.released.count(call_id) && !result &&
+        result.error().code == ErrorCode::Unavailable) {
       step.running->done();
       return;
     }
-    deps_.writer->end_wait(turn, wait->second.id);
-    step.waits.erase(wait);
+    end_wait(step, wait);
   }
   Part& p = step.tools[call_id];
   p.state.end = now_ms();

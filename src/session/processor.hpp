@@ -117,16 +117,14 @@ class Processor : public std::enable_shared_from_this<Processor> {
   static bool can_suspend(const Turn& turn);
   // Goes on with a turn that a stop or a crash left waiting: `open` is its step's message as
   // stored, `waits` what the step's calls waited for, `steps_done` how many steps the turn had
-  // made. Client calls are pending again under their request ids; asks wait again under their
-  // ids, and a call whose ask is allowed runs from its start; a call of the step that was
-  // running without a stored wait failed with the server. Once every call has ended, the step
-  // ends and the turn goes on as if nothing had happened. `turn` is begun by its caller, who
-  // ends it.
-  boost::asio::awaitable<Result<MessageWithParts>> resume_turn(std::shared_ptr<Turn> turn,
-                                                               ResolvedPrompt prompt,
-                                                               MessageWithParts open,
-                                                               std::vector<Wait> waits,
-                                                               int steps_done);
+  // made, `switches` its prompt's tool switches. Client calls are pending again under their request
+  // ids; asks wait again under their ids, and a call whose ask is allowed runs from its start; a
+  // call of the step that was running without a stored wait failed with the server. Once every call
+  // has ended, the step ends and the turn goes on as if nothing had happened. `turn` is begun by
+  // its caller, who ends it.
+  boost::asio::awaitable<Result<MessageWithParts>> resume_turn(
+      std::shared_ptr<Turn> turn, ResolvedPrompt prompt, MessageWithParts open,
+      std::vector<Wait> waits, int steps_done, std::map<std::string, bool> switches);
 
  private:
   Processor(ProcessorDeps deps, ServiceOptions options);
@@ -150,8 +148,10 @@ class Processor : public std::enable_shared_from_this<Processor> {
   // A stored client call of a resumed step, pending again until it ends.
   boost::asio::awaitable<void> resume_call(std::shared_ptr<Step> step,
                                            clienttool::WaitingCall wait);
-  // A call of the step waits for `wait` (stored with the turn's next write).
+  // A call of the step waits for `wait` (stored with the turn's next write; a call's earlier
+  // wait ends), and no longer does.
   void begin_wait(Step& step, const std::string& call_id, Wait wait);
+  void end_wait(Step& step, std::map<std::string, Wait>::iterator wait);
   // A stored ask of a resumed step, waiting again under its id; once allowed the call runs
   // (run_tool), otherwise it fails as the ask did.
   boost::asio::awaitable<void> resume_ask(std::shared_ptr<Step> step,

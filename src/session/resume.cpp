@@ -31,11 +31,9 @@ bool Processor::can_suspend(const Turn& turn) {
   });
 }
 
-asio::awaitable<Result<MessageWithParts>> Processor::resume_turn(std::shared_ptr<Turn> turn,
-                                                                 ResolvedPrompt prompt,
-                                                                 MessageWithParts open,
-                                                                 std::vector<Wait> waits,
-                                                                 int steps_done) {
+asio::awaitable<Result<MessageWithParts>> Processor::resume_turn(
+    std::shared_ptr<Turn> turn, ResolvedPrompt prompt, MessageWithParts open,
+    std::vector<Wait> waits, int steps_done, std::map<std::string, bool> switches) {
   const std::string& session_id = turn->session.id;
   std::string user_id = open.info.parent_id;
   auto step = std::make_shared<Step>();
@@ -57,7 +55,7 @@ asio::awaitable<Result<MessageWithParts>> Processor::resume_turn(std::shared_ptr
   // The step's message is the turn's, as stored (its changes are staged on it).
   turn->messages.push_back(std::move(open));
 
-  auto prepared = prepare(*turn, prompt, {});
+  auto prepared = prepare(*turn, prompt, switches);
   // What a call that runs again (after its ask) is looked up in.
   if (prepared) step->request.tools = tool_sets_.get(turn->offered);
   auto now = now_ms();
@@ -67,6 +65,7 @@ asio::awaitable<Result<MessageWithParts>> Processor::resume_turn(std::shared_ptr
     auto wait =
         std::find_if(waits.begin(), waits.end(), [&](const Wait& w) { return w.call_id == id; });
     if (prepared && wait != waits.end()) {
+      step->waits.emplace(id, *wait);  // stored already
       step->running->add();
       auto resumed = wait->client ? resume_call(step, *wait->client)
                      : wait->ask  ? resume_ask(step, *wait->ask)
@@ -84,6 +83,10 @@ asio::awaitable<Result<MessageWithParts>> Processor::resume_turn(std::shared_ptr
     p.state.end = now;
     deps_.writer->stage_part(*turn, p);
   }
+  // A stored wait that no call waits on any more (its call ended, or cannot go on) is deleted.
+  for (const auto& w : waits)
+    if (auto it = step->waits.find(w.call_id); it == step->waits.end() || it->second.id != w.id)
+      deps_.writer->end_wait(turn, w.id);
   turn->step = step;
   co_await step->running->wait();
   turn->step.reset();
@@ -122,7 +125,6 @@ asio::awaitable<void> Processor::resume_call(std::shared_ptr<Step> step,
   std::string call_id = wait.call_id;
   const Part& part = step->tools[call_id];
   std::string tool_name = part.tool;
-  step->waits.insert_or_assign(call_id, Wait::of(wait));
   const auto& clients = deps_.tools->client_tools();
   if (!clients) {
     finish_call(*step, call_id, tool_name,
@@ -165,7 +167,7 @@ asio::awaitable<void> Processor::run_again(std::shared_ptr<Step> step, std::stri
   if (!question_id.empty()) step->question_again[call_id] = std::move(question_id);
   // What is offered now: a client that reconnected since the turn resumed has its tools again.
   auto offered = offered_tools(turn.agent, &turn.session, deps_.config_rules, *deps_.permissions,
-                               *deps_.tools, {});
+                               *deps_.tools, turn.switches);
   if (offered) {
     turn.offered = std::move(*offered);
     step->request.tools = tool_sets_.get(turn.offered);

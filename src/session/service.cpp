@@ -63,6 +63,7 @@ Result<Recovered> SessionService::recover() {
     MessageWithParts open;
     std::vector<Wait> waits;
     int steps_done = 0;
+    std::map<std::string, bool> switches;
   };
   std::map<std::string, Resumable> resumable;  // by session: its newest open message
   for (auto& m : *open) {
@@ -95,11 +96,15 @@ Result<Recovered> SessionService::recover() {
           return s.info.role == MessageInfo::Role::Assistant &&
                  s.info.parent_id == m.info.parent_id;
         }));
+    auto asked = std::find_if(stored->begin(), stored->end(), [&](const MessageWithParts& s) {
+      return s.info.id == m.info.parent_id;
+    });
+    auto switches = asked != stored->end() ? asked->info.tools : std::map<std::string, bool>{};
     auto turn = std::make_shared<Turn>();
     turn->session = std::move(**session);
     std::string session_id = m.info.session_id;  // named: the assignment moves `m` first
-    resumable[session_id] =
-        Resumable{std::move(turn), std::move(*prompt), std::move(m), std::move(its), steps_done};
+    resumable[session_id] = Resumable{std::move(turn), std::move(*prompt), std::move(m),
+                                      std::move(its),  steps_done,         std::move(switches)};
   }
   std::set<std::string> keep, keep_waits;
   for (const auto& [sid, r] : resumable) {
@@ -115,7 +120,7 @@ Result<Recovered> SessionService::recover() {
     status_->set(sid, json::object{{"type", "busy"}});
     asio::co_spawn(deps_.executor,
                    resume(std::move(r.turn), std::move(r.prompt), std::move(r.open),
-                          std::move(r.waits), r.steps_done),
+                          std::move(r.waits), r.steps_done, std::move(r.switches)),
                    [](std::exception_ptr ex) {
                      if (ex) log::error("a resumed turn crashed");
                    });
@@ -125,11 +130,11 @@ Result<Recovered> SessionService::recover() {
 
 asio::awaitable<void> SessionService::resume(std::shared_ptr<Turn> turn, ResolvedPrompt prompt,
                                              MessageWithParts open, std::vector<Wait> waits,
-                                             int steps_done) {
+                                             int steps_done, std::map<std::string, bool> switches) {
   auto self = shared_from_this();
   std::string session_id = turn->session.id;
   auto done = co_await processor_->resume_turn(std::move(turn), std::move(prompt), std::move(open),
-                                               std::move(waits), steps_done);
+                                               std::move(waits), steps_done, std::move(switches));
   if (!done) log::info("session ", session_id, ": resumed turn ended: ", done.error().message);
   end_turn(session_id);
 }
@@ -278,10 +283,13 @@ void SessionService::shutdown() {
     // A turn that only waits for clients goes on after the restart (design.md decision 5): its
     // calls end here unanswered, without a cancel (the clients may answer the restarted
     // server), and what it stored stays open. A sub-session's turn ends with its parent's.
-    if (clients && turn->session.parent_id.empty() && Processor::can_suspend(*turn)) {
+    if (turn->session.parent_id.empty() && Processor::can_suspend(*turn)) {
       turn->suspended = true;
-      for (const auto& [call_id, wait] : turn->step.lock()->waits)
-        if (wait.client) clients->release(wait.id);
+      auto step = turn->step.lock();
+      // What the stop ends here waits again after it: a client call released now (one whose
+      // result is on its way is not), asks and questions that the stop cancels next.
+      for (const auto& [call_id, wait] : step->waits)
+        if (!wait.client || (clients && clients->release(wait.id))) step->released.insert(call_id);
       continue;
     }
     abort(id, "the server is shutting down");

@@ -184,7 +184,7 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // A turn recover() found waiting (begun there), run on until it ends.
   boost::asio::awaitable<void> resume(std::shared_ptr<Turn> turn, ResolvedPrompt prompt,
                                       MessageWithParts open, std::vector<Wait> waits,
-                                      int steps_done);
+                                      int steps_done, std::map<std::string, bool> switches);
   // A prompt to a reverted session first makes the revert final (service_revert.cpp).
   Result<SessionInfo> settle_revert(SessionInfo session);
   // Conflict while the session runs a turn (edits of its stored messages).

@@ -44,6 +44,7 @@ struct Turn {
   // What the model is offered in this turn; its calls are resolved here (a chat's own client
   // tools have plain names that no registry lookup knows).
   std::vector<tool::ToolPtr> offered;
+  std::map<std::string, bool> switches;  // the prompt's tool switches
   // The turn's messages as they are now (the user's, then one per step), each with its parts
   // in id order; those changed since the last write are stored by the next one (TurnWriter).
   std::vector<MessageWithParts> messages;
@@ -85,6 +86,9 @@ struct Step {
   // What calls wait for (a client's result, a person's answer; stored: TurnWriter::stage_wait),
   // by call id.
   std::map<std::string, Wait> waits;
+  // Calls whose wait the server's stop ended (SessionService::shutdown): they wait again after
+  // the restart.
+  std::set<std::string> released;
   // Calls run again after a restart whose ask the person allowed then: their ask of the same
   // permission and patterns is allowed without asking again.
   std::map<std::string, permission::PermissionRequest> granted;

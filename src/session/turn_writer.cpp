@@ -95,18 +95,21 @@ void TurnWriter::stage_message(Turn& turn, const MessageInfo& info) {
                   json::object{{"sessionID", info.session_id}, {"info", to_json(info)}});
 }
 
-void TurnWriter::stage_wait(Turn& turn, const Wait& wait) {
-  turn.unsaved_waits.push_back(wait);
+void TurnWriter::stage_wait(const std::shared_ptr<Turn>& turn, const Wait& wait) {
+  turn->unsaved_waits.push_back(wait);
+  flush(turn, false);
 }
 
-void TurnWriter::end_wait(Turn& turn, const std::string& id) {
-  // One that no write took yet is simply not stored.
-  auto staged = std::find_if(turn.unsaved_waits.begin(), turn.unsaved_waits.end(),
+void TurnWriter::end_wait(const std::shared_ptr<Turn>& turn, const std::string& id) {
+  // One that no write took yet is simply not stored; one that a write took (or that was stored
+  // before a restart) is deleted after it.
+  auto staged = std::find_if(turn->unsaved_waits.begin(), turn->unsaved_waits.end(),
                              [&](const Wait& w) { return w.id == id; });
-  if (staged != turn.unsaved_waits.end())
-    turn.unsaved_waits.erase(staged);
+  if (staged != turn->unsaved_waits.end())
+    turn->unsaved_waits.erase(staged);
   else
-    turn.ended_waits.push_back(id);
+    turn->ended_waits.push_back(id);
+  flush(turn, false);
 }
 
 void TurnWriter::add(const std::shared_ptr<Turn>& turn) {

@@ -59,8 +59,8 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
   void write_pending();
   // A call of the turn waits for a client or a person / no longer does: stored at the turn's
   // next flush() (with the running part that it belongs to), so that a restart finds it.
-  void stage_wait(Turn& turn, const Wait& wait);
-  void end_wait(Turn& turn, const std::string& id);
+  void stage_wait(const std::shared_ptr<Turn>& turn, const Wait& wait);
+  void end_wait(const std::shared_ptr<Turn>& turn, const std::string& id);
   // message.part.updated only (a tool's progress), nothing stored.
   void publish_part(const Part& part);
 

@@ -132,7 +132,9 @@ TEST_F(TurnWriterBusyStore, ATurnsEndWaitsForAHeldStoreWithoutBlockingTheLoop) {
   ASSERT_TRUE(done);
   other_.join();
   EXPECT_TRUE(stored());
-  EXPECT_LT(worst, milliseconds(20))
+  // Blocked, the loop would wait out the hold (150 ms); a machine busy with other tests delays
+  // it a few tens of ms anyway (24 ms seen beside the full suite on 2 cores).
+  EXPECT_LT(worst, milliseconds(75))
       << "the loop was blocked for " << std::chrono::duration<double, std::milli>(worst).count()
       << " ms";
 }
@@ -149,7 +151,9 @@ TEST_F(TurnWriterBusyStore, ProgressWrittenWhileTheStoreIsHeldIsStoredAfterwards
   auto worst = run_until(done);
   other_.join();
   EXPECT_TRUE(stored());
-  EXPECT_LT(worst, milliseconds(20))
+  // Blocked, the loop would wait out the hold (150 ms); a machine busy with other tests delays
+  // it a few tens of ms anyway (24 ms seen beside the full suite on 2 cores).
+  EXPECT_LT(worst, milliseconds(75))
       << "the loop was blocked for " << std::chrono::duration<double, std::milli>(worst).count()
       << " ms";
 }

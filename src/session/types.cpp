@@ -204,6 +204,12 @@ void append_json(std::string& out, const MessageInfo& m) {
     ObjectWriter model(o.key("model"));
     model.string("providerID", m.provider_id).string("modelID", m.model_id);
     model.close();
+    if (!m.tools.empty()) {
+      ObjectWriter tools(o.key("tools"));
+      for (const auto& [id, on] : m.tools)
+        tools.value(id, on);
+      tools.close();
+    }
     o.close();
     return;
   }
@@ -249,6 +255,8 @@ Result<MessageInfo> message_from_json(const json::object& o) {
     const auto& model = obj(o, "model");
     m.provider_id = str(model, "providerID");
     m.model_id = str(model, "modelID");
+    for (const auto& [id, on] : obj(o, "tools"))
+      if (on.is_bool()) m.tools[id] = on.get_bool();
     return m;
   }
   m.parent_id = str(o, "parentID");

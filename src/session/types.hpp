@@ -3,6 +3,7 @@
 // one JSON conversion each, used for storage and for the wire alike: append_json writes the text
 // (to_json is that text as a tree, for documents that embed it), *_from_json reads it back.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,6 +84,8 @@ struct MessageInfo {
   // The summary of the conversation before it (POST /session/{id}/summarize): the model sees
   // the conversation from the last one on.
   bool summary = false;
+  // User messages only: the prompt's tool switches (OpenCode's `tools`), none when empty.
+  std::map<std::string, bool> tools;
 };
 
 struct ToolState {

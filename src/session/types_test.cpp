@@ -178,6 +178,11 @@ TEST(SessionJson, MessagesReadBackWithTheirErrors) {
   EXPECT_EQ(u.provider_id, "openai");
   EXPECT_EQ(u.model_id, "gpt");
   EXPECT_FALSE(u.completed);
+  EXPECT_FALSE(to_json(user).contains("tools")) << "no switches, no field";
+  // The prompt's tool switches (what a turn that goes on after a restart offers).
+  user.tools = {{"bash", false}, {"client_c1_t", true}};
+  EXPECT_EQ(to_json(user).at("tools"), (json::object{{"bash", false}, {"client_c1_t", true}}));
+  EXPECT_EQ(read_back(user, message_from_json).tools, user.tools);
 
   MessageInfo a = user;
   a.id = "msg_a";

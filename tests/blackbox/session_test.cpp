@@ -1939,12 +1939,14 @@ TEST_F(SessionDurableWait, AClientCallWaitsThroughACrashAndItsClientMayAnswerItA
   EXPECT_GT(std::stoull(*next->id), std::stoull(event_id)) << "event ids went back after a restart";
 }
 
-// Until the call's timeout, counted from its start before the restart: then it ends as a call
-// that nobody answered, and the model is told so.
+// Until the call's timeout, counted from its start before the restart: a call whose deadline
+// passed while the server was down ends at once as a call that nobody answered, and the model is
+// told so.
 TEST_F(SessionDurableWait, AWaitingCallStillTimesOutAfterARestart) {
   json::object cfg = with_client_tools(openai_config(), "defaultTimeout", 3000);
   start_server(cfg);
   std::string sid = create_session();
+  Clock::time_point called;
   {
     WsClient ws(port(), "/client-tools/ws/c1");
     ws.send_json(
@@ -1954,24 +1956,97 @@ TEST_F(SessionDurableWait, AWaitingCallStillTimesOutAfterARestart) {
     model_.push(FakeResponse::with_text("Nobody answered."));
     prompt_async(sid, "wait for the client");
     next_ws_request(ws);
+    called = Clock::now();
     server().send_signal(SIGTERM);
     auto exited = server().wait_exit(10s);
     ASSERT_TRUE(exited && exited->exited && exited->code == 0);
   }
   server_.reset();
-  auto restarted = Clock::now();
+  std::this_thread::sleep_until(called + 3500ms);  // the deadline passes while it is down
   start_server(cfg);
+  auto restarted = Clock::now();
   json::array list = wait_turn_end(sid);
+  EXPECT_LT(Clock::now() - restarted, 2500ms) << "the deadline started over with the restart";
   auto part = tool_part(list, "call_w");
   ASSERT_TRUE(part);
   EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
   EXPECT_TRUE(contains(string_at(json::value(*part), "/state/error"), "timed out")) << str(*part);
-  EXPECT_LT(Clock::now() - restarted, 8s) << "the deadline started over with the restart";
   auto second = model_.wait_for_request(1, 1s);
   ASSERT_TRUE(second);
   EXPECT_TRUE(contains(string_at(openai_tool_message(*second, "call_w"), "/content"), "timed out"))
       << second->body;
   EXPECT_EQ(text_of(list.back()), "Nobody answered.");
+}
+
+// An ask, then the client call it allows, each through a stop: the second restart resumes the
+// client call (not the ask again), the turn ends with its answer, and a third start finds nothing
+// left to resume.
+TEST_F(SessionDurableWait, AnAskAndThenTheClientCallItAllowsEachWaitThroughAStop) {
+  json::object cfg =
+      openai_config(json::object{{"permission", json::object{{"client_tools", "ask"}}}});
+  auto stop = [&] {
+    server().send_signal(SIGTERM);
+    auto exited = server().wait_exit(10s);
+    ASSERT_TRUE(exited && exited->exited && exited->code == 0);
+    server_.reset();
+    start_server(cfg);
+  };
+  auto connect = [&](const std::string& sid) {
+    auto ws = std::make_unique<WsClient>(port(), "/client-tools/ws/c1");
+    ws->send_json(
+        json::object{{"type", "register"}, {"sessionID", sid}, {"tools", {tool_def("wait")}}});
+    if (!ws->next_message_of_type("registered", 5s)) throw std::runtime_error("not registered");
+    return ws;
+  };
+  start_server(cfg);
+  std::string sid = create_session();
+  std::string ask_id;
+  {
+    auto ws = connect(sid);
+    BusEvents bus(port());
+    model_.push(FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{}));
+    model_.push(FakeResponse::with_text("Done."));
+    prompt_async(sid, "ask, then wait for the client");
+    auto asked = bus.next("permission.asked");
+    ASSERT_TRUE(asked);
+    ask_id = string_at(json::value(*asked), "/properties/id");
+    EXPECT_EQ(string_at(json::value(*asked), "/properties/permission"), "client_tools");
+    stop();
+  }
+  std::string request_id;
+  {
+    auto ws = connect(sid);  // as a client does when it reconnects
+    ASSERT_TRUE(
+        wait_until([&] { return !http_get(port(), "/permission").json().as_array().empty(); }, 5s));
+    auto replied =
+        http_post(port(), "/permission/" + ask_id + "/reply", json::object{{"reply", "once"}});
+    ASSERT_TRUE(IsOk(replied)) << replied.describe();
+    request_id = string_at(json::value(next_ws_request(*ws)), "/requestID");
+    stop();  // with the client connected (without a grace, its leaving would end the call)
+  }
+  EXPECT_EQ(http_get(port(), "/permission").json(), json::array{}) << "the ask came back";
+  {
+    // The request comes first on the connection (before a registration's answer).
+    auto ws = std::make_unique<WsClient>(port(), "/client-tools/ws/c1");
+    json::object again = next_ws_request(*ws);
+    EXPECT_EQ(string_at(json::value(again), "/requestID"), request_id) << str(again);
+    ws->send_json(json::object{{"type", "result"},
+                               {"requestID", request_id},
+                               {"status", "success"},
+                               {"output", "waited twice"}});
+    json::array list = wait_turn_end(sid);
+    EXPECT_EQ(text_of(list.back()), "Done.");
+    auto answered = tool_part(list, "call_w");
+    ASSERT_TRUE(answered);
+    EXPECT_EQ(string_at(json::value(*answered), "/state/output"), "waited twice") << str(*answered);
+    EXPECT_EQ(model_.request_count(), 2u);
+  }
+  // Everything it waited for was deleted with the waits' ends: nothing goes on at the next start.
+  json::array before = messages(sid);
+  stop();
+  EXPECT_FALSE(contains(server().log(), "go on")) << server().log();
+  EXPECT_TRUE(status().empty()) << str(status());
+  EXPECT_EQ(messages(sid), before);
 }
 
 // A resumed turn is a turn: an abort ends it, and the client that got the request again is told
