@@ -427,7 +427,7 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
             signal: attempt.signal,
           })
           .catch(() => undefined);
-        if (known && known.length === 0) this.serverForgot();
+        if (known && known.length === 0) await this.serverForgot(attempt.signal);
       }
       await this.sendRegistration(this.tools.entries(), attempt.signal);
     } catch (error) {
@@ -449,16 +449,33 @@ export class ClientToolsManager extends Emitter<ClientToolsEvents> {
   }
 
   // The server no longer knows this client's tools: the reconnect grace passed (it failed every
-  // call of this client with "Client disconnected") or it restarted (its calls are gone, and it
-  // counts event ids from 1 again). End those calls here too and ask for every pending request.
-  private serverForgot(): void {
+  // call of this client with "Client disconnected"), or it restarted, keeping only the calls of
+  // session turns that wait through a restart. Each running call is reported as still in
+  // progress: those the server no longer has (or that cannot be asked about) end here too, the
+  // others run on. Every pending request is asked for again (no Last-Event-ID); a kept call's is
+  // recognised as running.
+  private async serverForgot(signal: AbortSignal): Promise<void> {
     this.lastEventID = undefined;
-    for (const call of [...this.calls.values()]) {
-      call.controller.abort(
-        domException('The server ended this call while the client was disconnected', 'AbortError'),
-      );
-      void this.finish(call, undefined, false);
-    }
+    await Promise.all(
+      [...this.calls.values()].map(async (call) => {
+        const kept = await this.http
+          .json(
+            'POST',
+            '/client-tools/progress',
+            { requestID: call.request.requestID, clientID: this.clientID },
+            { signal, timeout: this.options.connectTimeout, headers: this.credentials.headers() },
+          )
+          .then(
+            () => true,
+            () => false,
+          );
+        if (kept || this.calls.get(call.request.requestID) !== call) return;
+        call.controller.abort(
+          domException('The server ended this call while the client was disconnected', 'AbortError'),
+        );
+        void this.finish(call, undefined, false);
+      }),
+    );
   }
 
   private attemptSignal(lifetime: AbortSignal): { signal: AbortSignal; done: () => void } {

@@ -256,3 +256,59 @@ test('permission asks for client tools are answered with permission.reply', asyn
     await close();
   }
 });
+
+// A turn that waits for a client tool outlives a server restart (docs/api.md, "A restart keeps
+// what a turn waits for"): the manager reconnects to the new process, finds that the call is still
+// pending there, keeps its handler running (not run twice), and its answer reaches the turn.
+test('a turn waiting for an SDK client tool goes on after the server restarts', async () => {
+  const srv = await startServer({});
+  const client = new SwitchboardClient(srv.url, { clientID: `js-session-${++n}` });
+  let runs = 0;
+  const started = gate();
+  const release = gate();
+  const { session, promptAsync, close } = await client.startSession({
+    tools: {
+      confirm: {
+        description: 'asks a person',
+        handler: async (_input, ctx) => {
+          const run = ++runs;
+          started.open();
+          // The person answers after the restart.
+          await Promise.race([
+            release.promise,
+            new Promise((_, reject) =>
+              ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason)),
+            ),
+          ]);
+          return `confirmed on run ${run}`;
+        },
+      },
+    },
+  });
+  const states = [];
+  client.clientTools.on('state', (state) => states.push(state));
+  try {
+    await promptAsync(`/call ${client.clientTools.toolID('confirm')} {}`);
+    await started.promise;
+    await srv.restart();
+    for (let i = 0; i < 300 && states.at(-1) !== 'connected'; i++)
+      await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(states.slice(-2), ['reconnecting', 'connected']);
+    release.open();
+    let parts = [];
+    for (let i = 0; i < 300 && parts[0]?.state.status !== 'completed'; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      parts = toolParts(await client.session.messages(session.id));
+    }
+    assert.equal(parts.length, 1);
+    assert.equal(parts[0].state.status, 'completed', JSON.stringify(parts[0]));
+    assert.equal(parts[0].state.output, 'confirmed on run 1');
+    assert.equal(runs, 1, 'the handler ran again');
+    const messages = await client.session.messages(session.id);
+    assert.equal(messages.at(-1).info.role, 'assistant');
+    assert.equal(messages.at(-1).info.error, undefined, JSON.stringify(messages.at(-1).info));
+  } finally {
+    await close();
+    await srv.stop();
+  }
+});
