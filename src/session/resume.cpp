@@ -26,6 +26,9 @@ bool Processor::can_suspend(const Turn& turn) {
   if (!step || !step->streamed || step->error || step->halt || step->waits.empty() ||
       step->message.summary || turn.abort->aborted())
     return false;
+  // Every call still running waits (a call whose tool has not started yet has no part: it
+  // counts here, and must not start during the stop).
+  if (step->running->count() != step->waits.size()) return false;
   return std::all_of(step->tools.begin(), step->tools.end(), [&](const auto& entry) {
     return !is_open(entry.second) || step->waits.count(entry.first) > 0;
   });
