@@ -238,7 +238,8 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
                         " turn(s) interrupted by the last stop were marked as failed");
   if (recovered->resumed)
     out.notes.push_back(std::to_string(recovered->resumed) +
-                        " turn(s) waiting for client calls go on (their calls wait again)");
+                        " turn(s) waiting for a client or a person go on (what they wait for "
+                        "waits again)");
   state->config = std::move(config);
   // Only when asked for: its timer wakes the loop every millisecond (docs/configuration.md).
   if (!env("SWITCHBOARD_LOOP_LAG").empty()) start_loop_lag_monitor(io, *state);
