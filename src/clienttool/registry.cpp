@@ -430,7 +430,7 @@ void ClientToolRegistry::remember_ended(const std::string& request_id, std::stri
 
 void ClientToolRegistry::finish(const std::string& request_id, ExecuteOutcome outcome,
                                 std::optional<std::string> cancel_reason, std::string ended_how,
-                                Effects& effects) {
+                                Effects& effects, bool announce) {
   auto it = pending_.find(request_id);
   if (it == pending_.end()) return;
   PendingCall call = std::move(it->second);
@@ -454,7 +454,7 @@ void ClientToolRegistry::finish(const std::string& request_id, ExecuteOutcome ou
     effects.push_back([sink, cancel] { sink->deliver(cancel); });
   }
 
-  if (bus_->has_subscribers()) {
+  if (announce && bus_->has_subscribers()) {
     json::object props = call_properties(call.call, call.request);
     const char* type = "client-tool.completed";
     if (!outcome) {
@@ -620,7 +620,7 @@ bool ClientToolRegistry::release(const std::string& request_id) {
   if (!pending_.count(request_id)) return false;
   Effects effects;
   finish(request_id, make_error(ErrorCode::Unavailable, "Server shutting down"), std::nullopt,
-         "kept for the restarted server", effects);
+         "kept for the restarted server", effects, /*announce=*/false);
   for (auto& effect : effects)
     effect();
   return true;

@@ -229,8 +229,11 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   Result<PendingCall*> answerable(const std::string& request_id,
                                   const std::optional<std::string>& from_client);
   // Ends a call (already looked up); posts the handler, queues the events and the cancel.
+  // `announce` false: no client-tool.completed/failed event (a released call has not ended for
+  // those who watch it: it goes on after the restart).
   void finish(const std::string& request_id, ExecuteOutcome outcome,
-              std::optional<std::string> cancel_reason, std::string ended_how, Effects& effects);
+              std::optional<std::string> cancel_reason, std::string ended_how, Effects& effects,
+              bool announce = true);
   void remember_ended(const std::string& request_id, std::string how);
   void cleanup_client(const std::string& client_id, Effects& effects);
   void deliver(ClientState& client, PendingCall& call, Effects& effects);

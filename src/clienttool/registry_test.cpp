@@ -1816,6 +1816,9 @@ TEST_F(RegistryTest, AReleasedCallEndsWithoutACancelToItsClient) {
   auto cancels = sink->cancels();
   ASSERT_EQ(cancels.size(), 1u) << "only the call that ends with the server is cancelled";
   EXPECT_EQ(cancels[0]->request_id, call2.request_id);
+  // Watchers are not told that the released call failed: it goes on after the restart.
+  EXPECT_TRUE(events_.of_type("client-tool.failed", EventLog::request(call.request_id)).empty());
+  EXPECT_EQ(events_.of_type("client-tool.failed", EventLog::request(call2.request_id)).size(), 1u);
 }
 
 }  // namespace
