@@ -168,6 +168,15 @@ class SessionTest : public ServerTest {
 
   json::object status() { return http_get(port(), "/session/status").json().as_object(); }
 
+  // A WebSocket client c1 with `tools` registered for `sid`.
+  std::unique_ptr<WsClient> connect_client(const std::string& sid, json::array tools) {
+    auto ws = std::make_unique<WsClient>(port(), "/client-tools/ws/c1");
+    ws->send_json(json::object{{"type", "register"}, {"sessionID", sid}, {"tools", tools}});
+    auto registered = ws->next_message_of_type("registered", 5s);
+    if (!registered) throw std::runtime_error("setup: no registered message");
+    return ws;
+  }
+
   void wait_idle(BusEvents& bus, const std::string& sid, std::chrono::milliseconds timeout = 10s) {
     if (!bus.next_where("session.idle", "/properties/sessionID", json::value(sid), timeout))
       throw std::runtime_error("session " + sid + " did not become idle within " +
@@ -511,17 +520,7 @@ TEST_F(SessionTools, ToolTurnOverAnthropic) {
 
 // ---- client tools -------------------------------------------------------------------------------
 
-class SessionClientTools : public SessionTest {
- protected:
-  // A WebSocket client c1 with `tools` registered for `sid`.
-  std::unique_ptr<WsClient> connect_client(const std::string& sid, json::array tools) {
-    auto ws = std::make_unique<WsClient>(port(), "/client-tools/ws/c1");
-    ws->send_json(json::object{{"type", "register"}, {"sessionID", sid}, {"tools", tools}});
-    auto registered = ws->next_message_of_type("registered", 5s);
-    if (!registered) throw std::runtime_error("setup: no registered message");
-    return ws;
-  }
-};
+class SessionClientTools : public SessionTest {};
 
 TEST_F(SessionClientTools, ClientToolAnsweredOverWebSocket) {
   start_server(openai_config());
@@ -1752,18 +1751,15 @@ TEST_F(SessionRestart, CrashDuringAServerToolLeavesItFailed) {
 TEST_F(SessionRestart, StopDuringAServerToolCancelsTheClientCallOfItsStep) {
   start_server(openai_config());
   std::string sid = create_session();
-  WsClient ws(port(), "/client-tools/ws/c1");
-  ws.send_json(
-      json::object{{"type", "register"}, {"sessionID", sid}, {"tools", {tool_def("wait")}}});
-  ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
+  auto ws = connect_client(sid, {tool_def("wait")});
   model_.push(FakeResponse::with_tool_calls(
       {FakeToolCall{"call_s", "bash", R"({"command": "sleep 30", "description": "wait"})"},
        FakeToolCall{"call_w", "client_c1_wait", R"({"text": "x"})"}}));
   prompt_async(sid, "wait for both");
-  json::object req = next_ws_request(ws);
+  json::object req = next_ws_request(*ws);
 
   server().send_signal(SIGTERM);
-  auto cancel = ws.next_message_of_type("cancel", 5s);
+  auto cancel = ws->next_message_of_type("cancel", 5s);
   EXPECT_TRUE(cancel) << "the client was not told that the server gave up its call";
   if (cancel) {
     EXPECT_EQ(value_at(*cancel, "/requestID"), req.at("requestID")) << str(*cancel);
@@ -1779,6 +1775,14 @@ TEST_F(SessionRestart, StopDuringAServerToolCancelsTheClientCallOfItsStep) {
 
 class SessionDurableWait : public SessionRestart {
  protected:
+  // SIGTERM, and the server exits 0 (what it keeps is stored by then).
+  void stop_cleanly() {
+    server().send_signal(SIGTERM);
+    auto exited = server().wait_exit(10s);
+    ASSERT_TRUE(exited && exited->exited && exited->code == 0)
+        << (exited ? exited->describe() : "still running");
+  }
+
   // The config with clientTools.<key> = value.
   json::object with_client_tools(json::object cfg, std::string_view key, json::value value) {
     cfg["clientTools"].as_object()[key] = std::move(value);
@@ -1809,25 +1813,19 @@ TEST_F(SessionDurableWait, AStopKeepsAClientCallWaitingAndTheTurnGoesOnWithItsAn
   std::string sid = create_session();
   std::string request_id;
   {
-    WsClient ws(port(), "/client-tools/ws/c1");
-    ws.send_json(
-        json::object{{"type", "register"}, {"sessionID", sid}, {"tools", {tool_def("wait")}}});
-    ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
+    auto ws = connect_client(sid, {tool_def("wait")});
     BusEvents bus(port());
     model_.push(FakeResponse::with_tool_calls(
         {FakeToolCall{"call_s", "bash", R"({"command": "echo served", "description": "echo"})"},
          FakeToolCall{"call_w", "client_c1_wait", R"({"text": "x"})"}}));
     model_.push(FakeResponse::with_text("Done after the restart."));
     prompt_async(sid, "wait for the client");
-    json::object req = next_ws_request(ws);
+    json::object req = next_ws_request(*ws);
     request_id = string_at(json::value(req), "/requestID");
     ASSERT_TRUE(wait_part_status(bus, "call_s", "completed"));
 
-    server().send_signal(SIGTERM);
-    auto exited = server().wait_exit(10s);
-    ASSERT_TRUE(exited && exited->exited && exited->code == 0)
-        << (exited ? exited->describe() : "still running");
-    EXPECT_FALSE(ws.next_message_of_type("cancel", 100ms))
+    ASSERT_NO_FATAL_FAILURE(stop_cleanly());
+    EXPECT_FALSE(ws->next_message_of_type("cancel", 100ms))
         << "the client was told to give up a call that goes on";
   }
   server_.reset();
@@ -1840,16 +1838,16 @@ TEST_F(SessionDurableWait, AStopKeepsAClientCallWaitingAndTheTurnGoesOnWithItsAn
   EXPECT_EQ(string_at(json::value(*waiting), "/state/status"), "running") << str(*waiting);
 
   // The client has no tools registered on this server yet: the request reaches it anyway.
-  WsClient ws(port(), "/client-tools/ws/c1");
-  json::object again = next_ws_request(ws);
+  auto ws = std::make_unique<WsClient>(port(), "/client-tools/ws/c1");
+  json::object again = next_ws_request(*ws);
   EXPECT_EQ(string_at(json::value(again), "/requestID"), request_id) << str(again);
   EXPECT_EQ(string_at(json::value(again), "/callID"), "call_w") << str(again);
   EXPECT_EQ(string_at(json::value(again), "/sessionID"), sid) << str(again);
   EXPECT_EQ(again.at("input"), (json::object{{"text", "x"}})) << str(again);
-  ws.send_json(json::object{{"type", "result"},
-                            {"requestID", request_id},
-                            {"status", "success"},
-                            {"output", "answered after the restart"}});
+  ws->send_json(json::object{{"type", "result"},
+                             {"requestID", request_id},
+                             {"status", "success"},
+                             {"output", "answered after the restart"}});
   json::array list = wait_turn_end(sid);
 
   auto second = model_.wait_for_request(1, 1s);
@@ -1948,18 +1946,13 @@ TEST_F(SessionDurableWait, AWaitingCallStillTimesOutAfterARestart) {
   std::string sid = create_session();
   Clock::time_point called;
   {
-    WsClient ws(port(), "/client-tools/ws/c1");
-    ws.send_json(
-        json::object{{"type", "register"}, {"sessionID", sid}, {"tools", {tool_def("wait")}}});
-    ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
+    auto ws = connect_client(sid, {tool_def("wait")});
     model_.push(FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{}));
     model_.push(FakeResponse::with_text("Nobody answered."));
     prompt_async(sid, "wait for the client");
-    next_ws_request(ws);
+    next_ws_request(*ws);
     called = Clock::now();
-    server().send_signal(SIGTERM);
-    auto exited = server().wait_exit(10s);
-    ASSERT_TRUE(exited && exited->exited && exited->code == 0);
+    ASSERT_NO_FATAL_FAILURE(stop_cleanly());
   }
   server_.reset();
   std::this_thread::sleep_until(called + 3500ms);  // the deadline passes while it is down
@@ -1985,24 +1978,15 @@ TEST_F(SessionDurableWait, AnAskAndThenTheClientCallItAllowsEachWaitThroughAStop
   json::object cfg =
       openai_config(json::object{{"permission", json::object{{"client_tools", "ask"}}}});
   auto stop = [&] {
-    server().send_signal(SIGTERM);
-    auto exited = server().wait_exit(10s);
-    ASSERT_TRUE(exited && exited->exited && exited->code == 0);
+    ASSERT_NO_FATAL_FAILURE(stop_cleanly());
     server_.reset();
     start_server(cfg);
-  };
-  auto connect = [&](const std::string& sid) {
-    auto ws = std::make_unique<WsClient>(port(), "/client-tools/ws/c1");
-    ws->send_json(
-        json::object{{"type", "register"}, {"sessionID", sid}, {"tools", {tool_def("wait")}}});
-    if (!ws->next_message_of_type("registered", 5s)) throw std::runtime_error("not registered");
-    return ws;
   };
   start_server(cfg);
   std::string sid = create_session();
   std::string ask_id;
   {
-    auto ws = connect(sid);
+    auto ws = connect_client(sid, {tool_def("wait")});
     BusEvents bus(port());
     model_.push(FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{}));
     model_.push(FakeResponse::with_text("Done."));
@@ -2015,7 +1999,7 @@ TEST_F(SessionDurableWait, AnAskAndThenTheClientCallItAllowsEachWaitThroughAStop
   }
   std::string request_id;
   {
-    auto ws = connect(sid);  // as a client does when it reconnects
+    auto ws = connect_client(sid, {tool_def("wait")});  // as a client does when it reconnects
     ASSERT_TRUE(
         wait_until([&] { return !http_get(port(), "/permission").json().as_array().empty(); }, 5s));
     auto replied =
@@ -2055,24 +2039,20 @@ TEST_F(SessionDurableWait, AbortingAResumedTurnCancelsItsClientCall) {
   start_server(openai_config());
   std::string sid = create_session();
   {
-    WsClient ws(port(), "/client-tools/ws/c1");
-    ws.send_json(
-        json::object{{"type", "register"}, {"sessionID", sid}, {"tools", {tool_def("wait")}}});
-    ASSERT_TRUE(ws.next_message_of_type("registered", 5s));
+    auto ws = connect_client(sid, {tool_def("wait")});
     model_.push(FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{}));
     prompt_async(sid, "wait for the client");
-    next_ws_request(ws);
-    server().send_signal(SIGTERM);
-    ASSERT_TRUE(server().wait_exit(10s));
+    next_ws_request(*ws);
+    ASSERT_NO_FATAL_FAILURE(stop_cleanly());
   }
   server_.reset();
   start_server(openai_config());
-  WsClient ws(port(), "/client-tools/ws/c1");
-  json::object req = next_ws_request(ws);
+  auto ws = std::make_unique<WsClient>(port(), "/client-tools/ws/c1");
+  json::object req = next_ws_request(*ws);
   auto aborted = http_post(port(), "/session/" + sid + "/abort", json::object{});
   ASSERT_EQ(aborted.status, 200u) << aborted.describe();
   EXPECT_EQ(aborted.body, "true");
-  auto cancel = ws.next_message_of_type("cancel", 5s);
+  auto cancel = ws->next_message_of_type("cancel", 5s);
   ASSERT_TRUE(cancel) << "the client was not told";
   EXPECT_EQ(value_at(*cancel, "/requestID"), req.at("requestID")) << str(*cancel);
   json::array list = wait_turn_end(sid);
@@ -2104,9 +2084,7 @@ TEST_F(SessionDurableWait, AWaitingAskIsAskedAgainUnderItsIdAfterARestart) {
     ASSERT_TRUE(asked) << "no permission.asked event";
     ask_id = string_at(json::value(*asked), "/properties/id");
     // Through a stop, then through a crash (listed, so stored, before it).
-    server().send_signal(SIGTERM);
-    auto exited = server().wait_exit(10s);
-    ASSERT_TRUE(exited && exited->exited && exited->code == 0);
+    ASSERT_NO_FATAL_FAILURE(stop_cleanly());
   }
   server_.reset();
   start_server(cfg);
@@ -2163,8 +2141,7 @@ TEST_F(SessionDurableWait, AnAskRejectedAfterTheRestartStopsTheTurn) {
     auto asked = bus.next("permission.asked");
     ASSERT_TRUE(asked);
     ask_id = string_at(json::value(*asked), "/properties/id");
-    server().send_signal(SIGTERM);
-    ASSERT_TRUE(server().wait_exit(10s));
+    ASSERT_NO_FATAL_FAILURE(stop_cleanly());
   }
   server_.reset();
   start_server(cfg);
