@@ -367,8 +367,12 @@ Result<StartedCall> ClientToolRegistry::resume_call(ExecuteParams& params,
   call.message = message;
   call.timeout =
       milliseconds(std::clamp<std::int64_t>(stored.timeout_ms, 1, options_.max_timeout.count()));
-  call.deadline = now + milliseconds(stored.deadline - epoch_now);
-  call.hard_deadline = now + milliseconds(stored.hard_deadline - epoch_now);
+  // Clamped: a stored value is outside input (a deadline years away would overflow the clock).
+  auto left = [&](std::int64_t at) {
+    return milliseconds(std::clamp<std::int64_t>(at - epoch_now, -1, options_.max_timeout.count()));
+  };
+  call.deadline = now + left(stored.deadline);
+  call.hard_deadline = now + left(stored.hard_deadline);
   call.request = std::move(req);
   StartedCall started = call.call;
   std::optional<json::object> request_event;

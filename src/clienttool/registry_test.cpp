@@ -1784,6 +1784,19 @@ TEST_F(RegistryTest, AResumedCallIsPendingAgainUnderItsOwnIds) {
   EXPECT_GT(requests[1]->seq, 4242u);
 }
 
+// Stored deadlines are outside input: absurd ones are clamped to the registry's cap, not
+// overflowed (UBSan would stop the test), and the call waits as any other.
+TEST_F(RegistryTest, AResumedCallWithAbsurdDeadlinesWaitsWithinTheCap) {
+  ExecuteParams p;
+  p.resume = WaitingCall{"req_far", "c1", "client_c1_t", "ses_1",   "msg_1",  "call_1",
+                         false,     9,    INT64_MAX,     INT64_MAX, INT64_MAX};
+  Completion done(io_);
+  start(p, done);
+  EXPECT_EQ(registry_->pending_count(), 1u);
+  EXPECT_TRUE(registry_->cancel("req_far", "test over"));
+  ASSERT_TRUE(done.wait());
+}
+
 TEST_F(RegistryTest, AResumedCallWhoseDeadlinePassedTimesOut) {
   ExecuteParams p;
   p.resume = WaitingCall{"req_late", "c1", "client_c1_t", "ses_1",       "msg_1",        "call_1",
