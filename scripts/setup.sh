@@ -13,6 +13,8 @@ packages=(
   tmux  # OpenCode's TUI in a pseudo-terminal (tests/opencode/tui.test.mjs)
   chromium  # the web page's end-to-end tests (web/e2e)
   clang-14 libclang-rt-14-dev  # libFuzzer targets (fuzz/, docs/fuzzing.md)
+  libpq-dev  # the PostgreSQL store's client library
+  postgresql-15  # throwaway servers for the PostgreSQL tests (scripts/test-services.sh)
 )
 
 missing=()
@@ -31,6 +33,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   sudo_cmd=()
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  # The tests run their own throwaway PostgreSQL servers (scripts/test-services.sh) and never use
+  # the cluster "15/main" that installing postgresql-15 creates and starts on port 5432. On a
+  # first install, tell the package not to create it: that saves the install an initdb, and
+  # leaves no idle server on 5432. createcluster.conf itself is managed by ucf (writing it before
+  # the package would make ucf ask about it); the include dir it reads is ours to add to. Not
+  # done when PostgreSQL is already installed, to leave a developer's own setup alone.
+  if [[ " ${missing[*]} " == *" postgresql-15 "* ]] &&
+      ! dpkg-query -W -f='${Status}' postgresql-common 2>/dev/null | grep -q "install ok installed"; then
+    "${sudo_cmd[@]}" mkdir -p /etc/postgresql-common/createcluster.d
+    echo "create_main_cluster = false  # written by switchboard's scripts/setup.sh" |
+      "${sudo_cmd[@]}" tee /etc/postgresql-common/createcluster.d/switchboard.conf >/dev/null
+  fi
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi

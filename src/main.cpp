@@ -140,6 +140,10 @@ int main(int argc, char** argv) {
   if (args.allow_remote) cfg->server.allow_remote = true;
   if (const char* password = std::getenv("SWITCHBOARD_SERVER_PASSWORD"); password && *password)
     cfg->server.password = password;
+  if (const char* url = std::getenv("SWITCHBOARD_DATABASE_URL"); url && *url) {
+    cfg->storage.type = sb::config::StorageOptions::Type::Postgres;
+    cfg->storage.url = url;
+  }
   if (const char* check = std::getenv("SWITCHBOARD_CHECK_API_DOC"); check && *check == '1')
     cfg->server.check_api_doc = true;
 

@@ -13,7 +13,8 @@
 #include "session/service.hpp"
 #include "session/store.hpp"
 #include "session/todos.hpp"
-#include "store/database.hpp"
+#include "store/postgres.hpp"
+#include "store/sqlite.hpp"
 #include "tool/builtin/bash.hpp"
 #include "tool/builtin/batch.hpp"
 #include "tool/builtin/edit.hpp"
@@ -39,6 +40,51 @@ std::filesystem::path default_data_dir() {
     return std::filesystem::path(home) / ".local" / "share" / "switchboard";
   return std::filesystem::current_path() / ".switchboard-data";
 }
+
+namespace {
+// The configured store, for the sessions and the client credentials to share. Each way holds the
+// data directory's lock (switchboard.db.lock) for this process alone, so a second server on the
+// same data directory stops here: SQLite's database holds it itself; with PostgreSQL (whose
+// store the database's own lock keeps to one server) the server takes it, as the directory still
+// holds tools' saved outputs and process groups.
+Result<std::shared_ptr<store::Database>> open_store(const config::StorageOptions& options,
+                                                    const std::filesystem::path& data_dir,
+                                                    server::ServerState& state,
+                                                    std::vector<std::string>& notes) {
+  auto in_use = [&] {
+    return make_error(ErrorCode::Conflict,
+                      "the data directory " + data_dir.string() +
+                          " is in use by another Switchboard server: stop that one, or give this "
+                          "server its own --data-dir");
+  };
+  std::shared_ptr<store::Database> database;
+  if (options.type == config::StorageOptions::Type::Sqlite) {
+    auto db = store::SqliteDatabase::open(data_dir / "switchboard.db");
+    if (!db && db.error().code == ErrorCode::Conflict) return in_use();
+    if (!db) return db.error();
+    database = std::move(*db);
+  } else {
+    if (options.url.empty())
+      return make_error(ErrorCode::InvalidRequest,
+                        "configuration error: storage.type is \"postgres\" but no storage.url "
+                        "(or SWITCHBOARD_DATABASE_URL) is set");
+    auto lock = store::FileLock::acquire(data_dir / "switchboard.db.lock");
+    if (!lock && lock.error().code == ErrorCode::Conflict) return in_use();
+    if (!lock) return lock.error();
+    state.data_dir_lock = std::make_shared<store::FileLock>(std::move(*lock));
+    store::PostgresOptions pg;
+    pg.url = options.url;
+    pg.connect_timeout = std::chrono::duration_cast<std::chrono::seconds>(options.connect_timeout);
+    pg.statement_timeout = options.statement_timeout;
+    auto db = store::PostgresDatabase::open(std::move(pg));
+    if (!db) return db.error();
+    database = std::move(*db);
+    notes.push_back("storage: postgres at " + config::redact_url(options.url));
+  }
+  state.database = database;
+  return database;
+}
+}  // namespace
 
 Result<Composed> compose(boost::asio::io_context& io, config::Config config, Paths paths,
                          const std::function<std::string(const std::string&)>& env) {
@@ -78,24 +124,15 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   if (ec)
     return make_error(ErrorCode::Internal, "cannot create the data directory " +
                                                paths.data_dir.string() + ": " + ec.message());
-  // One Database, shared by the sessions and the client credentials; it holds the file's lock
-  // (switchboard.db.lock) for this process alone, so a second server on the same data directory
-  // stops here.
-  auto db = store::Database::open(paths.data_dir / "switchboard.db");
-  if (!db && db.error().code == ErrorCode::Conflict)
-    return make_error(ErrorCode::Conflict,
-                      "the data directory " + paths.data_dir.string() +
-                          " is in use by another Switchboard server: stop that one, or give this "
-                          "server its own --data-dir");
-  if (!db) return db.error();
-  std::shared_ptr<store::Database> database = std::move(*db);
+  auto database = open_store(config.storage, paths.data_dir, *state, out.notes);
+  if (!database) return database.error();
   // The data directory is ours now: stop what tools of a server killed on it left running.
   tool::stop_recorded_process_groups(tool::process_group_dir(paths.data_dir));
-  auto opened = session::SessionStore::open(database);
+  auto opened = session::SessionStore::open(*database);
   if (!opened) return opened.error();
   std::shared_ptr<session::SessionStore> store = std::move(*opened);
   if (config.client_tools.client_tokens) {
-    auto credentials = clienttool::ClientCredentials::open(database);
+    auto credentials = clienttool::ClientCredentials::open(*database);
     if (!credentials) return credentials.error();
     state->credentials = std::move(*credentials);
   }

@@ -6,7 +6,7 @@
 
 #include <chrono>
 
-#include "store/database.hpp"
+#include "store/sqlite.hpp"
 #include "util/clock.hpp"
 
 namespace sb::clienttool {
@@ -59,16 +59,19 @@ Result<std::shared_ptr<ClientCredentials>> ClientCredentials::open(
     std::shared_ptr<store::Database> db) {
   {
     std::lock_guard lock(db->mutex());
-    auto r = db->exec(
-        "CREATE TABLE IF NOT EXISTS client_credential ("
-        " client_id TEXT PRIMARY KEY, token_hash TEXT NOT NULL, created INTEGER NOT NULL)");
+    auto r = db->exec(db->engine() == store::Engine::Postgres
+                          ? "CREATE TABLE IF NOT EXISTS client_credential (client_id TEXT COLLATE "
+                            "\"C\" PRIMARY KEY, token_hash TEXT NOT NULL, created BIGINT NOT NULL)"
+                          : "CREATE TABLE IF NOT EXISTS client_credential ("
+                            " client_id TEXT PRIMARY KEY, token_hash TEXT NOT NULL, created "
+                            "INTEGER NOT NULL)");
     if (!r) return r.error();
   }
   return std::shared_ptr<ClientCredentials>(new ClientCredentials(std::move(db)));
 }
 
 Result<std::shared_ptr<ClientCredentials>> ClientCredentials::open_memory() {
-  auto db = store::Database::open_memory();
+  auto db = store::SqliteDatabase::open_memory();
   if (!db) return db.error();
   return open(std::move(*db));
 }

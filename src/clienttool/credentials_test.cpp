@@ -9,7 +9,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "store/database.hpp"
+#include "store/sqlite.hpp"
 
 namespace sb::clienttool {
 namespace {
@@ -72,7 +72,7 @@ TEST(ClientCredentials, TokensSurviveAReopenAndOnlyTheirHashIsStored) {
   std::filesystem::create_directories(dir);
   std::string token;
   {
-    auto db = store::Database::open(dir / "switchboard.db");
+    auto db = store::SqliteDatabase::open(dir / "switchboard.db");
     ASSERT_TRUE(db) << db.error().message;
     auto creds = ClientCredentials::open(std::move(*db));
     ASSERT_TRUE(creds);
@@ -81,7 +81,7 @@ TEST(ClientCredentials, TokensSurviveAReopenAndOnlyTheirHashIsStored) {
     token = **first;
   }
   {
-    auto db = store::Database::open(dir / "switchboard.db");
+    auto db = store::SqliteDatabase::open(dir / "switchboard.db");
     ASSERT_TRUE(db) << db.error().message;
     auto creds = ClientCredentials::open(std::move(*db));
     ASSERT_TRUE(creds);

@@ -157,7 +157,8 @@ const std::vector<KnownLevel>& known_levels() {
   static const std::vector<KnownLevel> levels = {
       {{},
        {"$schema", "clientTools", "server", "provider", "model", "permission", "agent",
-        "experimental", "tools", "mcp", "retry", "command", "files"}},
+        "experimental", "tools", "mcp", "retry", "command", "files", "storage"}},
+      {{"storage"}, {"type", "url", "connectTimeout", "statementTimeout"}},
       {{"clientTools"},
        {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace", "rateLimit",
         "clientTokens", "maxToolsPerClient", "maxDescriptionBytes", "maxSchemaBytes",
@@ -291,6 +292,24 @@ Result<void> apply(Config& cfg, const json::value& document, const std::string& 
       s.cors = std::move(*origins);
     }
     if (auto r = read_bool(o, "allowRemote", p, source, s.allow_remote); !r) return r;
+  }
+
+  auto st = section(doc, "storage", source);
+  if (!st) return st.error();
+  if (*st) {
+    const json::object& o = **st;
+    const std::string p = "storage";
+    auto& s = cfg.storage;
+    auto type = get_string(o, "type", p);
+    if (!type || (*type && **type != "sqlite" && **type != "postgres"))
+      return bad_key(source, "storage.type", "must be \"sqlite\" or \"postgres\"");
+    if (*type)
+      s.type = **type == "postgres" ? StorageOptions::Type::Postgres : StorageOptions::Type::Sqlite;
+    auto url = get_string(o, "url", p);
+    if (!url) return bad_key(source, "storage.url", "must be a string");
+    if (*url) s.url = **url;
+    if (auto r = read_ms(o, "connectTimeout", p, source, 1000, s.connect_timeout); !r) return r;
+    if (auto r = read_ms(o, "statementTimeout", p, source, 1, s.statement_timeout); !r) return r;
   }
 
   merge_into(cfg, cfg.raw, doc, "", source);

@@ -77,9 +77,21 @@ struct ServerOptions {
                                   // is checked against GET /doc; a mismatch answers 500
 };
 
+// Where sessions, messages and client tokens are kept (docs/configuration.md, "Storage").
+struct StorageOptions {
+  enum class Type { Sqlite, Postgres };
+  Type type = Type::Sqlite;  // storage.type: "sqlite" (<data dir>/switchboard.db) or "postgres"
+  std::string url;           // storage.url (or $SWITCHBOARD_DATABASE_URL, which also makes the type
+                             // postgres): postgresql://user:password@host:port/database?options
+  milliseconds connect_timeout{5000};  // storage.connectTimeout: PostgreSQL's connection attempt
+  milliseconds statement_timeout{
+      30000};  // storage.statementTimeout: PostgreSQL cancels a statement that runs longer
+};
+
 struct Config {
   ClientToolsOptions client_tools;
   ServerOptions server;
+  StorageOptions storage;
   json::object raw;  // the merged document, for keys owned by later components
   std::map<std::string, Command> commands;  // `command`, from the merged document
   std::vector<std::string> sources;         // files that were read, in merge order

@@ -200,6 +200,12 @@ json::object to_json(const Config& cfg) {
   out["mcp"] = mcp ? mcp_json(*mcp) : json::object{};
   out["server"] = server_json(cfg.server);
   out["clientTools"] = client_tools_json(cfg.client_tools);
+  const auto& st = cfg.storage;
+  json::object storage{{"type", st.type == StorageOptions::Type::Postgres ? "postgres" : "sqlite"},
+                       {"connectTimeout", st.connect_timeout.count()},
+                       {"statementTimeout", st.statement_timeout.count()}};
+  if (!st.url.empty()) storage["url"] = redact_url(st.url);
+  out["storage"] = std::move(storage);
   json::value all = std::move(out);
   redact(all);
   return std::move(all.get_object());

@@ -353,6 +353,45 @@ TEST_F(ConfigTest, BadAccessKeysNameTheKey) {
   }
 }
 
+TEST_F(ConfigTest, StorageIsSqliteUnlessSetAndItsUrlIsShownWithoutSecrets) {
+  write(work_file(), "{}");
+  auto plain = load(options());
+  ASSERT_TRUE(plain.has_value()) << plain.error().message;
+  EXPECT_EQ(plain->storage.type, StorageOptions::Type::Sqlite);
+  EXPECT_EQ(
+      to_json(*plain).at("storage"),
+      (json::object{{"type", "sqlite"}, {"connectTimeout", 5000}, {"statementTimeout", 30000}}));
+
+  write(work_file(), R"({"storage": {"type": "postgres", "statementTimeout": 2500,
+                          "url": "postgresql://sb:S3cret@db:5432/sb?sslpassword=S4"}})");
+  auto cfg = load(options());
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message;
+  EXPECT_EQ(cfg->storage.type, StorageOptions::Type::Postgres);
+  EXPECT_EQ(cfg->storage.url, "postgresql://sb:S3cret@db:5432/sb?sslpassword=S4");
+  EXPECT_EQ(cfg->storage.statement_timeout, std::chrono::milliseconds(2500));
+  EXPECT_TRUE(cfg->warnings.empty());
+  auto shown = to_json(*cfg).at("storage");
+  EXPECT_EQ(shown.at("url"), "postgresql://[redacted]@db:5432/sb?sslpassword=[redacted]");
+  EXPECT_EQ(shown.at("type"), "postgres");
+
+  for (auto [text, key] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"storage": {"type": "mysql"}})", "storage.type"},
+           {R"({"storage": {"type": 1}})", "storage.type"},
+           {R"({"storage": {"url": ["x"]}})", "storage.url"},
+           {R"({"storage": {"connectTimeout": 10}})", "storage.connectTimeout"},
+           {R"({"storage": "postgres"})", "storage"}}) {
+    write(work_file(), text);
+    auto bad = load(options());
+    ASSERT_FALSE(bad.has_value()) << text;
+    EXPECT_TRUE(Contains(bad.error().message, key)) << text << ": " << bad.error().message;
+  }
+  write(work_file(), R"({"storage": {"kind": "postgres"}})");
+  auto unknown = load(options());
+  ASSERT_TRUE(unknown.has_value());
+  ASSERT_EQ(unknown->warnings.size(), 1u);
+  EXPECT_TRUE(Contains(unknown->warnings[0], "storage.kind"));
+}
+
 TEST_F(ConfigTest, LimitKeysHaveSafeDefaults) {
   auto cfg = load(options());
   ASSERT_TRUE(cfg.has_value()) << cfg.error().message;

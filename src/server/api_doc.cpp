@@ -81,7 +81,8 @@ std::string path_of(const Route& route) {
 
 // Every status a route may answer: its success, the ones its doc names, and those of every route.
 std::set<int> statuses_of(const RouteDoc& doc) {
-  std::set<int> out{doc.status, 401, 403, 500};
+  // 503: the store (PostgreSQL) cannot be reached, which any route that reads or writes it meets.
+  std::set<int> out{doc.status, 401, 403, 500, 503};
   if (!doc.body.empty() || !doc.query.empty()) out.insert({400, 413});
   for (auto word : words(doc.statuses)) {
     int status = 0;

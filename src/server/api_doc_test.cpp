@@ -66,8 +66,16 @@ const Route& route(std::string_view id) {
 
 TEST(ApiDoc, CheckPassesAnAnswerThatMatches) {
   auto req = request(http::verb::get, "/health");
-  EXPECT_FALSE(check_exchange(route("global.health"), req,
-                              answer(http::status::ok, R"({"healthy":true,"version":"1"})")));
+  EXPECT_FALSE(check_exchange(
+      route("global.health"), req,
+      answer(http::status::ok,
+             R"({"healthy":true,"version":"1","storage":{"engine":"sqlite","ok":true}})")));
+  // A store that does not answer: the same shape with a 503.
+  EXPECT_FALSE(check_exchange(
+      route("global.health"), req,
+      answer(
+          http::status::service_unavailable,
+          R"({"healthy":false,"version":"1","storage":{"engine":"postgres","ok":false,"error":"postgres: down"}})")));
 }
 
 TEST(ApiDoc, CheckCatchesAnAnswerThatDoesNotMatch) {

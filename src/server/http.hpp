@@ -22,6 +22,8 @@
 #include "permission/service.hpp"
 #include "session/project.hpp"
 #include "session/service.hpp"
+#include "store/database.hpp"
+#include "store/file_lock.hpp"
 #include "tool/registry.hpp"
 
 namespace sb::server {
@@ -135,6 +137,10 @@ struct ServerState {
   std::unordered_map<std::string, McpServedSession> mcp_sessions;
   std::uint64_t mcp_sessions_opened = 0;
   std::unordered_map<std::string, std::shared_ptr<asio::cancellation_signal>> mcp_served_calls;
+  // The store (GET /health asks whether it answers) and, when it is PostgreSQL, the lock of the
+  // data directory (which a SQLite store holds itself).
+  std::shared_ptr<store::Database> database;
+  std::shared_ptr<store::FileLock> data_dir_lock;
   // Client tokens (clientTools.clientTokens); null when they are switched off.
   std::shared_ptr<clienttool::ClientCredentials> credentials;
   ConnectionSet connections;

@@ -139,8 +139,23 @@ namespace {
 
 // ---- handlers -------------------------------------------------------------------------------
 
+// Whether the store answers a statement, and with what when it does not: what a load balancer
+// needs to take a node out while its PostgreSQL is away (503).
 asio::awaitable<Reply> health(Call& c) {
-  co_return ok(c, json::object{{"healthy", true}, {"version", SWITCHBOARD_VERSION}});
+  json::object storage;
+  Result<void> answered;
+  if (auto& db = c.state.database) {
+    storage["engine"] = store::engine_name(db->engine());
+    std::lock_guard lock(db->mutex());
+    answered = db->run("SELECT 1");
+  }
+  storage["ok"] = bool(answered);
+  if (!answered) storage["error"] = answered.error().message;
+  json::object body{{"healthy", bool(answered)},
+                    {"version", SWITCHBOARD_VERSION},
+                    {"storage", std::move(storage)}};
+  co_return json_response(answered ? http::status::ok : http::status::service_unavailable, body,
+                          c.req);
 }
 
 // ---- the server password (server.password) -----------------------------------------------------
@@ -286,15 +301,18 @@ const std::vector<Route>& routes() {
          {"health"},
          &health,
          {.id = "health",
-          .summary = "Whether the server is up, and its version",
-          .answer = "Health"}},
+          .summary = "Whether the server is up and its store answers, and its version",
+          .answer = "Health",
+          .error = "HealthOrError"}},
         // Where OpenCode's clients (the V2 SDK's global.health) ask the same.
         {http::verb::get,
          {"global", "health"},
          &health,
          {.id = "global.health",
-          .summary = "Whether the server is up, and its version (OpenCode's path)",
-          .answer = "Health"}},
+          .summary = "Whether the server is up and its store answers, and its version "
+                     "(OpenCode's path)",
+          .answer = "Health",
+          .error = "HealthOrError"}},
         {http::verb::get,
          {"doc"},
          &api_doc,

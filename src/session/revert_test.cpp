@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "store/sqlite.hpp"
 #include "tool/tool_test_helpers.hpp"
 #include "util/ids.hpp"
 
@@ -333,7 +334,7 @@ TEST(RevertStore, ARevertIsFoundAgainAfterReopeningAndDeletedWithItsSession) {
 TEST(RevertStore, AVersion3DatabaseWithoutTheTablesGetsThem) {
   TempDir dir{"sb_revert_store"};
   {
-    auto db = store::Database::open(dir.path() / "switchboard.db");
+    auto db = store::SqliteDatabase::open(dir.path() / "switchboard.db");
     ASSERT_TRUE(db);
     ASSERT_TRUE((*db)->exec(
         "CREATE TABLE session (id TEXT PRIMARY KEY, updated INTEGER NOT NULL, data TEXT NOT "

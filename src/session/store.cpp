@@ -1,6 +1,9 @@
 #include "session/store.hpp"
 
+#include <limits>
+
 #include "clienttool/wire.hpp"
+#include "store/sqlite.hpp"
 #include "util/log.hpp"
 
 namespace sb::session {
@@ -57,6 +60,57 @@ CREATE TABLE IF NOT EXISTS waiting_call (
   request_id TEXT PRIMARY KEY,
   session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
   message_id TEXT NOT NULL,
+  data TEXT NOT NULL
+);
+)sql";
+
+// The same tables on PostgreSQL, whose schema version is kept in switchboard_schema. Ids compare
+// bytewise (COLLATE "C"), as SQLite's do: ORDER BY id is creation order only byte by byte.
+// Integers that hold milliseconds are BIGINT; file contents are bytea (they need not be text).
+constexpr std::string_view kPostgresSchema = R"sql(
+CREATE TABLE IF NOT EXISTS session (
+  id TEXT COLLATE "C" PRIMARY KEY,
+  updated BIGINT NOT NULL,
+  data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS message (
+  session_id TEXT COLLATE "C" NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+  id TEXT COLLATE "C" NOT NULL,
+  completed INTEGER NOT NULL DEFAULT 1,
+  data TEXT NOT NULL,
+  parts TEXT NOT NULL DEFAULT '[]',
+  PRIMARY KEY(session_id, id)
+);
+CREATE INDEX IF NOT EXISTS message_open ON message(completed) WHERE completed = 0;
+CREATE TABLE IF NOT EXISTS todo (
+  session_id TEXT COLLATE "C" PRIMARY KEY REFERENCES session(id) ON DELETE CASCADE,
+  data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chat (
+  id TEXT COLLATE "C" PRIMARY KEY,
+  session_id TEXT COLLATE "C" NOT NULL REFERENCES session(id) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS chat_by_session ON chat(session_id);
+CREATE TABLE IF NOT EXISTS file_change (
+  seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  session_id TEXT COLLATE "C" NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+  message_id TEXT COLLATE "C" NOT NULL,
+  part_id TEXT COLLATE "C" NOT NULL,
+  path TEXT COLLATE "C" NOT NULL,
+  old_content BYTEA,
+  new_content BYTEA
+);
+CREATE INDEX IF NOT EXISTS file_change_by_session ON file_change(session_id, seq);
+CREATE TABLE IF NOT EXISTS file_held (
+  session_id TEXT COLLATE "C" NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+  path TEXT COLLATE "C" NOT NULL,
+  content BYTEA,
+  PRIMARY KEY(session_id, path)
+);
+CREATE TABLE IF NOT EXISTS waiting_call (
+  request_id TEXT COLLATE "C" PRIMARY KEY,
+  session_id TEXT COLLATE "C" NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+  message_id TEXT COLLATE "C" NOT NULL,
   data TEXT NOT NULL
 );
 )sql";
@@ -136,7 +190,7 @@ Result<SessionInfo> session_row(store::Statement& st) {
 }  // namespace
 
 Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::filesystem::path& data_dir) {
-  auto db = store::Database::open(data_dir / "switchboard.db");
+  auto db = store::SqliteDatabase::open(data_dir / "switchboard.db");
   if (!db) return db.error();
   return open(std::shared_ptr<store::Database>(std::move(*db)));
 }
@@ -149,7 +203,7 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(std::shared_ptr<store::
 }
 
 Result<std::unique_ptr<SessionStore>> SessionStore::open_memory() {
-  auto db = store::Database::open_memory();
+  auto db = store::SqliteDatabase::open_memory();
   if (!db) return db.error();
   return open(std::shared_ptr<store::Database>(std::move(*db)));
 }
@@ -163,18 +217,22 @@ Result<std::int64_t> query_integer(store::Database& db, std::string_view sql) {
   if (!row) return row.error();
   return *row ? st->integer(0) : 0;
 }
+
+Error newer_schema(std::int64_t version) {
+  return make_error(ErrorCode::Internal,
+                    "the session store was written by a newer Switchboard (schema version " +
+                        std::to_string(version) + "; this one knows " +
+                        std::to_string(kSchemaVersion) + ")");
+}
 }  // namespace
 
 Result<void> SessionStore::migrate() {
+  if (db_->engine() == store::Engine::Postgres) return migrate_postgres();
   auto version = query_integer(*db_, "PRAGMA user_version");
   if (!version) return version.error();
   // Tables added within a version are created by their IF NOT EXISTS.
   if (*version == kSchemaVersion) return db_->exec(kSchema);
-  if (*version > kSchemaVersion)
-    return make_error(ErrorCode::Internal,
-                      "the session store was written by a newer Switchboard (schema version " +
-                          std::to_string(*version) + "; this one knows " +
-                          std::to_string(kSchemaVersion) + ")");
+  if (*version > kSchemaVersion) return newer_schema(*version);
   // Version 0 is a new database, or one of the first release, which had these tables without a
   // version: then `part` is keyed by its own id.
   auto from_v1 = query_integer(*db_,
@@ -198,6 +256,28 @@ Result<void> SessionStore::migrate() {
   }
   if (auto r = db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)); !r)
     return r.error();
+  return tx.commit();
+}
+
+Result<void> SessionStore::migrate_postgres() {
+  // The store's lock (store/postgres.hpp) is held: no other server migrates meanwhile.
+  if (auto r =
+          db_->exec("CREATE TABLE IF NOT EXISTS switchboard_schema (version INTEGER NOT NULL)");
+      !r)
+    return r;
+  auto version = query_integer(*db_, "SELECT coalesce(max(version), 0) FROM switchboard_schema");
+  if (!version) return version.error();
+  if (*version > kSchemaVersion) return newer_schema(*version);
+  store::Database::Transaction tx(*db_);
+  if (!tx.begun()) return tx.begun().error();
+  if (auto r = db_->exec(kPostgresSchema); !r) return r;
+  if (*version != kSchemaVersion) {
+    if (auto r = db_->exec("DELETE FROM switchboard_schema"); !r) return r;
+    auto st = db_->prepare("INSERT INTO switchboard_schema(version) VALUES(?1)");
+    if (!st) return st.error();
+    st->bind(1, std::int64_t{kSchemaVersion});
+    if (auto r = st->run(); !r) return r;
+  }
   return tx.commit();
 }
 
@@ -369,12 +449,14 @@ Result<std::optional<MessageWithParts>> SessionStore::get_message(const std::str
 Result<std::vector<MessageWithParts>> SessionStore::list_messages(const std::string& session_id,
                                                                   std::size_t limit) {
   std::lock_guard lock(db_->mutex());
-  // The newest `limit` rows, put back in id order by the outer query. LIMIT -1 is no limit.
+  // The newest `limit` rows, put back in id order by the outer query.
   auto st = db_->prepare(
       "SELECT data, parts FROM (SELECT id, data, parts FROM message WHERE session_id = ?1 "
-      "ORDER BY id DESC LIMIT ?2) ORDER BY id");
+      "ORDER BY id DESC LIMIT ?2) AS newest ORDER BY id");
   if (!st) return st.error();
-  st->bind(1, session_id).bind(2, limit == 0 ? std::int64_t{-1} : static_cast<std::int64_t>(limit));
+  st->bind(1, session_id)
+      .bind(2, limit == 0 ? std::numeric_limits<std::int64_t>::max()
+                          : static_cast<std::int64_t>(limit));
   return read_all<MessageWithParts>(*st, message_row);
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// SessionStore: sessions and messages in SQLite, one row each, its JSON in `data`; a message's
+// SessionStore: sessions and messages in the store (SQLite, or PostgreSQL: store::Database), one
+// row each, its JSON in `data`; a message's
 // parts are in its row (`parts`, a JSON array in id order), so that storing a turn's step is one
 // row, not one per part. Ids sort by creation time, so ORDER BY id is chronological.
 //
@@ -89,9 +90,10 @@ struct StoreChanges {
 
 class SessionStore {
  public:
-  // Opens `<data_dir>/switchboard.db`, creating the schema when needed.
+  // Opens `<data_dir>/switchboard.db` (SQLite), creating the schema when needed.
   static Result<std::unique_ptr<SessionStore>> open(const std::filesystem::path& data_dir);
-  // The same on a Database that others may share (the server's client credentials).
+  // The same on a Database of either engine that others may share (the server's client
+  // credentials).
   static Result<std::unique_ptr<SessionStore>> open(std::shared_ptr<store::Database> db);
   static Result<std::unique_ptr<SessionStore>> open_memory();
 
@@ -159,6 +161,7 @@ class SessionStore {
  private:
   explicit SessionStore(std::shared_ptr<store::Database> db) : db_(std::move(db)) {}
   Result<void> migrate();
+  Result<void> migrate_postgres();
   Result<void> put_session_locked(const SessionInfo& s);
   Result<void> put_message_locked(const MessageRow& m);
   Result<void> put_file_change_locked(const FileChangeRow& f);

@@ -8,7 +8,7 @@ namespace {
 
 void bind_content(store::Statement& st, int index, const std::optional<std::string>& content) {
   if (content)
-    st.bind(index, *content);
+    st.bind_blob(index, *content);
   else
     st.bind_null(index);
 }

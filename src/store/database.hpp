@@ -1,132 +1,127 @@
 #pragma once
-// A small RAII layer over SQLite: one connection, prepared statements, transactions. The store
-// is opened with SQLite's default VFS in WAL mode: a commit appends to the log without a sync
-// (synchronous=NORMAL), so a transaction is in the files when its commit returns and survives a
-// crash of the process; the log is synced only when a checkpoint copies it into the database
-// (a power failure may lose the commits since the last one).
-//
-// Checkpoints (and their syncs, two or three fdatasyncs of 2-5 ms each on our VMs) never run in
-// a commit: a thread of the Database's own, with a connection of its own, copies the log into
-// the database (PRAGMA wal_checkpoint(PASSIVE), which does not block the writer) once
-// `checkpoint_pages` have been written since the last copy. A log starts over only at a write
-// that finds it fully copied, and that write syncs the new log header (SQLite's guard against
-// out-of-order writes after a restart). A writer that never pauses keeps the log from being
-// fully copied, so past `restart_pages` the thread makes a RESTART copy, which holds the writer
-// off while it copies the rest, and the writer's next write starts the log over. Once writes stop
-// for `idle_truncate` the log is truncated. Should the thread fall behind anyway (a machine so busy
-// it is not scheduled), the writer copies the log itself at twice `restart_pages`, so the log stays
-// bounded. The server commits its turns on a thread of their own (session::TurnWriter), so neither
-// the checkpoints nor the commits' own writes stall its event loop; docs/benchmarks.md has the lag.
-//
-// A write of the committing connection that finds another one writing (the checkpoint thread's
-// first write of a new log, a RESTART copy, another program) polls every 100 us, up to 5 s,
-// instead of SQLite's default sleeps (1, 2, 5, 10 ms, ...), so it goes on as soon as it can.
-//
-// Statements are prepared once per SQL text and kept (compiling a statement cost more than
-// running it): prepare() hands out the cached statement, which is reset and its bindings
-// cleared when the Statement is destroyed.
-//
-// A file is used by one Database of one process: whoever uses it shares that Database (a
-// shared_ptr). An flock()ed `<file>.lock` beside it keeps a second Database (another server on
-// the same data directory) off it.
+// store::Database: one connection to the server's store, whatever engine holds it — SQLite, the
+// embedded default (store/sqlite.hpp), or PostgreSQL (store/postgres.hpp). The session store and
+// the client credentials are written once against this: statements with numbered parameters
+// (`?1`, `?2`, ...; PostgreSQL's `$1` is made of them), run one at a time, rows read column by
+// column, and transactions. What differs between the engines — the schema's column types, how
+// the schema's version is kept — is asked of engine().
 //
 // Not thread-safe on its own: every user holds mutex() around its calls and the Statements it
-// gets, the same mutex for all users of one Database. SQLite's own lock around every call is
-// therefore left out (SQLITE_OPEN_NOMUTEX, and no global memory statistics, which take a
-// process-wide lock on each allocation).
-#include <sqlite3.h>
-
-#include <chrono>
+// gets, the same mutex for all users of one Database (the server's event loop and the thread
+// its turns are written on).
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "util/error.hpp"
 
 namespace sb::store {
 
-class Statement {
+enum class Engine { Sqlite, Postgres };
+std::string_view engine_name(Engine engine);  // "sqlite" | "postgres"
+
+// One prepared statement of an engine, as a Statement hands it out: kept in its connection's
+// cache, or a one-off copy for a statement run inside its own loop.
+class Cursor {
  public:
-  // `in_use`: the statement belongs to the Database's cache and is only reset at the end.
-  Statement(sqlite3* db, sqlite3_stmt* stmt, bool* in_use = nullptr)
-      : db_(db), stmt_(stmt), in_use_(in_use) {}
-  Statement(Statement&& other) noexcept;
-  Statement& operator=(Statement&&) = delete;
-  Statement(const Statement&) = delete;
-  ~Statement();
+  explicit Cursor(bool cached) : cached_(cached) {}
+  virtual ~Cursor() = default;
+  virtual void bind_text(int index, std::string_view text) = 0;
+  virtual void bind_integer(int index, std::int64_t value) = 0;
+  // Bytes that need not be text (file contents: NUL bytes, not UTF-8).
+  virtual void bind_blob(int index, std::string_view bytes) = 0;
+  virtual void bind_null(int index) = 0;
+  virtual Result<bool> step() = 0;
+  virtual void reset() = 0;
+  virtual std::string text(int column) const = 0;
+  virtual std::int64_t integer(int column) const = 0;
+  virtual bool is_null(int column) const = 0;
 
-  Statement& bind(int index, std::string_view text);
-  Statement& bind(int index, std::int64_t value);
-  Statement& bind_null(int index);
-
-  // Steps once: true while a row is available, false when done. Errors are Internal.
-  Result<bool> step();
-  // Steps to the end (for statements without rows).
-  Result<void> run();
-  void reset();
-
-  std::string text(int column) const;
-  std::int64_t integer(int column) const;
-  bool is_null(int column) const;
+  // Handed to a Statement: false when one has it already.
+  bool take() { return !std::exchange(in_use_, true); }
+  // The Statement is done with it: back to the cache, reset (which ends a read still open and
+  // drops what the run bound), or deleted when it was a one-off.
+  void done() {
+    if (!cached_) {
+      delete this;
+      return;
+    }
+    reset();
+    in_use_ = false;
+  }
 
  private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_;
-  bool* in_use_;  // the cache's flag for this statement; null for one the Statement owns
+  bool cached_;
+  bool in_use_ = false;
 };
 
-// How the checkpoint thread keeps the log short. Pages are SQLite pages (4 KiB).
-struct DatabaseOptions {
-  // Log pages written since the last copy that start a copy (SQLite's own automatic
-  // checkpoint starts at 1,000).
-  int checkpoint_pages = 1000;
-  // A log this long (64 MiB) is copied with the writer held off (RESTART), so that it starts over.
-  int restart_pages = 16384;
-  // Quiet this long after a copy: the log is truncated to nothing.
-  std::chrono::milliseconds idle_truncate{1000};
-};
+class Statement {
+ public:
+  explicit Statement(Cursor* cursor) : cursor_(cursor) {}
+  Statement(Statement&& other) noexcept : cursor_(std::exchange(other.cursor_, nullptr)) {}
+  Statement& operator=(Statement&&) = delete;
+  Statement(const Statement&) = delete;
+  ~Statement() {
+    if (cursor_) cursor_->done();
+  }
 
-// What the checkpoint thread has done, for tests.
-struct CheckpointStats {
-  std::uint64_t passes = 0;         // copies of the log into the database
-  std::uint64_t restarts = 0;       // RESTART copies that held the writer off
-  std::uint64_t truncations = 0;    // the log truncated while quiet
-  std::uint64_t writer_copies = 0;  // copies by the writer: the thread was 2 x restart_pages behind
-  std::thread::id thread;           // the thread that ran them
-};
+  Statement& bind(int index, std::string_view text) {
+    cursor_->bind_text(index, text);
+    return *this;
+  }
+  Statement& bind(int index, std::int64_t value) {
+    cursor_->bind_integer(index, value);
+    return *this;
+  }
+  Statement& bind_blob(int index, std::string_view bytes) {
+    cursor_->bind_blob(index, bytes);
+    return *this;
+  }
+  Statement& bind_null(int index) {
+    cursor_->bind_null(index);
+    return *this;
+  }
 
-class Checkpointer;
+  // Steps once: true while a row is available, false when done. Errors are Internal, or
+  // Unavailable when the engine cannot be reached.
+  Result<bool> step() { return cursor_->step(); }
+  // Steps to the end (for statements without rows).
+  Result<void> run();
+  // For running it again with new bindings.
+  void reset() { cursor_->reset(); }
+
+  std::string text(int column) const { return cursor_->text(column); }
+  std::int64_t integer(int column) const { return cursor_->integer(column); }
+  bool is_null(int column) const { return cursor_->is_null(column); }
+
+ private:
+  Cursor* cursor_;
+};
 
 class Database {
  public:
-  // Opens (creating) the file for this Database alone, with WAL, foreign keys and a checkpoint
-  // thread. Conflict when another Database (in this or another process) has it open.
-  static Result<std::unique_ptr<Database>> open(const std::filesystem::path& path,
-                                                DatabaseOptions options = {});
-  // An in-memory database, for tests.
-  static Result<std::unique_ptr<Database>> open_memory();
-  ~Database();
-
-  Result<void> exec(std::string_view sql);
-  // The statement for `sql`, compiled on first use. A statement still in use (the same SQL run
-  // inside its own loop) gets a fresh one-off copy.
+  virtual ~Database() = default;
+  virtual Engine engine() const = 0;
+  // Runs statements without parameters or rows, several separated by `;` (a schema).
+  virtual Result<void> exec(std::string_view sql) = 0;
+  // The statement for `sql`, with parameters written `?1`, `?2`, ..., compiled on first use and
+  // kept (compiling a statement can cost more than running it). A statement still in use (the
+  // same SQL run inside its own loop) gets a fresh one-off copy.
   Result<Statement> prepare(std::string_view sql);
-  // Prepares (cached) and runs one statement without parameters or rows.
+  // Rows the last INSERT, UPDATE or DELETE changed.
+  virtual std::int64_t changes() const = 0;
+  // Prepares and runs one statement without parameters or rows.
   Result<void> run(std::string_view sql);
-  std::int64_t changes() const;
-  // Of the checkpoint thread; all zero for an in-memory database.
-  CheckpointStats checkpoint_stats() const;
   // Held around every use of this Database, by all who share it.
   std::mutex& mutex() { return mutex_; }
 
-  // BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the guard is destroyed uncommitted. Check
-  // begun() before writing: after a failed BEGIN each statement would commit on its own.
+  // A transaction that takes the write lock at once (SQLite's BEGIN IMMEDIATE), COMMIT, or
+  // ROLLBACK when the guard is destroyed uncommitted. Check begun() before writing: after a
+  // failed BEGIN each statement would commit on its own.
   class Transaction {
    public:
     explicit Transaction(Database& db);
@@ -140,26 +135,22 @@ class Database {
     bool done_ = false;
   };
 
+ protected:
+  virtual std::string_view begin_sql() const = 0;
+  // A cursor for `sql`; `cached`: it goes into the cache.
+  virtual Result<std::unique_ptr<Cursor>> compile(std::string_view sql, bool cached) = 0;
+  // For the engine's destructor, before it closes its connection.
+  void forget_statements() { statements_.clear(); }
+
  private:
   // Lets the cache be searched by string_view without building a std::string.
   struct StringHash {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  struct Cached {
-    sqlite3_stmt* stmt = nullptr;
-    bool in_use = false;
-  };
-  explicit Database(sqlite3* db);  // out of line: Checkpointer is complete only there
-  // The committing connection's busy handler: see the top of this file.
-  static int on_busy(void* database, int tries);
-  sqlite3* db_;
-  std::chrono::steady_clock::time_point busy_since_;  // of the wait on_busy is in
-  int lock_fd_ = -1;                                  // the flock()ed <file>.lock; -1 in memory
-  std::unique_ptr<Checkpointer> checkpointer_;
   std::mutex mutex_;
-  // By SQL text; node-based, so the `in_use` flags that Statements point to never move.
-  std::unordered_map<std::string, Cached, StringHash, std::equal_to<>> statements_;
+  // By SQL text; node-based, so cursors never move while a Statement has one.
+  std::unordered_map<std::string, std::unique_ptr<Cursor>, StringHash, std::equal_to<>> statements_;
 };
 
 }  // namespace sb::store

@@ -2,7 +2,7 @@
 // transaction that failed leaves the connection ready for the next one. store::Database on a
 // file: checkpoints on a thread of its own with the log kept short, one Database per file, commits
 // that survive a kill, and writes that find the store busy go on as soon as it is free.
-#include "store/database.hpp"
+#include "store/sqlite.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -27,8 +27,8 @@ std::int64_t count_rows(Database& db, std::string_view table) {
   return st->integer(0);
 }
 
-std::unique_ptr<Database> database_with_a_deferred_key() {
-  auto db = Database::open_memory();
+std::unique_ptr<SqliteDatabase> database_with_a_deferred_key() {
+  auto db = SqliteDatabase::open_memory();
   EXPECT_TRUE(db) << db.error().message;
   // A deferred foreign key is checked at COMMIT: the way to make a COMMIT fail and leave the
   // transaction open, as a full disk can.
@@ -118,9 +118,9 @@ void insert_row(Database& db, std::int64_t id, const std::string& text) {
 constexpr std::uintmax_t kFrameBytes = 24 + 4096;  // a WAL frame: its header and a page
 
 // A database at `path` with the table t(id, text) that insert_row writes.
-Result<std::unique_ptr<Database>> open_with_table(const std::filesystem::path& path,
-                                                  DatabaseOptions options = {}) {
-  auto db = Database::open(path, options);
+Result<std::unique_ptr<SqliteDatabase>> open_with_table(const std::filesystem::path& path,
+                                                        DatabaseOptions options = {}) {
+  auto db = SqliteDatabase::open(path, options);
   if (!db) return db.error();
   if (auto r = (*db)->exec("CREATE TABLE t(id INTEGER PRIMARY KEY, text TEXT NOT NULL)"); !r)
     return r.error();
@@ -206,9 +206,9 @@ TEST(BusyStore, AWriteGoesOnAsSoonAsTheStoreIsFree) {
 // so it holds between processes as it does within one.
 TEST(Checkpoints, ASecondDatabaseOnTheFileIsRefusedUntilTheFirstCloses) {
   TempDir dir;
-  auto first = Database::open(dir.path() / "a.db");
+  auto first = SqliteDatabase::open(dir.path() / "a.db");
   ASSERT_TRUE(first) << first.error().message;
-  auto second = Database::open(dir.path() / "a.db");
+  auto second = SqliteDatabase::open(dir.path() / "a.db");
   ASSERT_FALSE(second);
   EXPECT_EQ(second.error().code, ErrorCode::Conflict);
   EXPECT_NE(second.error().message.find("is in use by another process"), std::string::npos)
@@ -217,14 +217,14 @@ TEST(Checkpoints, ASecondDatabaseOnTheFileIsRefusedUntilTheFirstCloses) {
   pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    auto other = Database::open(dir.path() / "a.db");
+    auto other = SqliteDatabase::open(dir.path() / "a.db");
     ::_exit(!other && other.error().code == ErrorCode::Conflict ? 1 : 0);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
   first->reset();
-  auto reopened = Database::open(dir.path() / "a.db");
+  auto reopened = SqliteDatabase::open(dir.path() / "a.db");
   EXPECT_TRUE(reopened) << reopened.error().message;
 }
 
@@ -268,7 +268,7 @@ TEST(Checkpoints, CommitsSurviveAKillDuringCheckpoints) {
     ASSERT_EQ(::waitpid(child, &status, 0), child);
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
     ASSERT_GE(reported, 300u) << "the child stopped writing early";
-    auto db = Database::open(dir.path() / "a.db");
+    auto db = SqliteDatabase::open(dir.path() / "a.db");
     ASSERT_TRUE(db) << db.error().message;
     std::lock_guard lock((*db)->mutex());
     // Every reported commit, and at most the one it was making when killed.

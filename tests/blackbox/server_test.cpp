@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "blackbox_util.hpp"
+#include "test_postgres.hpp"
 
 namespace sb::test {
 namespace {
@@ -22,10 +23,14 @@ class Server : public ServerTest {
   void SetUp() override { start(test_config()); }
 };
 
-TEST_F(Server, HealthReportsHealthyAndTheVersion) {
+TEST_F(Server, HealthReportsHealthyTheVersionAndTheStore) {
   auto res = http_get(port(), "/health");
   ASSERT_TRUE(IsOk(res));
-  EXPECT_EQ(res.json(), (json::object{{"healthy", true}, {"version", SWITCHBOARD_VERSION}}));
+  std::string engine = test::storage_is_postgres() ? "postgres" : "sqlite";
+  EXPECT_EQ(res.json(),
+            (json::object{{"healthy", true},
+                          {"version", SWITCHBOARD_VERSION},
+                          {"storage", json::object{{"engine", engine}, {"ok", true}}}}));
   EXPECT_TRUE(contains(res.header("content-type").value_or(""), "application/json"))
       << "Content-Type: " << res.header("content-type").value_or("(none)");
 }
@@ -403,6 +408,23 @@ TEST(ServerConfig, FileThatDoesNotParseStopsStartUpNamingTheFile) {
   ASSERT_TRUE(run.status.has_value()) << "the server started; stderr:\n" << run.stderr_text;
   EXPECT_TRUE(run.status->exited && run.status->code != 0) << run.status->describe();
   EXPECT_TRUE(contains(run.stderr_text, run.config_path.string())) << run.stderr_text;
+}
+
+// A PostgreSQL store that cannot be used stops the start with what is wrong, before anything is
+// served: no URL, a URL libpq cannot read, a server that is not there.
+TEST(ServerConfig, AStoreThatCannotBeOpenedStopsStartUpSayingWhy) {
+  for (auto [storage, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"type": "postgres"})", "no storage.url (or SWITCHBOARD_DATABASE_URL) is set"},
+           {R"({"type": "postgres", "url": "postgresql://[::1"})", "the storage URL is not valid"},
+           {R"({"type": "postgres", "url": "postgresql://sb@127.0.0.1:1/sb"})",
+            "postgres: cannot connect"}}) {
+    RunOptions options;
+    options.config_text = R"({"storage": )" + storage + "}";
+    RunResult run = run_switchboard(options);
+    ASSERT_TRUE(run.status.has_value()) << "the server started; stderr:\n" << run.stderr_text;
+    EXPECT_TRUE(run.status->exited && run.status->code == 1) << run.status->describe();
+    EXPECT_TRUE(contains(run.stderr_text, says)) << storage << ":\n" << run.stderr_text;
+  }
 }
 
 TEST(ServerConfig, BadKeyInTheUserConfigNamesThatFile) {

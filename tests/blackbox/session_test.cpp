@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -20,6 +21,7 @@
 
 #include "blackbox_util.hpp"
 #include "fake_model_server.hpp"
+#include "test_postgres.hpp"
 
 namespace sb::test {
 namespace {
@@ -1699,8 +1701,13 @@ TEST_F(SessionRestart, ATurnInProgressIsStoredWithoutBeingAskedFor) {
   cfg["model"] = "slow/default";
   start_server(cfg);
   std::string sid = create_session();
+  // What shows a write: SQLite's log grows, or PostgreSQL has the turn's open message.
   auto wal = data_.path() / "switchboard.db-wal";
   auto wal_size = [&] {
+    if (test::storage_is_postgres())
+      return static_cast<std::uintmax_t>(std::stoull(test::postgres_query(
+          test::postgres_store_url(data_.path().string()),
+          "SELECT count(*) FROM message WHERE completed = 0 AND session_id = '" + sid + "'")));
     std::error_code ec;
     auto size = std::filesystem::file_size(wal, ec);
     return ec ? std::uintmax_t{0} : size;
@@ -1723,6 +1730,79 @@ TEST_F(SessionRestart, ATurnInProgressIsStoredWithoutBeingAskedFor) {
   ASSERT_EQ(list.size(), 2u) << str(list);
   EXPECT_EQ(text_of(list[0]), "take your time") << str(list[0]);
   EXPECT_EQ(string_at(list[1], "/info/error/name"), "MessageAbortedError") << str(list[1]);
+}
+
+// A PostgreSQL of the test's own (scripts/test-services.sh with a state directory of its own),
+// which the test takes down and brings up without touching the one the pass shares.
+class OwnPostgres {
+ public:
+  OwnPostgres() { run("start"); }
+  ~OwnPostgres() { run("stop"); }
+  std::string url() const {
+    std::ifstream in(state_.path() / "postgres.url");
+    std::string url;
+    std::getline(in, url);
+    return url;
+  }
+  void run(const std::string& action) {
+    std::string command = std::string(SWITCHBOARD_SOURCE_DIR) + "/scripts/test-services.sh " +
+                          action + " postgres " + state_.path().string() + " 2>/dev/null";
+    if (std::system(command.c_str()) != 0)
+      throw std::runtime_error("setup: test-services.sh " + action + " failed");
+  }
+
+ private:
+  TempDir state_{"switchboard-pg-state"};
+};
+
+// PostgreSQL goes away under a running server and comes back: meanwhile what needs the store
+// answers 503 naming it (and /health says so, for a load balancer), what does not is served; once
+// it is back the server reconnects by itself, and nothing stored before or after is missing.
+TEST_F(SessionRestart, APostgresOutageIs503NamingItAndTheServerReconnectsWithEverything) {
+  OwnPostgres pg;
+  json::object cfg = test_config();
+  cfg["provider"] = json::object{
+      {"s", json::object{{"type", "scripted"},
+                         {"script", json::array{json::object{{"text", "first answer"}},
+                                                json::object{{"text", "second answer"}}}}}}};
+  cfg["model"] = "s/default";
+  auto start = [&] {
+    ServerProcess::Options options;
+    options.config = cfg;
+    options.data_dir = data_.path();
+    options.directory = project_.path();
+    options.env = {"SWITCHBOARD_DATABASE_URL=" + pg.url()};
+    server_.emplace(std::move(options));
+  };
+  start();
+  std::string sid = create_session();
+  ASSERT_TRUE(IsOk(prompt(sid, "hello")));
+  ASSERT_EQ(messages(sid).size(), 2u);
+
+  pg.run("down");
+  auto health = http_get(port(), "/health");
+  EXPECT_EQ(health.status, 503u) << health.describe();
+  EXPECT_EQ(string_at(health.json(), "/storage/engine"), "postgres") << health.describe();
+  EXPECT_EQ(health.json().at_pointer("/storage/ok"), json::value(false)) << health.describe();
+  EXPECT_TRUE(contains(string_at(health.json(), "/storage/error"), "postgres"))
+      << health.describe();
+  EXPECT_TRUE(
+      IsError(http_get(port(), "/session/" + sid + "/message"), 503, "UNAVAILABLE", {"postgres"}));
+  EXPECT_TRUE(IsOk(http_get(port(), "/config"))) << "what needs no store is still served";
+  EXPECT_TRUE(IsOk(http_get(port(), "/agent")));
+
+  pg.run("up");
+  ASSERT_TRUE(wait_until([&] { return http_get(port(), "/health").status == 200; }, 10s))
+      << "the server did not reconnect";
+  auto list = messages(sid);
+  ASSERT_EQ(list.size(), 2u) << str(list);
+  EXPECT_EQ(text_of(list[1]), "first answer");
+  ASSERT_TRUE(IsOk(prompt(sid, "again")));
+  server_.reset();
+  start();
+  list = messages(sid);
+  ASSERT_EQ(list.size(), 4u) << str(list);
+  EXPECT_EQ(text_of(list[3]), "second answer");
 }
 
 // A server tool that is still running is in the store as running (GET .../message reads the
@@ -2207,7 +2287,15 @@ TEST_F(SessionRestart, AStoredSessionWhoseRulesDoNotDecodeIsRefusedNotACrash) {
   std::string sid = create_session(json::object{{"title", "old rules"}});
   std::string other = create_session();
   server_.reset();
-  {
+  if (test::storage_is_postgres()) {
+    auto changed = test::postgres_query(
+        test::postgres_store_url(data_.path().string()),
+        "WITH changed AS (UPDATE session SET data = jsonb_set(data::jsonb, '{permission}', "
+        "'[{\"permission\":\"bash\",\"pattern\":7,\"action\":\"deny\"}]'::jsonb)::text "
+        "WHERE id = '" +
+            sid + "' RETURNING id) SELECT count(*) FROM changed");
+    EXPECT_EQ(changed, "1");
+  } else {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open((data_.path() / "switchboard.db").c_str(), &db), SQLITE_OK);
     std::string sql =

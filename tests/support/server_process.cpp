@@ -1,5 +1,7 @@
 #include "server_process.hpp"
 
+#include "test_postgres.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -9,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -273,6 +276,17 @@ void ServerProcess::start() {
   write_file(config_path_, boost::json::serialize(options_.config));
   std::vector<std::string> args = command_line();
   auto env = child_environment(home_);
+  // The suites' PostgreSQL pass: the server keeps its store in a schema named after its data
+  // directory (a restart on the same directory finds what it stored), fresh for a server of its
+  // own home. Not for a test that names a store of its own.
+  bool own_store = std::any_of(options_.env.begin(), options_.env.end(), [](const std::string& e) {
+    return e.rfind("SWITCHBOARD_DATABASE_URL=", 0) == 0;
+  });
+  if (storage_is_postgres() && !own_store)
+    env.push_back("SWITCHBOARD_DATABASE_URL=" +
+                  postgres_schema_url(
+                      schema_name_for((options_.data_dir ? *options_.data_dir : home_).string()),
+                      !options_.data_dir));
   env.insert(env.end(), options_.env.begin(), options_.env.end());
   rlim_t max_file_bytes = options_.max_file_bytes.value_or(RLIM_INFINITY);
 

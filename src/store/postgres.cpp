@@ -1,0 +1,292 @@
+#include "store/postgres.hpp"
+
+#include <libpq-fe.h>
+
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "util/log.hpp"
+
+namespace sb::store {
+namespace {
+
+// Type OIDs of the integer columns a binary result may hold (PostgreSQL's pg_type.dat; they are
+// fixed across versions).
+constexpr Oid kBool = 16, kInt8 = 20, kInt2 = 21, kInt4 = 23;
+
+constexpr std::chrono::seconds kRetryEvery{1};
+
+std::string trimmed(const char* message) {
+  std::string s = message ? message : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+// `?N` (and a bare `?`, numbered in order) become `$N`; quoted text is left alone.
+std::string to_dollar_parameters(std::string_view sql, int& count) {
+  std::string out;
+  out.reserve(sql.size() + 8);
+  int next = 0;
+  char quote = 0;
+  for (std::size_t i = 0; i < sql.size(); ++i) {
+    char c = sql[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+      out.push_back(c);
+      continue;
+    }
+    if (c == '\'' || c == '"') {
+      quote = c;
+      out.push_back(c);
+      continue;
+    }
+    if (c != '?') {
+      out.push_back(c);
+      continue;
+    }
+    int n = 0;
+    std::size_t j = i + 1;
+    while (j < sql.size() && sql[j] >= '0' && sql[j] <= '9')
+      n = n * 10 + (sql[j++] - '0');
+    if (j == i + 1) n = ++next;
+    i = j - 1;
+    count = std::max(count, n);
+    out += '$';
+    out += std::to_string(n);
+  }
+  return out;
+}
+
+std::uint64_t big_endian(const char* p, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i)
+    v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+// What libpq's notices (a ROLLBACK with no transaction open, ...) become: debug lines, not
+// stderr.
+void on_notice(void*, const char* message) {
+  log::debug("postgres: ", trimmed(message));
+}
+}  // namespace
+
+// One statement's SQL (as sent) and what the current run bound and read.
+class PostgresDatabase::PgCursor final : public Cursor {
+ public:
+  PgCursor(PostgresDatabase& db, std::string_view sql, bool cached) : Cursor(cached), db_(db) {
+    int count = 0;
+    sql_ = to_dollar_parameters(sql, count);
+    values_.resize(static_cast<std::size_t>(count));
+    formats_.assign(static_cast<std::size_t>(count), 0);
+  }
+  ~PgCursor() override { clear_result(); }
+
+  void bind_text(int index, std::string_view text) override { set(index, text, 0); }
+  void bind_integer(int index, std::int64_t value) override {
+    set(index, std::to_string(value), 0);
+  }
+  void bind_blob(int index, std::string_view bytes) override { set(index, bytes, 1); }
+  void bind_null(int index) override {
+    if (auto* slot = at(index)) slot->reset();
+  }
+
+  Result<bool> step() override {
+    if (result_) return ++row_ < PQntuples(result_);
+    if (auto r = db_.ensure_connected(sql_); !r) return r.error();
+    // What the connection is in: a transaction ends at COMMIT or ROLLBACK, failed or not (the
+    // Transaction guard sends ROLLBACK after a failed COMMIT).
+    if (sql_ == "BEGIN" || sql_ == "BEGIN IMMEDIATE") db_.in_transaction_ = true;
+    if (sql_ == "ROLLBACK") db_.in_transaction_ = false;
+    std::vector<const char*> values(values_.size());
+    std::vector<int> lengths(values_.size());
+    for (std::size_t i = 0; i < values_.size(); ++i) {
+      if (!values_[i]) continue;
+      values[i] = values_[i]->data();
+      lengths[i] = static_cast<int>(values_[i]->size());
+    }
+    result_ = PQexecParams(db_.conn_, sql_.c_str(), static_cast<int>(values_.size()), nullptr,
+                           values.data(), lengths.data(), formats_.data(), 1);
+    auto status = result_ ? PQresultStatus(result_) : PGRES_FATAL_ERROR;
+    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) {
+      db_.changes_ = std::atoll(PQcmdTuples(result_));
+      if (sql_ == "COMMIT") db_.in_transaction_ = false;
+      row_ = 0;
+      return PQntuples(result_) > 0;
+    }
+    auto error = db_.failure("statement", result_ ? PQresultErrorMessage(result_) : nullptr);
+    clear_result();
+    return error;
+  }
+
+  void reset() override {
+    clear_result();
+    for (auto& v : values_)
+      v.reset();
+    std::fill(formats_.begin(), formats_.end(), 0);
+  }
+
+  std::string text(int column) const override {
+    if (!result_ || PQgetisnull(result_, row_, column)) return {};
+    return std::string(PQgetvalue(result_, row_, column),
+                       static_cast<std::size_t>(PQgetlength(result_, row_, column)));
+  }
+  std::int64_t integer(int column) const override {
+    if (!result_ || PQgetisnull(result_, row_, column)) return 0;
+    const char* p = PQgetvalue(result_, row_, column);
+    switch (PQftype(result_, column)) {
+      case kInt8:
+        return static_cast<std::int64_t>(big_endian(p, 8));
+      case kInt4:
+        return static_cast<std::int32_t>(big_endian(p, 4));
+      case kInt2:
+        return static_cast<std::int16_t>(big_endian(p, 2));
+      case kBool:
+        return p[0] ? 1 : 0;
+      default:
+        return 0;  // not an integer column: a mistake in the SQL, read as SQLite would
+    }
+  }
+  bool is_null(int column) const override { return !result_ || PQgetisnull(result_, row_, column); }
+
+ private:
+  std::optional<std::string>* at(int index) {
+    if (index < 1 || static_cast<std::size_t>(index) > values_.size()) return nullptr;
+    return &values_[static_cast<std::size_t>(index) - 1];
+  }
+  void set(int index, std::string_view value, int format) {
+    if (auto* slot = at(index)) {
+      slot->emplace(value);
+      formats_[static_cast<std::size_t>(index) - 1] = format;
+    }
+  }
+  void clear_result() {
+    if (result_) PQclear(result_);
+    result_ = nullptr;
+    row_ = 0;
+  }
+
+  PostgresDatabase& db_;
+  std::string sql_;
+  std::vector<std::optional<std::string>> values_;
+  std::vector<int> formats_;  // 0 text, 1 binary (a blob)
+  PGresult* result_ = nullptr;
+  int row_ = 0;
+};
+
+Result<std::unique_ptr<PostgresDatabase>> PostgresDatabase::open(PostgresOptions options) {
+  // libpq reads the URL itself; checked first so that a typo is not reported as an outage.
+  char* parse_error = nullptr;
+  PQconninfoOption* parsed = PQconninfoParse(options.url.c_str(), &parse_error);
+  if (!parsed) {
+    std::string why = trimmed(parse_error ? parse_error : "out of memory");
+    PQfreemem(parse_error);
+    return make_error(ErrorCode::InvalidRequest, "postgres: the storage URL is not valid: " + why);
+  }
+  PQconninfoFree(parsed);
+  std::unique_ptr<PostgresDatabase> db(new PostgresDatabase(std::move(options)));
+  if (auto r = db->connect(); !r) return r.error();
+  return db;
+}
+
+PostgresDatabase::PostgresDatabase(PostgresOptions options) : options_(std::move(options)) {}
+
+PostgresDatabase::~PostgresDatabase() {
+  forget_statements();
+  if (conn_) PQfinish(conn_);
+}
+
+Result<void> PostgresDatabase::connect() {
+  if (conn_) PQfinish(conn_);
+  // Ours first, the URL last: what the URL says wins (libpq keeps the last value of a keyword).
+  std::string timeout = std::to_string(options_.connect_timeout.count());
+  const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
+  const char* values[] = {timeout.c_str(), "switchboard", options_.url.c_str(), nullptr};
+  conn_ = PQconnectdbParams(keys, values, 1);
+  if (!conn_) return make_error(ErrorCode::Unavailable, "postgres: out of memory");
+  if (PQstatus(conn_) != CONNECTION_OK)
+    return make_error(ErrorCode::Unavailable,
+                      "postgres: cannot connect: " + trimmed(PQerrorMessage(conn_)));
+  PQsetNoticeProcessor(conn_, on_notice, nullptr);
+  // The statements run below are not cached: a reconnect must not reuse results of the old one.
+  auto one = [&](std::string_view sql) -> Result<std::string> {
+    PGresult* res = PQexec(conn_, std::string(sql).c_str());
+    auto status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
+      auto error = failure("setup", res ? PQresultErrorMessage(res) : nullptr);
+      if (res) PQclear(res);
+      return error;
+    }
+    std::string value = PQntuples(res) > 0 ? PQgetvalue(res, 0, 0) : "";
+    PQclear(res);
+    return value;
+  };
+  if (auto r = one("SELECT set_config('statement_timeout', '" +
+                   std::to_string(options_.statement_timeout.count()) +
+                   "ms', false) WHERE current_setting('statement_timeout') = '0'");
+      !r)
+    return r.error();
+  // One server per database and schema (see the header); held while the connection lives.
+  auto locked =
+      one("SELECT pg_try_advisory_lock(hashtext('switchboard:' || current_database() || ':' || "
+          "coalesce(current_schema(), '')))");
+  if (!locked) return locked.error();
+  if (*locked != "t") {
+    PQfinish(conn_);
+    conn_ = nullptr;
+    return make_error(ErrorCode::Conflict,
+                      "postgres: the store (this database and schema) is in use by another "
+                      "Switchboard server");
+  }
+  return {};
+}
+
+Result<void> PostgresDatabase::ensure_connected(std::string_view next) {
+  if (conn_ && PQstatus(conn_) == CONNECTION_OK) return {};
+  // A connection that broke in a transaction took it with it (the server rolled it back): the
+  // rest of it must not run on a new connection, each statement on its own, until it ends.
+  if (in_transaction_ && next != "ROLLBACK")
+    return make_error(ErrorCode::Unavailable,
+                      "postgres: the connection was lost during a transaction");
+  // While the server is away a statement fails at once, and connecting is tried again only so
+  // often: each try blocks for up to connect_timeout (a refused connection returns at once).
+  auto now = std::chrono::steady_clock::now();
+  if (now < retry_at_) return last_failure_;
+  if (auto r = connect(); !r) {
+    retry_at_ = now + kRetryEvery;
+    last_failure_ = r.error();
+    log::warn(r.error().message);
+    return r;
+  }
+  log::info("postgres: connected again");
+  return {};
+}
+
+Error PostgresDatabase::failure(std::string_view what, const char* message) const {
+  std::string text = trimmed(message && *message ? message : PQerrorMessage(conn_));
+  bool broken = !conn_ || PQstatus(conn_) != CONNECTION_OK;
+  return make_error(broken ? ErrorCode::Unavailable : ErrorCode::Internal,
+                    "postgres: " + std::string(what) + ": " + text);
+}
+
+Result<void> PostgresDatabase::exec(std::string_view sql) {
+  if (auto r = ensure_connected(sql); !r) return r;
+  // PQexec runs several statements separated by ';' (the simple protocol), as a schema needs.
+  PGresult* res = PQexec(conn_, std::string(sql).c_str());
+  auto status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  Result<void> out;
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
+    out = failure("exec", res ? PQresultErrorMessage(res) : nullptr);
+  if (res) PQclear(res);
+  return out;
+}
+
+Result<std::unique_ptr<Cursor>> PostgresDatabase::compile(std::string_view sql, bool cached) {
+  // Sent with its parameters at each run (the server parses it each time; a round trip costs
+  // more than that).
+  return std::unique_ptr<Cursor>(new PgCursor(*this, sql, cached));
+}
+
+}  // namespace sb::store

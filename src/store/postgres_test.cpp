@@ -1,0 +1,252 @@
+// store::PostgresDatabase against the PostgreSQL the test command starts (the CTest fixture
+// `postgres`): values come back as they went in (bytes that are not text included), numbered
+// parameters, transactions, one server per schema, and a connection that breaks — the statement
+// fails with Unavailable and the next one connects again, but never in the middle of a
+// transaction.
+#include "store/postgres.hpp"
+
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <string>
+
+#include "test_postgres.hpp"
+
+namespace sb::store {
+namespace {
+
+std::string test_name() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return std::string(info->test_suite_name()) + "." + info->name();
+}
+
+// A fresh schema for this test. Without the fixture (a plain run of this binary; ctest runs
+// these tests only with it, as pg.Postgres.*) they are skipped.
+std::optional<std::string> schema_url() {
+  if (!test::storage_is_postgres()) return std::nullopt;
+  return test::postgres_schema_url(test::schema_name_for(test_name()), true);
+}
+
+#define SKIP_WITHOUT_POSTGRES(url)                                           \
+  auto url = schema_url();                                                   \
+  if (!url)                                                                  \
+  GTEST_SKIP() << "no PostgreSQL fixture ($SWITCHBOARD_TEST_POSTGRES): run " \
+                  "through ctest"
+
+std::unique_ptr<PostgresDatabase> open_ok(const std::string& url) {
+  auto db = PostgresDatabase::open({.url = url});
+  EXPECT_TRUE(db) << db.error().message;
+  return db ? std::move(*db) : nullptr;
+}
+
+// A store with the table that `ddl` creates.
+std::unique_ptr<PostgresDatabase> open_with_table(const std::string& url, const char* ddl) {
+  auto db = open_ok(url);
+  if (!db) return nullptr;
+  auto made = db->exec(ddl);
+  EXPECT_TRUE(made) << made.error().message;
+  return made ? std::move(db) : nullptr;
+}
+
+std::int64_t count_rows(Database& db, std::string_view table) {
+  auto st = db.prepare("SELECT count(*) FROM " + std::string(table));
+  EXPECT_TRUE(st);
+  auto row = st->step();
+  EXPECT_TRUE(row && *row) << (row ? "" : row.error().message);
+  return st->integer(0);
+}
+
+// Ends the connection from the server's side, as a restart of PostgreSQL does.
+void terminate_backend_of(Database& db) {
+  auto st = db.prepare("SELECT pg_backend_pid()");
+  ASSERT_TRUE(st);
+  auto row = st->step();
+  ASSERT_TRUE(row && *row);
+  auto pid = st->integer(0);
+  PGconn* other = PQconnectdb(test::test_postgres_url()->c_str());
+  ASSERT_EQ(PQstatus(other), CONNECTION_OK);
+  PGresult* res =
+      PQexec(other, ("SELECT pg_terminate_backend(" + std::to_string(pid) + ")").c_str());
+  EXPECT_EQ(PQresultStatus(res), PGRES_TUPLES_OK) << PQresultErrorMessage(res);
+  PQclear(res);
+  PQfinish(other);
+}
+
+TEST(Postgres, ValuesComeBackAsTheyWentIn) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto db = open_ok(*url);
+  ASSERT_TRUE(db);
+  EXPECT_EQ(db->engine(), Engine::Postgres);
+  ASSERT_TRUE(db->exec("CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT, body BYTEA, n INTEGER)"));
+  // File contents need not be text: NUL bytes and bytes that are not UTF-8.
+  const std::string bytes("a\0b\xff\xfe\x80z", 7);
+  {
+    auto st = db->prepare("INSERT INTO t(id, name, body, n) VALUES(?1, ?2, ?3, ?4)");
+    ASSERT_TRUE(st);
+    st->bind(1, std::int64_t{-9000000000}).bind(2, "zoë 'quoted' ?1").bind_blob(3, bytes);
+    st->bind(4, std::int64_t{-7});
+    auto r = st->run();
+    ASSERT_TRUE(r) << r.error().message;
+  }
+  {
+    auto st = db->prepare("INSERT INTO t(id, name, body, n) VALUES(?1, ?2, ?3, ?4)");
+    ASSERT_TRUE(st);
+    st->bind(1, std::int64_t{2}).bind_null(2).bind_null(3).bind(4, std::int64_t{1});
+    ASSERT_TRUE(st->run());
+  }
+  auto st =
+      db->prepare("SELECT id, name, body, n, n > 0 FROM t WHERE id < ?1 OR id = ?1 ORDER BY id");
+  ASSERT_TRUE(st);
+  st->bind(1, std::int64_t{2});
+  auto row = st->step();
+  ASSERT_TRUE(row && *row) << (row ? "no row" : row.error().message);
+  EXPECT_EQ(st->integer(0), -9000000000);
+  EXPECT_EQ(st->text(1), "zoë 'quoted' ?1");
+  EXPECT_EQ(st->text(2), bytes);
+  EXPECT_EQ(st->integer(3), -7);
+  EXPECT_EQ(st->integer(4), 0);
+  row = st->step();
+  ASSERT_TRUE(row && *row);
+  EXPECT_EQ(st->integer(0), 2);
+  EXPECT_TRUE(st->is_null(1));
+  EXPECT_TRUE(st->is_null(2));
+  EXPECT_FALSE(st->is_null(3));
+  EXPECT_EQ(st->integer(4), 1);
+  row = st->step();
+  ASSERT_TRUE(row);
+  EXPECT_FALSE(*row);
+
+  auto update = db->prepare("UPDATE t SET n = n + 1");
+  ASSERT_TRUE(update);
+  ASSERT_TRUE(update->run());
+  EXPECT_EQ(db->changes(), 2);
+}
+
+TEST(Postgres, AStatementRunAgainTakesItsNewBindings) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto db = open_with_table(*url, "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)");
+  ASSERT_TRUE(db);
+  for (int i = 1; i <= 3; ++i) {
+    auto st = db->prepare("INSERT INTO t(id, name) VALUES(?, ?)");
+    ASSERT_TRUE(st);
+    st->bind(1, std::int64_t{i}).bind(2, "n" + std::to_string(i));
+    ASSERT_TRUE(st->run());
+  }
+  auto st = db->prepare("SELECT name FROM t WHERE id = ?1");
+  ASSERT_TRUE(st);
+  st->bind(1, std::int64_t{3});
+  ASSERT_TRUE(*st->step());
+  EXPECT_EQ(st->text(0), "n3");
+  st->reset();
+  st->bind(1, std::int64_t{1});
+  ASSERT_TRUE(*st->step());
+  EXPECT_EQ(st->text(0), "n1");
+}
+
+TEST(Postgres, AFailedTransactionLeavesNothingAndTheNextOneWorks) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto db = open_with_table(*url, "CREATE TABLE t (id INTEGER PRIMARY KEY)");
+  ASSERT_TRUE(db);
+  {
+    Database::Transaction tx(*db);
+    ASSERT_TRUE(tx.begun());
+    ASSERT_TRUE(db->run("INSERT INTO t VALUES(1)"));
+    auto dup = db->run("INSERT INTO t VALUES(1)");
+    ASSERT_FALSE(dup);
+    EXPECT_EQ(dup.error().code, ErrorCode::Internal);
+    EXPECT_NE(dup.error().message.find("duplicate key"), std::string::npos) << dup.error().message;
+  }
+  EXPECT_EQ(count_rows(*db, "t"), 0);
+  Database::Transaction tx(*db);
+  ASSERT_TRUE(db->run("INSERT INTO t VALUES(1)"));
+  ASSERT_TRUE(tx.commit());
+  EXPECT_EQ(count_rows(*db, "t"), 1);
+}
+
+TEST(Postgres, ASecondServerOnTheSameSchemaIsRefused) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto first = open_ok(*url);
+  ASSERT_TRUE(first);
+  auto second = PostgresDatabase::open({.url = *url});
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code, ErrorCode::Conflict);
+  EXPECT_NE(second.error().message.find("in use by another Switchboard"), std::string::npos)
+      << second.error().message;
+  // Another schema of the same database is another store.
+  auto other = PostgresDatabase::open(
+      {.url = test::postgres_schema_url(test::schema_name_for(test_name() + ".other"), true)});
+  EXPECT_TRUE(other) << other.error().message;
+  first.reset();
+  EXPECT_TRUE(open_ok(*url));
+}
+
+TEST(Postgres, ABrokenConnectionFailsOneStatementAndTheNextConnectsAgain) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto db = open_with_table(*url, "CREATE TABLE t (id INTEGER PRIMARY KEY)");
+  ASSERT_TRUE(db);
+  terminate_backend_of(*db);
+  auto lost = db->run("INSERT INTO t VALUES(1)");
+  ASSERT_FALSE(lost);
+  EXPECT_EQ(lost.error().code, ErrorCode::Unavailable) << lost.error().message;
+  EXPECT_EQ(lost.error().message.rfind("postgres: ", 0), 0u) << lost.error().message;
+  auto again = db->run("INSERT INTO t VALUES(2)");
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(count_rows(*db, "t"), 1);
+  // The store's lock came back with the connection.
+  auto second = PostgresDatabase::open({.url = *url});
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code, ErrorCode::Conflict);
+}
+
+TEST(Postgres, AConnectionLostInATransactionRunsNothingMoreOfIt) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto db = open_with_table(*url, "CREATE TABLE t (id INTEGER PRIMARY KEY)");
+  ASSERT_TRUE(db);
+  {
+    Database::Transaction tx(*db);
+    ASSERT_TRUE(tx.begun());
+    ASSERT_TRUE(db->run("INSERT INTO t VALUES(1)"));
+    terminate_backend_of(*db);
+    EXPECT_FALSE(db->run("INSERT INTO t VALUES(2)"));
+    // Not on a new connection, on its own: the rest of the transaction fails too.
+    auto third = db->run("INSERT INTO t VALUES(3)");
+    ASSERT_FALSE(third);
+    EXPECT_EQ(third.error().code, ErrorCode::Unavailable);
+    auto committed = tx.commit();
+    ASSERT_FALSE(committed);
+    EXPECT_EQ(committed.error().code, ErrorCode::Unavailable);
+  }
+  // Its ROLLBACK ended it; the next statement connects again.
+  EXPECT_EQ(count_rows(*db, "t"), 0);
+  ASSERT_TRUE(db->run("INSERT INTO t VALUES(4)"));
+  EXPECT_EQ(count_rows(*db, "t"), 1);
+}
+
+TEST(Postgres, AStatementOverItsTimeIsCancelled) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto db =
+      PostgresDatabase::open({.url = *url, .statement_timeout = std::chrono::milliseconds(200)});
+  ASSERT_TRUE(db) << db.error().message;
+  auto started = std::chrono::steady_clock::now();
+  auto slept = (*db)->run("SELECT pg_sleep(5)");
+  ASSERT_FALSE(slept);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(4));
+  EXPECT_NE(slept.error().message.find("statement timeout"), std::string::npos)
+      << slept.error().message;
+  EXPECT_TRUE((*db)->run("SELECT 1"));  // the connection goes on
+}
+
+TEST(Postgres, AServerThatIsNotThereIsUnavailableAndABadUrlIsInvalid) {
+  // A port nothing listens on: refused at once.
+  auto down = PostgresDatabase::open({.url = "postgresql://switchboard@127.0.0.1:1/none"});
+  ASSERT_FALSE(down);
+  EXPECT_EQ(down.error().code, ErrorCode::Unavailable);
+  EXPECT_NE(down.error().message.find("cannot connect"), std::string::npos) << down.error().message;
+  auto bad = PostgresDatabase::open({.url = "postgresql://[::1"});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::InvalidRequest) << bad.error().message;
+}
+
+}  // namespace
+}  // namespace sb::store
