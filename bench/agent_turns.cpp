@@ -95,6 +95,9 @@ constexpr std::string_view kUsage = R"(usage: agent_turns [options]
   --op-timeout MS         limit for every network operation (default 10000)
   --max-runtime SECONDS   the whole run is killed after this (default 1200)
   --keep-temp             keep the temporary directory (server logs, configs, databases)
+  --server-env NAME=VALUE an environment variable for the server (repeatable), e.g.
+                          SWITCHBOARD_DATABASE_URL=postgresql://... for a PostgreSQL store
+                          (each server of the run then uses that one store, one at a time)
   --server-prefix "CMD ARGS"  run the server under a tool, e.g.
                           "valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p"
                           (figures then describe the tool, not the server alone)
@@ -191,6 +194,8 @@ Options parse_options(int argc, char** argv) {
       o.max_runtime_s = parse_count(flag, value(), 1, 86400);
     } else if (flag == "--server-prefix") {
       o.server.prefix = split_words(value());
+    } else if (flag == "--server-env") {
+      o.server.env.emplace_back(value());
     } else if (flag == "--keep-temp") {
       o.keep_temp = true;
     } else {

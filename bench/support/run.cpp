@@ -135,6 +135,7 @@ ServerProcess::Options server_options(const ServerCommand& command, const fs::pa
   o.prefix = command.prefix;
   o.files = dir;
   o.env.emplace_back("SWITCHBOARD_LOOP_LAG=1");
+  o.env.insert(o.env.end(), command.env.begin(), command.env.end());
   return o;
 }
 

@@ -97,6 +97,7 @@ fs::path default_server_path();
 struct ServerCommand {
   std::string path;
   std::vector<std::string> prefix;  // a profiler to run the server under
+  std::vector<std::string> env;     // NAME=VALUE for the server (--server-env)
   // How long a start or a stop may take: longer under a tool.
   std::chrono::milliseconds patience() const;
 };

@@ -189,6 +189,45 @@ TEST(SessionStore, MessagesComeBackInOrderWithTheirParts) {
 
 // A tool input as deep as a model's arguments may be (they are read with a limit of 128 levels)
 // is stored and read back: the row puts it a few levels deeper.
+// What a tool or a model produced need not be UTF-8 (a command's binary output, a model's broken
+// stream): it is stored as text all the same (PostgreSQL refuses a TEXT value that is not UTF-8,
+// so a row that carried such bytes would never be written) and reads back with U+FFFD in their
+// place, wherever in the part it is.
+TEST(SessionStore, BytesThatAreNotUtf8AreStoredAsReplacementCharacters) {
+  auto store = *open_store();
+  auto s = make_session("s", 1);
+  ASSERT_TRUE(store->put_session(s));
+  auto m = make_assistant(s);
+  const std::string bad = "ok \xff\xfe\xc3 end";
+  auto p = tool_part(m, ToolState::Status::Completed);
+  p.state.output = bad;
+  p.state.title = bad;
+  p.state.raw = bad;
+  p.state.metadata = json::object{{"output", bad}, {bad, 1}};
+  p.state.input = json::object{{"command", bad}};
+  Part text;
+  text.id = ids::make("prt");
+  text.session_id = s.id;
+  text.message_id = m.id;
+  text.type = Part::Type::Text;
+  text.text = bad;
+  m.error = NamedError{"APIError", bad, {}};
+  auto stored = store->put_message({m, {p, text}});
+  ASSERT_TRUE(stored) << stored.error().message;
+  auto back = store->get_message(s.id, m.id);
+  ASSERT_TRUE(back && *back) << (back ? "missing" : back.error().message);
+  const std::string repaired = "ok \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD end";
+  const auto& tool = (*back)->parts[0].state;
+  EXPECT_EQ(tool.output, repaired);
+  EXPECT_EQ(tool.title, repaired);
+  EXPECT_EQ(tool.metadata.at("output"), json::value(repaired));
+  EXPECT_TRUE(tool.metadata.contains(repaired));
+  EXPECT_EQ(tool.input.at("command"), json::value(repaired));
+  EXPECT_EQ((*back)->parts[1].text, repaired);
+  ASSERT_TRUE((*back)->info.error);
+  EXPECT_EQ((*back)->info.error->message, repaired);
+}
+
 TEST(SessionStore, DeeplyNestedToolInputsAreReadBack) {
   auto store = *open_store();
   auto s = make_session("s", 1);

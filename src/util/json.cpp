@@ -330,41 +330,61 @@ json::object error_body(const Error& e) {
 }
 
 namespace {
-bool all_finite(const json::value& v) {
+// Whether `v` can be written as it is: no number that is not finite (1e400 parses as infinity)
+// and no string or key that is not UTF-8 (a tool's metadata made of a command's raw output).
+bool writable_as_is(const json::value& v) {
   switch (v.kind()) {
     case json::kind::double_:
       return std::isfinite(v.get_double());
+    case json::kind::string:
+      return is_valid_utf8(v.get_string());
     case json::kind::array:
       for (const auto& e : v.get_array())
-        if (!all_finite(e)) return false;
+        if (!writable_as_is(e)) return false;
       return true;
     case json::kind::object:
       for (const auto& kv : v.get_object())
-        if (!all_finite(kv.value())) return false;
+        if (!is_valid_utf8(kv.key()) || !writable_as_is(kv.value())) return false;
       return true;
     default:
       return true;
   }
 }
 
-void null_non_finite(json::value& v) {
-  if (v.is_double() && !std::isfinite(v.get_double())) {
-    v = nullptr;
-  } else if (v.is_array()) {
-    for (auto& e : v.get_array())
-      null_non_finite(e);
-  } else if (v.is_object()) {
-    for (auto& kv : v.get_object())
-      null_non_finite(kv.value());
+json::string repaired(json::string_view text) {
+  return is_valid_utf8(text) ? json::string(text) : json::string(repair_utf8(text));
+}
+
+// `v` made writable: such numbers null, such bytes U+FFFD (as append_json_string writes them).
+json::value made_writable(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::double_:
+      return std::isfinite(v.get_double()) ? v : json::value(nullptr);
+    case json::kind::string:
+      return repaired(v.get_string());
+    case json::kind::array: {
+      json::array out;
+      out.reserve(v.get_array().size());
+      for (const auto& e : v.get_array())
+        out.push_back(made_writable(e));
+      return out;
+    }
+    case json::kind::object: {
+      json::object out;
+      out.reserve(v.get_object().size());
+      for (const auto& kv : v.get_object())
+        out[repaired(kv.key())] = made_writable(kv.value());
+      return out;
+    }
+    default:
+      return v;
   }
 }
 }  // namespace
 
 void append_json_value(std::string& out, const json::value& value) {
-  if (!all_finite(value)) {
-    json::value copy = value;
-    null_non_finite(copy);
-    append_json_value(out, copy);
+  if (!writable_as_is(value)) {
+    append_json_value(out, made_writable(value));
     return;
   }
   json::serializer serializer;

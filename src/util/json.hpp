@@ -74,9 +74,10 @@ std::string escape_pointer_token(std::string_view key);
 // the text is most of the bytes: runs that need nothing are copied whole.
 void append_json_string(std::string& out, std::string_view text);
 
-// Appends any JSON value as its text (Boost.JSON's serializer, straight into `out`). A number
-// too large for a double (1e400 parses as infinity) is written as null: Boost writes "Infinity",
-// which no JSON reader takes.
+// Appends any JSON value as its text (Boost.JSON's serializer, straight into `out`), always valid
+// JSON: a number too large for a double (1e400 parses as infinity) is written as null (Boost
+// writes "Infinity", which no JSON reader takes), and bytes of a string or key that are not UTF-8
+// (Boost writes them as they are) become U+FFFD, as append_json_string writes them.
 void append_json_value(std::string& out, const json::value& value);
 
 // Writes one JSON object as text into `out`, member by member, with no tree built first: for the

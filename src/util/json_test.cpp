@@ -474,6 +474,26 @@ TEST(AppendJsonValue, NumbersBeyondADoubleAreWrittenAsNull) {
       << out;
 }
 
+// A value built from raw bytes (a tool's metadata holding a command's output) is written as
+// valid JSON all the same: what is not UTF-8, in strings and in keys, becomes U+FFFD.
+TEST(AppendJsonValue, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  const std::string bad =
+      "a\xff\xc3"
+      "b";
+  json::value v{{"output", bad}, {bad, json::array{1, bad, 2.5}}, {"ok", "zo\xc3\xab"}};
+  std::string out;
+  append_json_value(out, v);
+  auto back = parse_json(out);
+  ASSERT_TRUE(back) << out << ": " << back.error().message;
+  const std::string fixed =
+      "a\xEF\xBF\xBD\xEF\xBF\xBD"
+      "b";
+  EXPECT_EQ(
+      *back,
+      (json::value{{"output", fixed}, {fixed, json::array{1, fixed, 2.5}}, {"ok", "zo\xc3\xab"}}))
+      << out;
+}
+
 TEST(ObjectWriter, AnEmptyObjectIsBraces) {
   std::string out;
   ObjectWriter(out).close();

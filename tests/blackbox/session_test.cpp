@@ -357,6 +357,27 @@ TEST_F(SessionTools, Edit) {
       << str(t.part);
 }
 
+// A file that is not UTF-8 (Latin-1 here) overwritten by the model: the call's diff holds the
+// old bytes, and the message must still be stored and read back (it was stored as invalid JSON:
+// every later read of the session's messages failed, and PostgreSQL refused the row). Those bytes
+// read as U+FFFD in the diff; the file itself gets what the model wrote.
+TEST_F(SessionTools, WriteOverAFileThatIsNotUtf8KeepsTheSessionReadable) {
+  fs::path file = project_.path() / "latin1.txt";
+  write_file(file, "caf\xe9 cr\xe8me\n");
+  start_server(openai_config());
+  auto t = tool_turn("write", json::object{{"filePath", file.string()}, {"content", "tea\n"}});
+  expect_tool_turn_completed(t, "write");
+  EXPECT_EQ(read_text(file), "tea\n");
+  std::string diff = string_at(json::value(t.part), "/state/metadata/diff");
+  EXPECT_TRUE(contains(diff, "-caf\xEF\xBF\xBD cr\xEF\xBF\xBDme")) << diff;
+  EXPECT_TRUE(contains(diff, "+tea")) << diff;
+  auto before = messages(t.session);
+  ASSERT_EQ(before.size(), 3u) << str(before);  // the prompt, the call's step, the answer's
+  server_.reset();
+  start_server(openai_config());
+  EXPECT_EQ(messages(t.session), before);
+}
+
 TEST_F(SessionTools, Write) {
   fs::path file = project_.path() / "out" / "new.txt";
   start_server(openai_config());

@@ -268,7 +268,12 @@ export class SwitchboardClient {
     return this.credentials.token;
   }
 
-  health(): Promise<{ healthy: boolean; version: string }> {
+  /** The server's health; a server whose store does not answer fails it with a 503. */
+  health(): Promise<{
+    healthy: boolean;
+    version: string;
+    storage: { engine?: 'sqlite' | 'postgres'; ok: boolean; error?: string };
+  }> {
     return this.http.json('GET', '/health');
   }
 
