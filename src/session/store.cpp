@@ -66,7 +66,8 @@ CREATE TABLE IF NOT EXISTS waiting_call (
 
 // The same tables on PostgreSQL, whose schema version is kept in switchboard_schema. Ids compare
 // bytewise (COLLATE "C"), as SQLite's do: ORDER BY id is creation order only byte by byte.
-// Integers that hold milliseconds are BIGINT; file contents are bytea (they need not be text).
+// Integers that hold milliseconds are BIGINT; file contents and paths are bytea (they need not be
+// text, which PostgreSQL holds to UTF-8).
 constexpr std::string_view kPostgresSchema = R"sql(
 CREATE TABLE IF NOT EXISTS session (
   id TEXT COLLATE "C" PRIMARY KEY,
@@ -96,14 +97,14 @@ CREATE TABLE IF NOT EXISTS file_change (
   session_id TEXT COLLATE "C" NOT NULL REFERENCES session(id) ON DELETE CASCADE,
   message_id TEXT COLLATE "C" NOT NULL,
   part_id TEXT COLLATE "C" NOT NULL,
-  path TEXT COLLATE "C" NOT NULL,
+  path BYTEA NOT NULL,
   old_content BYTEA,
   new_content BYTEA
 );
 CREATE INDEX IF NOT EXISTS file_change_by_session ON file_change(session_id, seq);
 CREATE TABLE IF NOT EXISTS file_held (
   session_id TEXT COLLATE "C" NOT NULL REFERENCES session(id) ON DELETE CASCADE,
-  path TEXT COLLATE "C" NOT NULL,
+  path BYTEA NOT NULL,
   content BYTEA,
   PRIMARY KEY(session_id, path)
 );

@@ -18,6 +18,15 @@ std::optional<std::string> content_at(const store::Statement& st, int column) {
   return st.text(column);
 }
 
+// A file's path: any bytes but NUL on Linux, not always UTF-8, which PostgreSQL's TEXT refuses
+// (its `path` columns are bytea); SQLite keeps what is bound as text.
+void bind_path(store::Database& db, store::Statement& st, int index, const std::string& path) {
+  if (db.engine() == store::Engine::Postgres)
+    st.bind_blob(index, path);
+  else
+    st.bind(index, path);
+}
+
 Result<void> run_for_session(store::Database& db, std::string_view sql,
                              const std::string& session_id) {
   auto st = db.prepare(sql);
@@ -33,7 +42,8 @@ Result<void> SessionStore::put_file_change_locked(const FileChangeRow& f) {
       "INSERT INTO file_change(session_id, message_id, part_id, path, old_content, new_content) "
       "VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
   if (!st) return st.error();
-  st->bind(1, f.session_id).bind(2, f.message_id).bind(3, f.part_id).bind(4, f.path);
+  st->bind(1, f.session_id).bind(2, f.message_id).bind(3, f.part_id);
+  bind_path(*db_, *st, 4, f.path);
   bind_content(*st, 5, f.before);
   bind_content(*st, 6, f.after);
   return st->run();
@@ -80,7 +90,8 @@ Result<void> SessionStore::put_revert(const SessionInfo& s, const std::vector<He
   for (const auto& h : held) {
     auto st = db_->prepare("INSERT INTO file_held(session_id, path, content) VALUES(?1, ?2, ?3)");
     if (!st) return st.error();
-    st->bind(1, s.id).bind(2, h.path);
+    st->bind(1, s.id);
+    bind_path(*db_, *st, 2, h.path);
     bind_content(*st, 3, h.content);
     if (auto r = st->run(); !r) return r.error();
   }

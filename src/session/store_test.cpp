@@ -228,6 +228,42 @@ TEST(SessionStore, BytesThatAreNotUtf8AreStoredAsReplacementCharacters) {
   EXPECT_EQ((*back)->info.error->message, repaired);
 }
 
+// What a revert needs is kept byte for byte: file contents and names need not be text (a NUL
+// byte, bytes that are not UTF-8), and held files come back in the order of their names' bytes.
+TEST(SessionStore, FileChangesAndHeldFilesKeepTheirBytes) {
+  auto store = *open_store();
+  auto s = make_session("s", 1);
+  ASSERT_TRUE(store->put_session(s));
+  auto m = make_assistant(s);
+  const std::string latin1 = "/p/caf\xe9.txt", binary("\x00\xff\x01 data", 8);
+  StoreChanges changes;
+  changes.add(MessageWithParts{m, {}});
+  changes.files.push_back(FileChangeRow{s.id, m.id, "prt_1", latin1, std::nullopt, binary});
+  changes.files.push_back(FileChangeRow{s.id, m.id, "prt_2", "/p/b.txt", "old", std::nullopt});
+  auto written = store->write(changes);
+  ASSERT_TRUE(written) << written.error().message;
+  auto files = store->file_changes(s.id);
+  ASSERT_TRUE(files) << files.error().message;
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_EQ((*files)[0].path, latin1);
+  EXPECT_FALSE((*files)[0].before);
+  EXPECT_EQ((*files)[0].after, binary);
+  EXPECT_EQ((*files)[1].before, "old");
+  EXPECT_FALSE((*files)[1].after);
+
+  auto held = store->put_revert(
+      s, {HeldFile{latin1, binary}, HeldFile{"/p/a", std::nullopt}, HeldFile{"/p/B", "x"}});
+  ASSERT_TRUE(held) << held.error().message;
+  auto back = store->held_files(s.id);
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_EQ(back->size(), 3u);
+  EXPECT_EQ((*back)[0].path, "/p/B");  // bytewise: 'B' < 'a' < 'c'
+  EXPECT_EQ((*back)[1].path, "/p/a");
+  EXPECT_FALSE((*back)[1].content);
+  EXPECT_EQ((*back)[2].path, latin1);
+  EXPECT_EQ((*back)[2].content, binary);
+}
+
 TEST(SessionStore, DeeplyNestedToolInputsAreReadBack) {
   auto store = *open_store();
   auto s = make_session("s", 1);
