@@ -257,8 +257,11 @@ Result<void> PostgresDatabase::ensure_connected(std::string_view next) {
   if (auto r = connect(); !r) {
     retry_at_ = now + kRetryEvery;
     last_failure_ = r.error();
-    log::warn(r.error().message);
-    return r;
+    // Another server took the store while this one was cut off: for this server's requests the
+    // store is gone, not a conflict of theirs.
+    if (last_failure_.code == ErrorCode::Conflict) last_failure_.code = ErrorCode::Unavailable;
+    log::warn(last_failure_.message);
+    return last_failure_;
   }
   log::info("postgres: connected again");
   return {};

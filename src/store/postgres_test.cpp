@@ -199,6 +199,24 @@ TEST(Postgres, ABrokenConnectionFailsOneStatementAndTheNextConnectsAgain) {
   EXPECT_EQ(second.error().code, ErrorCode::Conflict);
 }
 
+// Cut off while another server took the store: this one's statements fail with Unavailable (the
+// store is not its any more), never run on the other's store, and it does not take it back.
+TEST(Postgres, AStoreTakenWhileTheConnectionWasLostIsUnavailable) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto first = open_with_table(*url, "CREATE TABLE t (id INTEGER PRIMARY KEY)");
+  ASSERT_TRUE(first);
+  terminate_backend_of(*first);
+  EXPECT_FALSE(first->run("INSERT INTO t VALUES(1)"));
+  auto second = open_ok(*url);
+  ASSERT_TRUE(second);
+  auto refused = first->run("INSERT INTO t VALUES(2)");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::Unavailable);
+  EXPECT_NE(refused.error().message.find("in use by another"), std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(count_rows(*second, "t"), 0);
+}
+
 TEST(Postgres, AConnectionLostInATransactionRunsNothingMoreOfIt) {
   SKIP_WITHOUT_POSTGRES(url);
   auto db = open_with_table(*url, "CREATE TABLE t (id INTEGER PRIMARY KEY)");
