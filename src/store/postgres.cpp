@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "util/log.hpp"
+#include "util/text.hpp"
 
 namespace sb::store {
 namespace {
@@ -17,11 +18,9 @@ constexpr Oid kBool = 16, kInt8 = 20, kInt2 = 21, kInt4 = 23;
 
 constexpr std::chrono::seconds kRetryEvery{1};
 
+// libpq's messages end with a newline.
 std::string trimmed(const char* message) {
-  std::string s = message ? message : "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
-    s.pop_back();
-  return s;
+  return std::string(trim(message ? message : ""));
 }
 
 // `?N` (and a bare `?`, numbered in order) become `$N`; quoted text is left alone.
