@@ -15,6 +15,8 @@ packages=(
   clang-14 libclang-rt-14-dev  # libFuzzer targets (fuzz/, docs/fuzzing.md)
   libpq-dev  # the PostgreSQL store's client library
   postgresql-15  # throwaway servers for the PostgreSQL tests (scripts/test-services.sh)
+  libhiredis-dev  # the cluster's Redis codec (src/cluster/redis.cpp)
+  redis-server  # throwaway servers for the cluster's Redis tests (scripts/test-services.sh)
 )
 
 missing=()
@@ -45,8 +47,24 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "create_main_cluster = false  # written by switchboard's scripts/setup.sh" |
       "${sudo_cmd[@]}" tee /etc/postgresql-common/createcluster.d/switchboard.conf >/dev/null
   fi
+  # Likewise the redis-server package starts a system Redis on port 6379, which the tests never
+  # use: a policy-rc.d that refuses every service start keeps the install from starting it.
+  # Only when none is there already (a container's own stays), and removed afterwards, even when
+  # the install fails.
+  policy=/usr/sbin/policy-rc.d policy_written=""
+  if [[ " ${missing[*]} " == *" redis-server "* ]] && [ ! -e "$policy" ]; then
+    policy_written=1
+    trap '"${sudo_cmd[@]}" rm -f "$policy"' EXIT
+    printf '#!/bin/sh\n# written by switchboard scripts/setup.sh, removed after the install\nexit 101\n' |
+      "${sudo_cmd[@]}" tee "$policy" >/dev/null
+    "${sudo_cmd[@]}" chmod 755 "$policy"
+  fi
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  if [ -n "$policy_written" ]; then
+    "${sudo_cmd[@]}" rm -f "$policy"
+    trap - EXIT
+  fi
 fi
 
 # The web page (web/, built into the server) needs Node.js 20.19+ for Vite 7; Debian 12's own

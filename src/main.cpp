@@ -144,6 +144,9 @@ int main(int argc, char** argv) {
     cfg->storage.type = sb::config::StorageOptions::Type::Postgres;
     cfg->storage.url = url;
   }
+  if (const char* url = std::getenv("SWITCHBOARD_REDIS_URL"); url && *url) cfg->cluster.redis = url;
+  if (const char* node = std::getenv("SWITCHBOARD_NODE_ID"); node && *node)
+    cfg->cluster.node_id = node;
   if (const char* check = std::getenv("SWITCHBOARD_CHECK_API_DOC"); check && *check == '1')
     cfg->server.check_api_doc = true;
 

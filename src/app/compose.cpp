@@ -1,8 +1,12 @@
 #include "app/compose.hpp"
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
 
 #include "app/loop_lag.hpp"
+#include "cluster/node.hpp"
 #include "mcp/config.hpp"
 #include "mcp/manager.hpp"
 #include "permission/ruleset.hpp"
@@ -30,6 +34,7 @@
 #include "tool/builtin/write.hpp"
 #include "tool/custom.hpp"
 #include "tool/process_groups.hpp"
+#include "util/log.hpp"
 
 namespace sb::app {
 
@@ -48,6 +53,7 @@ namespace {
 // store the database's own lock keeps to one server) the server takes it, as the directory still
 // holds tools' saved outputs and process groups.
 Result<std::shared_ptr<store::Database>> open_store(const config::StorageOptions& options,
+                                                    const config::ClusterOptions& cluster,
                                                     const std::filesystem::path& data_dir,
                                                     server::ServerState& state,
                                                     std::vector<std::string>& notes) {
@@ -58,6 +64,11 @@ Result<std::shared_ptr<store::Database>> open_store(const config::StorageOptions
                           "server its own --data-dir");
   };
   std::shared_ptr<store::Database> database;
+  if (cluster.enabled() && options.type != config::StorageOptions::Type::Postgres)
+    return make_error(ErrorCode::InvalidRequest,
+                      "configuration error: cluster.redis is set but the nodes of a cluster share "
+                      "a PostgreSQL store: set storage.type to \"postgres\" and storage.url (or "
+                      "SWITCHBOARD_DATABASE_URL)");
   if (options.type == config::StorageOptions::Type::Sqlite) {
     auto db = store::SqliteDatabase::open(data_dir / "switchboard.db");
     if (!db && db.error().code == ErrorCode::Conflict) return in_use();
@@ -76,6 +87,7 @@ Result<std::shared_ptr<store::Database>> open_store(const config::StorageOptions
     pg.url = options.url;
     pg.connect_timeout = std::chrono::duration_cast<std::chrono::seconds>(options.connect_timeout);
     pg.statement_timeout = options.statement_timeout;
+    pg.node_id = cluster.node_id;
     auto db = store::PostgresDatabase::open(std::move(pg));
     if (!db) return db.error();
     database = std::move(*db);
@@ -124,13 +136,19 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   if (ec)
     return make_error(ErrorCode::Internal, "cannot create the data directory " +
                                                paths.data_dir.string() + ": " + ec.message());
-  auto database = open_store(config.storage, paths.data_dir, *state, out.notes);
+  if (config.cluster.enabled() && config.cluster.node_id.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) != 0 || !*host) std::strcpy(host, "node");
+    config.cluster.node_id = std::string(host) + "-" + std::to_string(getpid());
+  }
+  auto database = open_store(config.storage, config.cluster, paths.data_dir, *state, out.notes);
   if (!database) return database.error();
   // The data directory is ours now: stop what tools of a server killed on it left running.
   tool::stop_recorded_process_groups(tool::process_group_dir(paths.data_dir));
   auto opened = session::SessionStore::open(*database);
   if (!opened) return opened.error();
   std::shared_ptr<session::SessionStore> store = std::move(*opened);
+  store->set_shared(config.cluster.enabled());
   if (config.client_tools.client_tokens) {
     auto credentials = clienttool::ClientCredentials::open(*database);
     if (!credentials) return credentials.error();
@@ -277,6 +295,28 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
     out.notes.push_back(std::to_string(recovered->resumed) +
                         " turn(s) waiting for a client or a person go on (what they wait for "
                         "waits again)");
+  if (config.cluster.enabled()) {
+    cluster::NodeOptions node;
+    node.redis_url = config.cluster.redis;
+    node.node_id = config.cluster.node_id;
+    node.key_prefix = config.cluster.key_prefix;
+    node.lease = config.cluster.lease;
+    auto made = cluster::Node::create(io.get_executor(), std::move(node), state->bus);
+    if (!made) return made.error();
+    state->cluster = std::move(*made);
+    state->cluster->start([weak = std::weak_ptr<session::SessionService>(state->sessions)] {
+      auto sessions = weak.lock();
+      if (!sessions) return;
+      auto taken = sessions->take_over();
+      if (!taken)
+        log::warn("cluster: taking turns over failed: ", taken.error().message);
+      else if (taken->failed || taken->resumed)
+        log::info("cluster: took over the turns of a node that went away: ", taken->resumed,
+                  " go on here, ", taken->failed, " were marked as failed");
+    });
+    out.notes.push_back("cluster: node " + config.cluster.node_id + ", redis at " +
+                        config::redact_url(config.cluster.redis));
+  }
   state->config = std::move(config);
   // Only when asked for: its timer wakes the loop every millisecond (docs/configuration.md).
   if (!env("SWITCHBOARD_LOOP_LAG").empty()) start_loop_lag_monitor(io, *state);

@@ -46,6 +46,11 @@ std::size_t EventBus::subscriber_count() const {
 }
 
 void EventBus::publish(std::string_view type, boost::json::object properties) {
+  publish_from({}, type, std::move(properties));
+}
+
+void EventBus::publish_from(std::string origin, std::string_view type,
+                            boost::json::object properties) {
   // Keeps the list alive and unchanged while handlers (un)subscribe.
   std::shared_ptr<const List> snapshot = subscribers_;
   std::uint64_t seq = ++seq_;
@@ -54,6 +59,7 @@ void EventBus::publish(std::string_view type, boost::json::object properties) {
   auto event = std::make_shared<Event>();
   event->seq = seq;
   event->type = std::string(type);
+  event->origin = std::move(origin);
   event->properties = std::move(properties);
   boost::json::object frame;
   frame["type"] = event->type;

@@ -22,6 +22,9 @@ struct Event {
   std::string type;
   boost::json::object properties;
   std::string frame;  // {"type": ..., "properties": ...} serialized, built once
+  // The node of a cluster the event happened on, when another (cluster/node.hpp relays them);
+  // empty for this server's own.
+  std::string origin;
 };
 
 using EventPtr = std::shared_ptr<const Event>;
@@ -53,6 +56,8 @@ class EventBus : public std::enable_shared_from_this<EventBus> {
 
   Subscription subscribe(Handler handler);
   void publish(std::string_view type, boost::json::object properties);
+  // Another node's event (Event::origin), for this server's subscribers.
+  void publish_from(std::string origin, std::string_view type, boost::json::object properties);
   std::size_t subscriber_count() const;
   // For publishers that can skip building an event nobody will read.
   bool has_subscribers() const { return !subscribers_->empty(); }

@@ -157,8 +157,9 @@ const std::vector<KnownLevel>& known_levels() {
   static const std::vector<KnownLevel> levels = {
       {{},
        {"$schema", "clientTools", "server", "provider", "model", "permission", "agent",
-        "experimental", "tools", "mcp", "retry", "command", "files", "storage"}},
+        "experimental", "tools", "mcp", "retry", "command", "files", "storage", "cluster"}},
       {{"storage"}, {"type", "url", "connectTimeout", "statementTimeout"}},
+      {{"cluster"}, {"redis", "nodeID", "keyPrefix", "lease"}},
       {{"clientTools"},
        {"defaultTimeout", "maxTimeout", "keepaliveInterval", "reconnectGrace", "rateLimit",
         "clientTokens", "maxToolsPerClient", "maxDescriptionBytes", "maxSchemaBytes",
@@ -310,6 +311,27 @@ Result<void> apply(Config& cfg, const json::value& document, const std::string& 
     if (*url) s.url = **url;
     if (auto r = read_ms(o, "connectTimeout", p, source, 1000, s.connect_timeout); !r) return r;
     if (auto r = read_ms(o, "statementTimeout", p, source, 1, s.statement_timeout); !r) return r;
+  }
+
+  auto cl = section(doc, "cluster", source);
+  if (!cl) return cl.error();
+  if (*cl) {
+    const json::object& o = **cl;
+    const std::string p = "cluster";
+    auto& c = cfg.cluster;
+    auto text = [&](std::string_view key, std::string& into, bool may_be_empty) -> Result<void> {
+      auto v = get_string(o, key, p);
+      if (!v) return bad_key(source, p + "." + std::string(key), "must be a string");
+      if (!*v) return {};
+      if (!may_be_empty && (*v)->empty())
+        return bad_key(source, p + "." + std::string(key), "must not be empty");
+      into = **v;
+      return {};
+    };
+    if (auto r = text("redis", c.redis, true); !r) return r;
+    if (auto r = text("nodeID", c.node_id, false); !r) return r;
+    if (auto r = text("keyPrefix", c.key_prefix, true); !r) return r;
+    if (auto r = read_ms(o, "lease", p, source, 1000, c.lease); !r) return r;
   }
 
   merge_into(cfg, cfg.raw, doc, "", source);

@@ -88,10 +88,23 @@ struct StorageOptions {
       30000};  // storage.statementTimeout: PostgreSQL cancels a statement that runs longer
 };
 
+// Several nodes on one PostgreSQL store and one Redis (docs/cluster.md). Off while `redis` is
+// empty.
+struct ClusterOptions {
+  std::string
+      redis;  // cluster.redis (or $SWITCHBOARD_REDIS_URL): redis://[:password@]host:port[/db]
+  std::string node_id;  // cluster.nodeID (or $SWITCHBOARD_NODE_ID): unique in the cluster;
+                        // default <hostname>-<process id>
+  std::string key_prefix = "switchboard:";  // cluster.keyPrefix: of every Redis key and channel
+  milliseconds lease{3000};  // cluster.lease: a node that stops renewing its lease is gone after it
+  bool enabled() const { return !redis.empty(); }
+};
+
 struct Config {
   ClientToolsOptions client_tools;
   ServerOptions server;
   StorageOptions storage;
+  ClusterOptions cluster;
   json::object raw;  // the merged document, for keys owned by later components
   std::map<std::string, Command> commands;  // `command`, from the merged document
   std::vector<std::string> sources;         // files that were read, in merge order

@@ -206,6 +206,11 @@ json::object to_json(const Config& cfg) {
                        {"statementTimeout", st.statement_timeout.count()}};
   if (!st.url.empty()) storage["url"] = redact_url(st.url);
   out["storage"] = std::move(storage);
+  if (cfg.cluster.enabled())
+    out["cluster"] = json::object{{"redis", redact_url(cfg.cluster.redis)},
+                                  {"nodeID", cfg.cluster.node_id},
+                                  {"keyPrefix", cfg.cluster.key_prefix},
+                                  {"lease", cfg.cluster.lease.count()}};
   json::value all = std::move(out);
   redact(all);
   return std::move(all.get_object());

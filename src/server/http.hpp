@@ -17,6 +17,7 @@
 #include "chat/service.hpp"
 #include "clienttool/credentials.hpp"
 #include "clienttool/registry.hpp"
+#include "cluster/node.hpp"
 #include "config/config.hpp"
 #include "mcp/manager.hpp"
 #include "permission/service.hpp"
@@ -141,6 +142,8 @@ struct ServerState {
   // data directory (which a SQLite store holds itself).
   std::shared_ptr<store::Database> database;
   std::shared_ptr<store::FileLock> data_dir_lock;
+  // This node of a cluster (cluster.redis); null for a single server.
+  std::shared_ptr<cluster::Node> cluster;
   // Client tokens (clientTools.clientTokens); null when they are switched off.
   std::shared_ptr<clienttool::ClientCredentials> credentials;
   ConnectionSet connections;

@@ -397,6 +397,8 @@ void HttpServer::shutdown() {
   if (state_->mcp) state_->mcp->shutdown();
   state_->registry->shutdown();
   state_->connections.stop_all();
+  // Last: the others take this node's waiting turns over once it has left.
+  if (state_->cluster) asio::co_spawn(io_, state_->cluster->stop(), log_exception);
 }
 
 void HttpServer::when_drained(std::function<void()> done) {

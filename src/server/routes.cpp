@@ -139,8 +139,9 @@ namespace {
 
 // ---- handlers -------------------------------------------------------------------------------
 
-// Whether the store answers a statement, and with what when it does not: what a load balancer
-// needs to take a node out while its PostgreSQL is away (503).
+// Whether the store answers a statement (and, on a node of a cluster, whether Redis answers),
+// and with what when one does not: what a load balancer needs to take a node out while its
+// PostgreSQL or Redis is away (503).
 asio::awaitable<Reply> health(Call& c) {
   json::object storage;
   Result<void> answered;
@@ -151,10 +152,24 @@ asio::awaitable<Reply> health(Call& c) {
   }
   storage["ok"] = bool(answered);
   if (!answered) storage["error"] = answered.error().message;
-  json::object body{{"healthy", bool(answered)},
-                    {"version", SWITCHBOARD_VERSION},
-                    {"storage", std::move(storage)}};
-  co_return json_response(answered ? http::status::ok : http::status::service_unavailable, body,
+  bool healthy = bool(answered);
+  json::object body{
+      {"healthy", false}, {"version", SWITCHBOARD_VERSION}, {"storage", std::move(storage)}};
+  if (c.state.cluster) {
+    auto status = c.state.cluster->status();
+    json::array nodes;
+    for (auto& id : status.nodes)
+      nodes.emplace_back(std::move(id));
+    json::object cluster{{"engine", "redis"},
+                         {"ok", status.ok},
+                         {"node", status.node_id},
+                         {"nodes", std::move(nodes)}};
+    if (status.error) cluster["error"] = *status.error;
+    body["cluster"] = std::move(cluster);
+    healthy = healthy && status.ok;
+  }
+  body["healthy"] = healthy;
+  co_return json_response(healthy ? http::status::ok : http::status::service_unavailable, body,
                           c.req);
 }
 

@@ -53,10 +53,56 @@ SessionService::SessionService(ServiceDeps deps, ServiceOptions options)
 }
 
 Result<Recovered> SessionService::recover() {
+  return recover_turns("The server stopped during this turn");
+}
+
+Result<Recovered> SessionService::take_over() {
+  if (!deps_.store->shared()) return Recovered{};
+  for (const auto& session_id : deps_.store->lost_claims()) {
+    if (!running(session_id)) continue;
+    log::warn("session ", session_id,
+              ": another node took its turn over while this node was cut off from the store");
+    turns_.at(session_id)->disowned = true;
+    let_go(session_id, "another node took this session's turn over");
+  }
+  return recover_turns("The node running this turn stopped");
+}
+
+Result<Recovered> SessionService::recover_turns(const std::string& reason) {
   auto open = deps_.store->open_messages();
   if (!open) return open.error();
   auto waits = deps_.store->waits();
   if (!waits) return waits.error();
+  // On a shared store, the sessions whose claim no node holds: those of nodes that stopped.
+  std::optional<std::set<std::string>> mine;
+  if (deps_.store->shared()) {
+    mine.emplace();
+    std::set<std::string> candidates;
+    for (const auto& m : *open)
+      candidates.insert(m.info.session_id);
+    for (const auto& w : *waits)
+      candidates.insert(w.session_id);
+    for (const auto& session_id : candidates) {
+      if (running(session_id)) continue;  // this node's own turn (its claim is re-entrant)
+      auto claimed = deps_.store->claim(session_id);
+      if (!claimed) return claimed.error();
+      if (*claimed) mine->insert(session_id);
+    }
+    if (mine->empty()) return Recovered{};
+    std::erase_if(*open,
+                  [&](const MessageWithParts& m) { return !mine->count(m.info.session_id); });
+    std::erase_if(*waits, [&](const Wait& w) { return !mine->count(w.session_id); });
+  }
+  // Claims of sessions whose turn does not go on here are given back (on every way out).
+  struct GiveBack {
+    SessionStore& store;
+    std::optional<std::set<std::string>>& sessions;
+    ~GiveBack() {
+      if (sessions)
+        for (const auto& id : *sessions)
+          store.release(id);
+    }
+  } give_back{*deps_.store, mine};
   struct Resumable {
     std::shared_ptr<Turn> turn;
     ResolvedPrompt prompt;
@@ -112,10 +158,10 @@ Result<Recovered> SessionService::recover() {
     for (const auto& w : r.waits)
       keep_waits.insert(w.id);
   }
-  auto failed =
-      deps_.store->fail_interrupted_turns("The server stopped during this turn", keep, keep_waits);
+  auto failed = deps_.store->fail_interrupted_turns(reason, keep, keep_waits, mine);
   if (!failed) return failed.error();
   for (auto& [sid, r] : resumable) {
+    if (mine) mine->erase(sid);  // claimed by its turn now, given back at its end
     turns_[sid] = r.turn;
     status_->set(sid, json::object{{"type", "busy"}});
     asio::co_spawn(deps_.executor,
@@ -238,6 +284,9 @@ Result<std::shared_ptr<Turn>> SessionService::begin_turn(
   if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
   if (turns_.count(session_id))
     return make_error(ErrorCode::Conflict, "Session " + session_id + " is busy with another turn");
+  // Another node's turn (a cluster's shared store); the claim goes with the turn (end_turn).
+  auto hold = hold_idle(session_id);
+  if (!hold) return hold.error();
   // Before the revert is made final: a request refused here must leave it to unrevert.
   if (ready)
     if (auto r = ready(turn->session); !r) return r.error();
@@ -246,6 +295,7 @@ Result<std::shared_ptr<Turn>> SessionService::begin_turn(
     if (!settled) return settled.error();
     turn->session = std::move(*settled);
   }
+  hold->keep();
   turns_[session_id] = turn;
   status_->set(session_id, json::object{{"type", "busy"}});
   return turn;
@@ -253,6 +303,10 @@ Result<std::shared_ptr<Turn>> SessionService::begin_turn(
 
 void SessionService::end_turn(const std::string& session_id) {
   turns_.erase(session_id);
+  // Its end is stored (the turn waited for it): another node may run the next turn, after which
+  // what this node keeps of the conversation would be old.
+  deps_.store->release(session_id);
+  if (deps_.store->shared()) conversations_->forget(session_id);
   status_->set(session_id, json::object{{"type", "idle"}});
 }
 
@@ -275,27 +329,36 @@ void SessionService::shutdown() {
     ids.push_back(id);
   // The turns store their ends at once from here on.
   writer_->store_at_once();
-  const auto& clients = deps_.tools ? deps_.tools->client_tools() : nullptr;
-  for (const auto& id : ids) {
-    auto it = turns_.find(id);
-    if (it == turns_.end()) continue;
-    std::shared_ptr<Turn> turn = it->second;
-    // A turn that only waits for clients goes on after the restart (design.md decision 5): its
-    // calls end here unanswered, without a cancel (the clients may answer the restarted
-    // server), and what it stored stays open. A sub-session's turn ends with its parent's.
-    if (turn->session.parent_id.empty() && Processor::can_suspend(*turn)) {
-      turn->suspended = true;
-      auto step = turn->step.lock();
-      // What the stop ends here waits again after it: a client call released now (one whose
-      // result is on its way is not), asks and questions that the stop cancels next.
-      for (const auto& [call_id, wait] : step->waits)
-        if (!wait.client || (clients && clients->release(wait.id))) step->released.insert(call_id);
-      continue;
-    }
-    abort(id, "the server is shutting down");
-  }
+  for (const auto& id : ids)
+    let_go(id, "the server is shutting down");
   // What waits for the write delay is stored now, so that no write timer holds the stop up.
   writer_->store_waiting();
+}
+
+void SessionService::let_go(const std::string& session_id, const std::string& reason) {
+  auto it = turns_.find(session_id);
+  if (it == turns_.end()) return;
+  std::shared_ptr<Turn> turn = it->second;
+  // A turn that only waits for clients goes on after the restart (design.md decision 5), or on
+  // the node that took it: its calls end here unanswered, without a cancel (the clients may
+  // answer the server that goes on with it), and what it stored stays open. A sub-session's
+  // turn ends with its parent's.
+  if (turn->session.parent_id.empty() && Processor::can_suspend(*turn)) {
+    turn->suspended = true;
+    const auto& clients = deps_.tools ? deps_.tools->client_tools() : nullptr;
+    auto step = turn->step.lock();
+    // What the stop ends here waits again after it: a client call released now (one whose
+    // result is on its way is not), asks and questions that the stop cancels next.
+    for (const auto& [call_id, wait] : step->waits)
+      if (!wait.client || (clients && clients->release(wait.id))) step->released.insert(call_id);
+    if (!shutting_down_) {
+      // Cancelled here, not answered: the node that goes on with the turn asks again.
+      deps_.permissions->cancel_session(session_id, reason);
+      if (deps_.questions) deps_.questions->cancel_session(session_id, reason);
+    }
+    return;
+  }
+  abort(session_id, reason);
 }
 
 asio::awaitable<Result<MessageWithParts>> SessionService::prompt(std::string session_id,
@@ -410,8 +473,8 @@ Result<void> SessionService::prompt_async(std::string session_id, PromptInput in
 }
 
 Result<std::string> SessionService::remove_last_answer(const std::string& session_id) {
-  if (running(session_id))
-    return make_error(ErrorCode::Conflict, "Session " + session_id + " is busy with a turn");
+  auto idle = hold_idle(session_id);
+  if (!idle) return idle.error();
   auto all = messages(session_id);
   if (!all) return all.error();
   auto last_user = std::find_if(all->rbegin(), all->rend(), [](const MessageWithParts& m) {

@@ -71,6 +71,36 @@ struct ShellInput {
   std::string command;
 };
 
+// Held while this node changes a session outside a turn (an edit, a revert): on a store that
+// several nodes share, no other node's turn can start on the session meanwhile
+// (SessionStore::claim). Gives the claim back when it goes. Move-only.
+class SessionHold {
+ public:
+  SessionHold() = default;
+  SessionHold(std::shared_ptr<SessionStore> store, std::string session_id)
+      : store_(std::move(store)), session_id_(std::move(session_id)) {}
+  SessionHold(SessionHold&& other) noexcept
+      : store_(std::move(other.store_)), session_id_(std::move(other.session_id_)) {}
+  SessionHold& operator=(SessionHold&& other) noexcept {
+    if (this != &other) {
+      give_back();
+      store_ = std::move(other.store_);
+      session_id_ = std::move(other.session_id_);
+    }
+    return *this;
+  }
+  ~SessionHold() { give_back(); }
+  // The claim outlives the hold: a turn keeps it to its end (SessionService::end_turn).
+  void keep() { store_ = nullptr; }
+
+ private:
+  void give_back() {
+    if (auto store = std::exchange(store_, nullptr)) store->release(session_id_);
+  }
+  std::shared_ptr<SessionStore> store_;
+  std::string session_id_;
+};
+
 class SessionService : public std::enable_shared_from_this<SessionService> {
  public:
   static std::shared_ptr<SessionService> create(ServiceDeps deps, ServiceOptions options);
@@ -79,6 +109,13 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // are pending again, and the turn continues once they end: design.md decision 5); the others
   // are marked as failed (never left running). Call once at start, before the loop runs.
   Result<Recovered> recover();
+  // A node of a cluster (a store that other nodes share, issue 20): what recover() does at
+  // start, for the turns that other nodes left when they stopped (their sessions' claims were
+  // given up with their connections) — they go on here, or are marked failed. Turns of this
+  // node whose claim another node took while this one was cut off from the store are let go
+  // (stopped here without storing their end; the other node has them). Call when a node went
+  // away, and now and then.
+  Result<Recovered> take_over();
 
   const ServiceOptions& options() const { return options_; }
 
@@ -187,8 +224,15 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
                                       int steps_done, std::map<std::string, bool> switches);
   // A prompt to a reverted session first makes the revert final (service_revert.cpp).
   Result<SessionInfo> settle_revert(SessionInfo session);
-  // Conflict while the session runs a turn (edits of its stored messages).
-  Result<void> require_idle(const std::string& session_id) const;
+  // Conflict while the session runs a turn, here or on another node (edits of its stored
+  // messages, reverts); held, no other node's turn starts on it until the hold goes.
+  Result<SessionHold> hold_idle(const std::string& session_id);
+  // recover() and take_over(): the open turns of the sessions this node can claim (all of them
+  // on a store of its own).
+  Result<Recovered> recover_turns(const std::string& reason);
+  // Stops a running turn without failing what it stored when it only waits (it goes on after a
+  // restart, or on the node that took it over); aborts it otherwise.
+  void let_go(const std::string& session_id, const std::string& reason);
   // A stored message, what turns have staged written first.
   Result<MessageWithParts> stored_message(const std::string& session_id,
                                           const std::string& message_id);

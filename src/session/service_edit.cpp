@@ -32,10 +32,15 @@ std::string fork_title(const std::string& title) {
 
 }  // namespace
 
-Result<void> SessionService::require_idle(const std::string& session_id) const {
+Result<SessionHold> SessionService::hold_idle(const std::string& session_id) {
   if (running(session_id))
     return make_error(ErrorCode::Conflict, "Session " + session_id + " is busy with a turn");
-  return {};
+  auto claimed = deps_.store->claim(session_id);
+  if (!claimed) return claimed.error();
+  if (!*claimed)
+    return make_error(ErrorCode::Conflict,
+                      "Session " + session_id + " is busy with a turn on another node");
+  return SessionHold(deps_.store, session_id);
 }
 
 Result<MessageWithParts> SessionService::stored_message(const std::string& session_id,
@@ -158,7 +163,8 @@ Result<SessionInfo> SessionService::fork(const std::string& session_id,
 Result<void> SessionService::delete_message(const std::string& session_id,
                                             const std::string& message_id) {
   if (auto m = stored_message(session_id, message_id); !m) return m.error();
-  if (auto idle = require_idle(session_id); !idle) return idle.error();
+  auto idle = hold_idle(session_id);
+  if (!idle) return idle.error();
   if (auto r = deps_.store->delete_message(session_id, message_id); !r) return r.error();
   // The model must not see what was deleted.
   conversations_->forget(session_id);
@@ -175,7 +181,8 @@ Result<void> SessionService::delete_part(const std::string& session_id,
   auto it = std::find_if(m->parts.begin(), m->parts.end(),
                          [&](const Part& p) { return p.id == part_id; });
   if (it == m->parts.end()) return make_error(ErrorCode::NotFound, "Part not found: " + part_id);
-  if (auto idle = require_idle(session_id); !idle) return idle.error();
+  auto idle = hold_idle(session_id);
+  if (!idle) return idle.error();
   m->parts.erase(it);
   if (auto r = deps_.store->put_message(*m); !r) return r.error();
   conversations_->forget(session_id);
@@ -191,7 +198,8 @@ Result<Part> SessionService::update_part(Part part) {
   auto it = std::find_if(m->parts.begin(), m->parts.end(),
                          [&](const Part& p) { return p.id == part.id; });
   if (it == m->parts.end()) return make_error(ErrorCode::NotFound, "Part not found: " + part.id);
-  if (auto idle = require_idle(part.session_id); !idle) return idle.error();
+  auto idle = hold_idle(part.session_id);
+  if (!idle) return idle.error();
   *it = part;
   if (auto r = deps_.store->put_message(*m); !r) return r.error();
   conversations_->forget(part.session_id);

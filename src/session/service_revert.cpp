@@ -6,20 +6,11 @@
 
 namespace sb::session {
 
-namespace {
-
-Result<void> refuse_busy(bool running, const std::string& session_id) {
-  if (running)
-    return make_error(ErrorCode::Conflict, "Session " + session_id + " is busy with a turn");
-  return {};
-}
-
-}  // namespace
-
 Result<SessionInfo> SessionService::revert(const std::string& session_id,
                                            const std::string& message_id,
                                            const std::string& part_id) {
-  if (auto idle = refuse_busy(running(session_id), session_id); !idle) return idle.error();
+  auto idle = hold_idle(session_id);
+  if (!idle) return idle.error();
   auto all = messages(session_id);  // NotFound for an unknown session
   if (!all) return all.error();
   auto point = revert_point(*all, message_id, part_id);
@@ -30,7 +21,8 @@ Result<SessionInfo> SessionService::revert(const std::string& session_id,
 }
 
 Result<SessionInfo> SessionService::unrevert(const std::string& session_id) {
-  if (auto idle = refuse_busy(running(session_id), session_id); !idle) return idle.error();
+  auto idle = hold_idle(session_id);
+  if (!idle) return idle.error();
   auto session = get_session(session_id);
   if (!session) return session.error();
   return unrevert_files(*deps_.store, *deps_.bus, std::move(*session));

@@ -320,6 +320,7 @@ constexpr std::size_t kSessionsRemembered = 256;
 }
 
 void SessionStore::remember_session(const SessionInfo& s) {
+  if (shared_) return;
   std::lock_guard cache(cache_mutex_);
   auto it = sessions_.find(s.id);
   if (it != sessions_.end()) {
@@ -329,6 +330,37 @@ void SessionStore::remember_session(const SessionInfo& s) {
   // Any one goes when full: a miss costs one SELECT, and recently used sessions come back.
   if (sessions_.size() >= kSessionsRemembered) sessions_.erase(sessions_.begin());
   sessions_.emplace(s.id, s);
+}
+
+namespace {
+std::string claim_name(const std::string& session_id) {
+  return "session:" + session_id;
+}
+}  // namespace
+
+Result<bool> SessionStore::claim(const std::string& session_id) {
+  if (!shared_) return true;
+  std::lock_guard lock(db_->mutex());
+  return db_->try_lock(claim_name(session_id));
+}
+
+void SessionStore::release(const std::string& session_id) {
+  if (!shared_) return;
+  std::lock_guard lock(db_->mutex());
+  db_->unlock(claim_name(session_id));
+}
+
+std::vector<std::string> SessionStore::lost_claims() {
+  if (!shared_) return {};
+  std::vector<std::string> out;
+  {
+    std::lock_guard lock(db_->mutex());
+    out = db_->take_lost_locks();
+  }
+  std::erase_if(out, [](const std::string& name) { return !name.starts_with("session:"); });
+  for (auto& name : out)
+    name.erase(0, std::string_view("session:").size());
+  return out;
 }
 
 Result<void> SessionStore::put_session(const SessionInfo& s) {
@@ -615,7 +647,7 @@ Result<std::vector<MessageWithParts>> SessionStore::open_messages() {
 
 Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(
     const std::string& reason, const std::set<std::string>& keep,
-    const std::set<std::string>& keep_waits) {
+    const std::set<std::string>& keep_waits, const std::optional<std::set<std::string>>& sessions) {
   auto open = open_messages();
   if (!open) return open.error();
   auto stored = waits();
@@ -625,8 +657,11 @@ Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(
   if (!tx.begun()) return tx.begun().error();
   auto now = now_ms();
   std::vector<MessageInfo> failed;
+  auto theirs = [&](const std::string& session_id) {
+    return sessions && !sessions->count(session_id);
+  };
   for (auto& m : *open) {
-    if (keep.count(m.info.id)) continue;
+    if (keep.count(m.info.id) || theirs(m.info.session_id)) continue;
     for (auto& p : m.parts) {
       if (p.type != Part::Type::Tool) continue;
       if (p.state.status != ToolState::Status::Pending &&
@@ -644,7 +679,7 @@ Result<std::vector<MessageInfo>> SessionStore::fail_interrupted_turns(
   }
   // The waits of the turns that ended (and any left by a turn that ended without them).
   for (const auto& w : *stored)
-    if (!keep_waits.count(w.id))
+    if (!keep_waits.count(w.id) && !theirs(w.session_id))
       if (auto r = delete_wait_locked(w.id); !r) return r.error();
   if (auto r = tx.commit(); !r) return r.error();
   return failed;

@@ -97,6 +97,20 @@ class SessionStore {
   static Result<std::unique_ptr<SessionStore>> open(std::shared_ptr<store::Database> db);
   static Result<std::unique_ptr<SessionStore>> open_memory();
 
+  // ---- several servers on one store (issue 20's cluster) ----
+  // Set before use when other nodes share the store: sessions read are no longer remembered (a
+  // node cannot know when another changed one).
+  void set_shared(bool shared) { shared_ = shared; }
+  bool shared() const { return shared_; }
+  // A session's turn runs on the node that claimed it (a lock of the store's connection, given
+  // up when this server's connection ends, so a node that dies frees its sessions). False: another
+  // node holds it. Always true on a store that is not shared. Re-entrant.
+  Result<bool> claim(const std::string& session_id);
+  void release(const std::string& session_id);
+  // Sessions whose claim was lost with the store's connection and taken by another node meanwhile:
+  // their turns are no longer this node's. Emptied by the call.
+  std::vector<std::string> lost_claims();
+
   Result<void> put_session(const SessionInfo& s);  // insert or replace
   Result<std::optional<SessionInfo>> get_session(const std::string& id);
   Result<std::vector<SessionInfo>> list_sessions();    // most recently updated first
@@ -153,10 +167,12 @@ class SessionStore {
   Result<std::vector<Wait>> waits();
   // After a stop or a crash: every open message but those in `keep` (turns that go on) gets an
   // error and a completion time, and its pending/running tool parts become errors; the stored
-  // waits not in `keep_waits` are deleted. Returns the messages it changed.
+  // waits not in `keep_waits` are deleted. `sessions`, when given: only those sessions' (what a
+  // node of a cluster claimed). Returns the messages it changed.
   Result<std::vector<MessageInfo>> fail_interrupted_turns(
       const std::string& reason, const std::set<std::string>& keep = {},
-      const std::set<std::string>& keep_waits = {});
+      const std::set<std::string>& keep_waits = {},
+      const std::optional<std::set<std::string>>& sessions = std::nullopt);
 
  private:
   explicit SessionStore(std::shared_ptr<store::Database> db) : db_(std::move(db)) {}
@@ -178,6 +194,7 @@ class SessionStore {
   // under cache_mutex_ alone (a hit does not wait for a commit on the writer's thread); changed
   // under both it and the connection's mutex.
   std::mutex cache_mutex_;
+  bool shared_ = false;
   std::unordered_map<std::string, SessionInfo> sessions_;
 };
 

@@ -59,6 +59,10 @@ struct Turn {
   // The server stops and this turn goes on after its restart (SessionService::shutdown): its
   // waiting client calls end here without a result, and its open message stays open.
   bool suspended = false;
+  // Another node of a cluster took this turn over while this one was cut off from the store
+  // (SessionService::take_over): nothing more of it is stored here, since what the other node
+  // stores since is newer.
+  bool disowned = false;
 
   bool has_unsaved() const {
     return unsaved_session || !unsaved.empty() || !unsaved_files.empty() ||

@@ -174,7 +174,9 @@ std::vector<TurnWriter::PendingWrite> TurnWriter::take_batch() {
     if (turn->has_unsaved())
       batch.push_back(PendingWrite{turn, turn->session.id, turn->take_unsaved()});
   unsaved_turns_.clear();
-  std::erase_if(batch, [&](const PendingWrite& w) { return is_deleted(w.session_id); });
+  std::erase_if(batch, [&](const PendingWrite& w) {
+    return is_deleted(w.session_id) || (w.turn && w.turn->disowned);
+  });
   return batch;
 }
 

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "util/error.hpp"
 
@@ -118,6 +119,21 @@ class Database {
   Result<void> run(std::string_view sql);
   // Held around every use of this Database, by all who share it.
   std::mutex& mutex() { return mutex_; }
+
+  // Named locks for servers that share one store (issue 20's cluster: a session's turn runs on
+  // the node that holds its lock). Held by this connection until unlock() or until the
+  // connection ends, so a server that dies gives its locks up. Re-entrant: taking a lock this
+  // connection holds succeeds. An engine whose store is one process's (SQLite, with its lock
+  // file) grants every one. The caller holds mutex().
+  virtual Result<bool> try_lock(const std::string& name) {
+    (void)name;
+    return true;
+  }
+  virtual void unlock(const std::string& name) { (void)name; }
+  // Locks that this connection lost with a broken connection and could not take again (another
+  // server took them meanwhile): what they guarded is no longer this server's. Emptied by the
+  // call. The caller holds mutex().
+  virtual std::vector<std::string> take_lost_locks() { return {}; }
 
   // A transaction that takes the write lock at once (SQLite's BEGIN IMMEDIATE), COMMIT, or
   // ROLLBACK when the guard is destroyed uncommitted. Check begun() before writing: after a

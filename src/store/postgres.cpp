@@ -227,19 +227,81 @@ Result<void> PostgresDatabase::connect() {
                    "ms', false) WHERE current_setting('statement_timeout') = '0'");
       !r)
     return r.error();
-  // One server per database and schema (see the header); held while the connection lives.
-  auto locked =
-      one("SELECT pg_try_advisory_lock(hashtext('switchboard:' || current_database() || ':' || "
-          "coalesce(current_schema(), '')))");
-  if (!locked) return locked.error();
-  if (*locked != "t") {
+  // One server (or one cluster) per database and schema, one node per node ID (see the header);
+  // held while the connection lives.
+  auto refuse = [&](std::string why) -> Result<void> {
     PQfinish(conn_);
     conn_ = nullptr;
-    return make_error(ErrorCode::Conflict,
-                      "postgres: the store (this database and schema) is in use by another "
-                      "Switchboard server");
+    return make_error(ErrorCode::Conflict, "postgres: " + why);
+  };
+  bool clustered = !options_.node_id.empty();
+  auto store =
+      lock_call(clustered ? "pg_try_advisory_lock_shared" : "pg_try_advisory_lock", "store");
+  if (!store) return store.error();
+  if (!*store)
+    return refuse(clustered ? "the store (this database and schema) is in use by a Switchboard "
+                              "server that is not a node of a cluster"
+                            : "the store (this database and schema) is in use by another "
+                              "Switchboard server");
+  if (clustered) {
+    auto node = lock_call("pg_try_advisory_lock", "node:" + options_.node_id);
+    if (!node) return node.error();
+    if (!*node)
+      return refuse("another node of this store's cluster has the node ID \"" + options_.node_id +
+                    "\"; give each node its own cluster.nodeID");
+  }
+  // What this connection held before it broke; another server may have taken some meanwhile.
+  for (auto it = locks_.begin(); it != locks_.end();) {
+    auto again = lock_call("pg_try_advisory_lock", *it);
+    if (!again) return again.error();
+    if (*again) {
+      ++it;
+      continue;
+    }
+    log::warn("postgres: the lock ", *it,
+              " was taken by another server while this one was cut off");
+    lost_locks_.push_back(*it);
+    it = locks_.erase(it);
   }
   return {};
+}
+
+Result<bool> PostgresDatabase::lock_call(std::string_view function, const std::string& name) {
+  // A 64-bit key from the store and the name: two names (or two stores in one database) share a
+  // key with a chance of 2^-64.
+  std::string sql = "SELECT " + std::string(function) +
+                    "(('x' || left(md5('switchboard:' || current_database() || ':' || "
+                    "coalesce(current_schema(), '') || ':' || $1), 16))::bit(64)::bigint)::int";
+  const char* values[] = {name.c_str()};
+  PGresult* res = PQexecParams(conn_, sql.c_str(), 1, nullptr, values, nullptr, nullptr, 0);
+  if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+    auto error = failure("lock", res ? PQresultErrorMessage(res) : nullptr);
+    if (res) PQclear(res);
+    return error;
+  }
+  bool yes = std::string_view(PQgetvalue(res, 0, 0)) == "1";
+  PQclear(res);
+  return yes;
+}
+
+Result<bool> PostgresDatabase::try_lock(const std::string& name) {
+  if (locks_.count(name)) return true;
+  if (auto r = ensure_connected("lock"); !r) return r.error();
+  auto taken = lock_call("pg_try_advisory_lock", name);
+  if (taken && *taken) locks_.insert(name);
+  return taken;
+}
+
+void PostgresDatabase::unlock(const std::string& name) {
+  if (!locks_.erase(name)) return;
+  // A broken connection gave the lock up already; the next connection does not take it again.
+  if (!conn_ || PQstatus(conn_) != CONNECTION_OK) return;
+  if (auto r = lock_call("pg_advisory_unlock", name); !r)
+    log::warn("postgres: could not give the lock ", name, " up: ", r.error().message);
+}
+
+std::vector<std::string> PostgresDatabase::take_lost_locks() {
+  return std::exchange(lost_locks_, {});
 }
 
 Result<void> PostgresDatabase::ensure_connected(std::string_view next) {

@@ -4,20 +4,25 @@
 // blobs as binary bytea) and read back in binary, so that a bytea column reads as its bytes and
 // an integer column as its value; `?N` in the SQL is sent as `$N`.
 //
-// A store is one server's: a session-level advisory lock named after the database and schema
-// (search_path) keeps a second server off it, as SQLite's lock file does, until several nodes
-// can share one (issue 20's cluster). A connection that breaks fails the statement in flight
-// with Unavailable ("postgres: ..."), and the next statement connects again (and takes the lock
-// again); nothing is retried behind the caller's back, so a write that failed is the writer's to
-// keep (session::TurnWriter keeps and retries it).
+// A store is one server's, or one cluster's (issue 20): session-level advisory locks named after
+// the database and schema (search_path) keep a second server off it, as SQLite's lock file does.
+// A single server takes the store's lock alone; the nodes of a cluster take it shared, and each
+// its node's lock alone (so two nodes with one node ID refuse each other). try_lock()'s named
+// locks are advisory locks too. A connection that breaks fails the statement in flight with
+// Unavailable ("postgres: ..."), and the next statement connects again and takes every lock
+// again (one that another server took meanwhile is reported by take_lost_locks()); nothing is
+// retried behind the caller's back, so a write that failed is the writer's to keep
+// (session::TurnWriter keeps and retries it).
 //
 // libpq's calls block: a statement waits for its round trip (a fraction of a millisecond on
 // loopback), a reconnect for up to `connect_timeout`. Statements run longer than
 // `statement_timeout` are cancelled by the server.
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "store/database.hpp"
 
@@ -30,6 +35,9 @@ struct PostgresOptions {
   std::chrono::seconds connect_timeout{5};
   // Set on the connection unless the URL sets one (options=-c statement_timeout=...).
   std::chrono::milliseconds statement_timeout{30000};
+  // A node of a cluster (issue 20): the store is shared with the other nodes, and this ID is
+  // this node's alone. Empty: a single server, the store is its alone.
+  std::string node_id;
 };
 
 class PostgresDatabase final : public Database {
@@ -45,6 +53,9 @@ class PostgresDatabase final : public Database {
   // Before `next` is sent: connects again when the connection broke; Unavailable when it cannot,
   // or when it broke inside a transaction (only its ROLLBACK may go on).
   Result<void> ensure_connected(std::string_view next);
+  Result<bool> try_lock(const std::string& name) override;
+  void unlock(const std::string& name) override;
+  std::vector<std::string> take_lost_locks() override;
 
  protected:
   std::string_view begin_sql() const override { return "BEGIN"; }
@@ -54,12 +65,17 @@ class PostgresDatabase final : public Database {
   class PgCursor;
   explicit PostgresDatabase(PostgresOptions options);
   Result<void> connect();
+  // Runs an advisory lock function (pg_try_advisory_lock, ..._shared, pg_advisory_unlock) on
+  // the lock named `name` in this store, on the open connection; what it returned.
+  Result<bool> lock_call(std::string_view function, const std::string& name);
   // The error of the connection's last failure: Unavailable when it broke.
   Error failure(std::string_view what, const char* message) const;
 
   PostgresOptions options_;
   PGconn* conn_ = nullptr;
   std::int64_t changes_ = 0;
+  std::set<std::string> locks_;  // try_lock()'s, held (taken again after a reconnect)
+  std::vector<std::string> lost_locks_;
   bool in_transaction_ = false;
   // After a failed reconnect: until when statements fail at once, and with what.
   std::chrono::steady_clock::time_point retry_at_;

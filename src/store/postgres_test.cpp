@@ -268,3 +268,90 @@ TEST(Postgres, AServerThatIsNotThereIsUnavailableAndABadUrlIsInvalid) {
 
 }  // namespace
 }  // namespace sb::store
+
+namespace sb::store {
+namespace {
+
+std::unique_ptr<PostgresDatabase> open_node(const std::string& url, const std::string& node) {
+  auto db = PostgresDatabase::open({.url = url, .node_id = node});
+  EXPECT_TRUE(db) << node << ": " << db.error().message;
+  return db ? std::move(*db) : nullptr;
+}
+
+// try_lock() as a node calls it (holding the mutex): whether the lock is this connection's now.
+bool lock(Database& db, const std::string& name) {
+  std::lock_guard guard(db.mutex());
+  auto r = db.try_lock(name);
+  EXPECT_TRUE(r) << r.error().message;
+  return r && *r;
+}
+
+}  // namespace
+
+// The nodes of a cluster share one store, each with an ID of its own; a single server and a
+// cluster exclude each other, as two nodes with one ID do (each refused naming why).
+TEST(Postgres, NodesOfAClusterShareTheStoreAndExcludeASingleServerAndTwinIds) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto a = open_node(*url, "a");
+  auto b = open_node(*url, "b");
+  ASSERT_TRUE(a && b);
+  auto twin = PostgresDatabase::open({.url = *url, .node_id = "a"});
+  ASSERT_FALSE(twin);
+  EXPECT_EQ(twin.error().code, ErrorCode::Conflict);
+  EXPECT_NE(twin.error().message.find("node ID \"a\""), std::string::npos) << twin.error().message;
+  auto single = PostgresDatabase::open({.url = *url});
+  ASSERT_FALSE(single);
+  EXPECT_EQ(single.error().code, ErrorCode::Conflict);
+  a.reset();
+  b.reset();
+  auto alone = open_ok(*url);
+  ASSERT_TRUE(alone);
+  auto node = PostgresDatabase::open({.url = *url, .node_id = "c"});
+  ASSERT_FALSE(node);
+  EXPECT_NE(node.error().message.find("not a node of a cluster"), std::string::npos)
+      << node.error().message;
+}
+
+// A named lock is one node's at a time, taken again by its holder at once, free for the others
+// once it is given up or its holder's connection ends.
+TEST(Postgres, ANamedLockIsOneNodesAtATimeAndGoesWithItsConnection) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto a = open_node(*url, "a");
+  auto b = open_node(*url, "b");
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(lock(*a, "session:s1"));
+  EXPECT_TRUE(lock(*a, "session:s1"));  // its holder's again
+  EXPECT_FALSE(lock(*b, "session:s1"));
+  EXPECT_TRUE(lock(*b, "session:s2"));  // another name is another lock
+  {
+    std::lock_guard guard(a->mutex());
+    a->unlock("session:s1");
+  }
+  EXPECT_TRUE(lock(*b, "session:s1"));
+  EXPECT_FALSE(lock(*a, "session:s1"));
+  // b's connection ends: what it held is free.
+  b.reset();
+  EXPECT_TRUE(lock(*a, "session:s1"));
+  EXPECT_TRUE(lock(*a, "session:s2"));
+}
+
+// A connection that breaks gives its locks up; the next statement connects again and takes them
+// again, except one that another node took meanwhile: that one is reported lost, once.
+TEST(Postgres, LocksAreTakenAgainAfterAReconnectAndOneTakenMeanwhileIsReportedLost) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto a = open_node(*url, "a");
+  auto b = open_node(*url, "b");
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(lock(*a, "session:kept"));
+  ASSERT_TRUE(lock(*a, "session:taken"));
+  terminate_backend_of(*a);
+  EXPECT_TRUE(lock(*b, "session:taken"));
+  EXPECT_FALSE(a->run("SELECT 1"));  // the broken connection's statement
+  ASSERT_TRUE(a->run("SELECT 1"));   // connected again
+  EXPECT_EQ(a->take_lost_locks(), std::vector<std::string>{"session:taken"});
+  EXPECT_TRUE(a->take_lost_locks().empty());
+  EXPECT_FALSE(lock(*b, "session:kept"));  // a holds it again
+  EXPECT_FALSE(lock(*a, "session:taken"));
+}
+
+}  // namespace sb::store

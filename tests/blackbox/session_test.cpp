@@ -1755,32 +1755,11 @@ TEST_F(SessionRestart, ATurnInProgressIsStoredWithoutBeingAskedFor) {
 
 // A PostgreSQL of the test's own (scripts/test-services.sh with a state directory of its own),
 // which the test takes down and brings up without touching the one the pass shares.
-class OwnPostgres {
- public:
-  OwnPostgres() { run("start"); }
-  ~OwnPostgres() { run("stop"); }
-  std::string url() const {
-    std::ifstream in(state_.path() / "postgres.url");
-    std::string url;
-    std::getline(in, url);
-    return url;
-  }
-  void run(const std::string& action) {
-    std::string command = std::string(SWITCHBOARD_SOURCE_DIR) + "/scripts/test-services.sh " +
-                          action + " postgres " + state_.path().string() + " 2>/dev/null";
-    if (std::system(command.c_str()) != 0)
-      throw std::runtime_error("setup: test-services.sh " + action + " failed");
-  }
-
- private:
-  TempDir state_{"switchboard-pg-state"};
-};
-
 // PostgreSQL goes away under a running server and comes back: meanwhile what needs the store
 // answers 503 naming it (and /health says so, for a load balancer), what does not is served; once
 // it is back the server reconnects by itself, and nothing stored before or after is missing.
 TEST_F(SessionRestart, APostgresOutageIs503NamingItAndTheServerReconnectsWithEverything) {
-  OwnPostgres pg;
+  OwnService pg("postgres");
   json::object cfg = test_config();
   cfg["provider"] = json::object{
       {"s", json::object{{"type", "scripted"},

@@ -1,0 +1,225 @@
+#include "cluster/node.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <unistd.h>
+
+#include "util/json.hpp"
+#include "util/log.hpp"
+
+namespace sb::cluster {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+namespace {
+// An event from another node is our own nodes' frame: nested as deep as any event.
+constexpr std::size_t kEventDepth = 64;
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A reply that is not what a command of ours should get: an error reply, or a broken connection.
+std::optional<std::string> failed(const Result<RedisReply>& r) {
+  if (!r) return r.error().message;
+  if (r->type == RedisReply::Type::Error) return "redis: " + r->str;
+  return std::nullopt;
+}
+}  // namespace
+
+Result<std::shared_ptr<Node>> Node::create(asio::any_io_executor executor, NodeOptions options,
+                                           std::shared_ptr<bus::EventBus> bus) {
+  RedisOptions redis;
+  redis.url = options.redis_url;
+  redis.client_name = "switchboard-" + options.node_id;
+  // A command waits at most a third of the lease: a round of the lease loop then ends (failed)
+  // before the lease does, and the next round may still renew it in time.
+  redis.command_timeout = std::max(std::chrono::milliseconds(300), options.lease / 3);
+  auto client = RedisClient::create(executor, redis);
+  if (!client) return client.error();
+  auto node = std::shared_ptr<Node>(
+      new Node(executor, std::move(options), std::move(bus), std::move(*client)));
+  auto subscriber = RedisSubscriber::create(
+      executor, redis,
+      [weak = std::weak_ptr<Node>(node)](std::string_view channel, std::string_view payload) {
+        if (auto self = weak.lock()) self->on_message(channel, payload);
+      },
+      [weak = std::weak_ptr<Node>(node)](bool connected) {
+        if (auto self = weak.lock()) self->on_subscriber_state(connected);
+      });
+  if (!subscriber) return subscriber.error();
+  node->subscriber_ = std::move(*subscriber);
+  return node;
+}
+
+Node::Node(asio::any_io_executor executor, NodeOptions options, std::shared_ptr<bus::EventBus> bus,
+           std::shared_ptr<RedisClient> redis)
+    : executor_(executor),
+      options_(std::move(options)),
+      bus_(std::move(bus)),
+      redis_(std::move(redis)),
+      timer_(executor) {
+  json::object value{{"id", options_.node_id}, {"started", now_ms()}, {"pid", ::getpid()}};
+  member_value_ = json::serialize(value);
+}
+
+void Node::start(std::function<void()> take_over) {
+  take_over_ = std::move(take_over);
+  subscriber_->subscribe(key("events"));
+  subscriber_->start();
+  subscription_ = bus_->subscribe([weak = weak_from_this()](const bus::EventPtr& event) {
+    if (auto self = weak.lock()) self->relay(event);
+  });
+  asio::co_spawn(executor_, run_lease(), asio::detached);
+}
+
+asio::awaitable<void> Node::stop() {
+  auto self = shared_from_this();
+  stopping_ = true;
+  timer_.cancel();
+  subscription_.reset();
+  subscriber_->close();
+  // Gone at once for the others (they take its turns over without waiting for the lease).
+  std::vector<std::string> del{"DEL", key("node:" + options_.node_id)};
+  auto gone = co_await redis_->command(std::move(del));
+  if (auto why = failed(gone)) log::warn("cluster: could not give the lease up: ", *why);
+  std::vector<std::string> srem{"SREM", key("nodes"), options_.node_id};
+  (void)co_await redis_->command(std::move(srem));
+  redis_->close();
+}
+
+asio::awaitable<void> Node::run_lease() {
+  auto self = shared_from_this();
+  while (!stopping_) {
+    co_await renew_and_look();
+    if (stopping_) break;
+    if (take_over_ && std::chrono::steady_clock::now() < take_over_until_) take_over_();
+    timer_.expires_after(options_.lease / 3);
+    co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+}
+
+asio::awaitable<bool> Node::renew_and_look() {
+  auto fail = [&](const std::string& why) {
+    if (lease_ok_ || error_ != why) log::warn("cluster: ", why);
+    lease_ok_ = false;
+    was_down_ = true;
+    error_ = why;
+    return false;
+  };
+  std::vector<std::string> set{"SET", key("node:" + options_.node_id), member_value_, "PX",
+                               std::to_string(options_.lease.count())};
+  auto renewed = co_await redis_->command(std::move(set));
+  if (auto why = failed(renewed)) co_return fail(*why);
+  std::vector<std::string> sadd{"SADD", key("nodes"), options_.node_id};
+  auto added = co_await redis_->command(std::move(sadd));
+  if (auto why = failed(added)) co_return fail(*why);
+  std::vector<std::string> smembers{"SMEMBERS", key("nodes")};
+  auto members = co_await redis_->command(std::move(smembers));
+  if (auto why = failed(members)) co_return fail(*why);
+  std::vector<std::string> ids;
+  std::vector<std::string> keys{"MGET"};
+  for (const auto& m : members->elements) {
+    ids.push_back(m.str);
+    keys.push_back(key("node:" + m.str));
+  }
+  auto leases = co_await redis_->command(std::move(keys));
+  if (auto why = failed(leases)) co_return fail(*why);
+  if (leases->elements.size() != ids.size()) co_return fail("redis: MGET answered a wrong count");
+  std::set<std::string> live;
+  std::set<std::string> gone;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (leases->elements[i].type == RedisReply::Type::Nil)
+      gone.insert(ids[i]);
+    else
+      live.insert(ids[i]);
+  }
+  // Those another node removed from the set first are gone for this one too.
+  for (const auto& id : nodes_)
+    if (!live.count(id)) gone.insert(id);
+  for (const auto& id : gone) {
+    if (id == options_.node_id) continue;
+    std::vector<std::string> srem{"SREM", key("nodes"), id};
+    if (auto removed = co_await redis_->command(std::move(srem)); failed(removed))
+      co_return fail(*failed(removed));
+  }
+  nodes_ = std::move(live);
+  bool came_back = was_down_;
+  if (came_back)
+    log::info("cluster: node ", options_.node_id, " is in the cluster (", nodes_.size(),
+              " node(s))");
+  lease_ok_ = true;
+  was_down_ = false;
+  error_.reset();
+  bool someone_left = came_back;
+  for (const auto& id : gone) {
+    if (id == options_.node_id) continue;
+    log::info("cluster: node ", id, " went away; its turns are taken over");
+    someone_left = true;
+  }
+  if (someone_left) take_over_until_ = std::chrono::steady_clock::now() + kTakeOverWindow;
+  co_return true;
+}
+
+void Node::relay(const bus::EventPtr& event) {
+  if (!event->origin.empty() || stopping_) return;  // another node's, relayed here
+  if (in_flight_ >= kMaxInFlight) {
+    ++dropped_;
+    return;
+  }
+  ++in_flight_;
+  std::string payload = options_.node_id + "\n" + event->frame;
+  // Commands go out in the order they are issued, and this runs in the order of the events. (The
+  // command is a named vector: GCC 12 cannot compile a braced list inside co_await.)
+  asio::co_spawn(
+      executor_,
+      [self = shared_from_this(), payload = std::move(payload)]() mutable -> asio::awaitable<void> {
+        std::vector<std::string> publish{"PUBLISH", self->key("events"), std::move(payload)};
+        auto sent = co_await self->redis_->command(std::move(publish));
+        --self->in_flight_;
+        if (failed(sent)) ++self->dropped_;
+      },
+      asio::detached);
+}
+
+void Node::on_message(std::string_view channel, std::string_view payload) {
+  if (channel != key("events")) return;
+  auto newline = payload.find('\n');
+  if (newline == std::string_view::npos) return;
+  std::string origin(payload.substr(0, newline));
+  if (origin == options_.node_id) return;
+  auto doc = parse_json(payload.substr(newline + 1), kEventDepth);
+  const json::object* frame = doc && doc->is_object() ? &doc->get_object() : nullptr;
+  const json::value* type = frame ? frame->if_contains("type") : nullptr;
+  const json::value* properties = frame ? frame->if_contains("properties") : nullptr;
+  if (!type || !type->is_string() || !properties || !properties->is_object()) {
+    log::warn("cluster: an event from node ", origin, " does not read as one; dropped");
+    return;
+  }
+  bus_->publish_from(std::move(origin), type->get_string(), properties->get_object());
+}
+
+void Node::on_subscriber_state(bool connected) {
+  if (!connected && !stopping_)
+    log::warn(
+        "cluster: the event channel is down: other nodes' events are not seen until it is "
+        "back");
+}
+
+NodeStatus Node::status() const {
+  NodeStatus s;
+  s.node_id = options_.node_id;
+  s.ok = lease_ok_;
+  s.error = error_;
+  if (!lease_ok_ && !error_) s.error = "redis: not answered yet";
+  s.nodes.assign(nodes_.begin(), nodes_.end());
+  return s;
+}
+
+}  // namespace sb::cluster

@@ -1,0 +1,106 @@
+#pragma once
+// A node of a cluster (issue 20, docs/cluster.md): several servers on one PostgreSQL store and
+// one Redis. What this part does, on Redis:
+//
+// - Membership. The node keeps a key `<prefix>node:<id>` alive with a lease (SET PX, renewed
+//   every lease/3) and its id in the set `<prefix>nodes`. Every lease/3 it reads which members'
+//   keys are gone: such a node stopped (or lost Redis for a whole lease). Whoever sees it first
+//   removes it from the set; every node then calls `take_over`, which takes over the turns that
+//   node left (session::SessionService::take_over(); which node gets which turn is decided by
+//   the store's claims, not here). The gone node's connection to the store may hold its claims
+//   a while longer (a machine that vanished is noticed by TCP keepalives), so the call is
+//   repeated every round for kTakeOverWindow. Also after Redis came back: who left meanwhile
+//   cannot be known.
+// - Events. Every event of this node's bus goes to the channel `<prefix>events` (PUBLISH, as
+//   `<node id>\n<frame>`), and every other node's event from there goes into this node's bus
+//   (bus::EventBus::publish_from), so an /event stream on any node sees every node's events.
+//   Redis's pub/sub keeps each node's order; an event published while Redis is away is lost for
+//   the other nodes (at most kMaxInFlight waiting are kept; the rest are counted and dropped).
+//
+// Not thread-safe: the server's executor only, as the bus. Every Redis command has the client's
+// timeout; stop() ends the loops and gives the node's key up.
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bus/event_bus.hpp"
+#include "cluster/redis.hpp"
+
+namespace sb::cluster {
+
+struct NodeOptions {
+  std::string redis_url;
+  std::string node_id;
+  std::string key_prefix = "switchboard:";
+  std::chrono::milliseconds lease{3000};
+};
+
+// GET /health's view of the cluster.
+struct NodeStatus {
+  std::string node_id;
+  bool ok = false;                   // Redis answers, and this node's lease is current
+  std::optional<std::string> error;  // why not
+  std::vector<std::string> nodes;    // the live nodes as last read (this one included), sorted
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  static constexpr std::size_t kMaxInFlight = 10000;
+  static constexpr std::chrono::seconds kTakeOverWindow{30};
+
+  // Checks the options (InvalidRequest: a Redis URL that is not one); connects once started.
+  static Result<std::shared_ptr<Node>> create(boost::asio::any_io_executor executor,
+                                              NodeOptions options,
+                                              std::shared_ptr<bus::EventBus> bus);
+  // Starts the lease, the membership reads and the relay of events. `take_over` is called on the
+  // executor when a node went away (above).
+  void start(std::function<void()> take_over);
+  // Ends the loops, gives the lease up (a short wait for Redis at most), closes the connections.
+  boost::asio::awaitable<void> stop();
+
+  NodeStatus status() const;
+  const std::string& id() const { return options_.node_id; }
+  // Events that could not be sent to the other nodes (Redis away, too many waiting).
+  std::uint64_t events_dropped() const { return dropped_; }
+
+ private:
+  Node(boost::asio::any_io_executor executor, NodeOptions options,
+       std::shared_ptr<bus::EventBus> bus, std::shared_ptr<RedisClient> redis);
+  std::string key(std::string_view name) const { return options_.key_prefix + std::string(name); }
+  boost::asio::awaitable<void> run_lease();
+  // One round: renews the lease, reads the members, removes the gone ones. False on a failure.
+  boost::asio::awaitable<bool> renew_and_look();
+  void relay(const bus::EventPtr& event);
+  void on_message(std::string_view channel, std::string_view payload);
+  void on_subscriber_state(bool connected);
+
+  boost::asio::any_io_executor executor_;
+  NodeOptions options_;
+  std::shared_ptr<bus::EventBus> bus_;
+  std::shared_ptr<RedisClient> redis_;
+  std::shared_ptr<RedisSubscriber> subscriber_;
+  bus::Subscription subscription_;
+  boost::asio::steady_timer timer_;
+  std::function<void()> take_over_;
+  std::chrono::steady_clock::time_point take_over_until_{};
+  std::string member_value_;  // what the node's key holds: its id and start time
+  bool stopping_ = false;
+  bool lease_ok_ = false;
+  bool was_down_ = false;  // Redis failed since the last good round
+  std::optional<std::string> error_;
+  std::set<std::string> nodes_;
+  std::size_t in_flight_ = 0;
+  std::uint64_t dropped_ = 0;
+};
+
+}  // namespace sb::cluster

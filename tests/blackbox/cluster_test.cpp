@@ -1,0 +1,323 @@
+// Black-box tests of a cluster (issue 20, docs/cluster.md): several `switchboard serve` nodes on
+// one PostgreSQL store and one Redis, on loopback. They run in the PostgreSQL pass of the test
+// command ("pg.Cluster*"), whose fixture starts both; elsewhere they are skipped. Each test has a
+// schema and a Redis key prefix of its own.
+#include "blackbox_util.hpp"
+#include "test_postgres.hpp"
+
+namespace sb::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+json::object text_prompt(std::string_view text) {
+  return json::object{{"parts", json::array{json::object{{"type", "text"}, {"text", text}}}}};
+}
+
+std::string text_of(const json::value& message) {
+  std::string out;
+  if (const auto* parts = find(message, "/parts"); parts && parts->is_array())
+    for (const auto& p : parts->get_array())
+      if (string_at(p, "/type") == "text") out += string_at(p, "/text");
+  return out;
+}
+
+// The Redis the fixture started next to its PostgreSQL (the same state directory).
+std::optional<std::string> test_redis_url() {
+  const char* dir = std::getenv("SWITCHBOARD_TEST_POSTGRES");
+  if (!dir || !*dir) return std::nullopt;
+  std::ifstream in(fs::path(dir) / "redis.url");
+  std::string url;
+  if (!std::getline(in, url) || url.empty()) return std::nullopt;
+  return url;
+}
+
+class ClusterTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    auto redis = test_redis_url();
+    if (!storage_is_postgres() || !redis)
+      GTEST_SKIP() << "a cluster needs the PostgreSQL and Redis of the test command's pg. pass";
+    redis_url_ = *redis;
+    std::string name = testing::UnitTest::GetInstance()->current_test_info()->name();
+    store_url_ = postgres_schema_url(schema_name_for("cluster:" + name), true);
+    prefix_ = schema_name_for("cluster:" + name) + ":";
+  }
+
+  void TearDown() override {
+    for (auto& [id, node] : nodes_) {
+      if (!node.server) continue;
+      node.server->send_signal(SIGTERM);
+      auto status = node.server->wait_exit(10s);
+      EXPECT_TRUE(status && status->exited && status->code == 0)
+          << "node " << id
+          << " did not shut down cleanly: " << (status ? status->describe() : "still running");
+      std::string log = node.server->log();
+      for (const char* report :
+           {"AddressSanitizer", "LeakSanitizer", "runtime error:", "API doc check"})
+        EXPECT_EQ(log.find(report), std::string::npos) << "node " << id << ": " << report;
+      if (HasFailure()) std::cerr << "--- node " << id << " ---\n" << log << "--- end ---\n";
+    }
+  }
+
+  json::object node_config(const std::string& id, std::string redis = {}) {
+    json::object cfg = with_fake_model(test_config(), model_);
+    cfg["cluster"] = json::object{{"redis", redis.empty() ? redis_url_ : redis},
+                                  {"nodeID", id},
+                                  {"keyPrefix", prefix_},
+                                  {"lease", kLease.count()}};
+    return cfg;
+  }
+
+  // Starts node `id` (again, on its own data directory, when it ran before).
+  ServerProcess& start_node(const std::string& id, std::string redis = {}) {
+    Node& node = nodes_[id];
+    if (!node.data) node.data.emplace("switchboard-node-" + id);
+    ServerProcess::Options options;
+    options.config = node_config(id, std::move(redis));
+    options.data_dir = node.data->path();
+    options.directory = project_.path();
+    options.env = {"SWITCHBOARD_DATABASE_URL=" + store_url_};
+    node.server.emplace(std::move(options));
+    return *node.server;
+  }
+  unsigned short port(const std::string& id) { return nodes_.at(id).server->port(); }
+
+  // GET /health of node `id` until it lists `count` live nodes; its last answer.
+  json::value wait_members(const std::string& id, std::size_t count,
+                           std::chrono::milliseconds timeout = 10s) {
+    json::value health;
+    wait_until(
+        [&] {
+          auto res = http_get(port(id), "/health");
+          health = res.json();
+          const auto* nodes = find(health, "/cluster/nodes");
+          return res.status == 200 && nodes && nodes->is_array() &&
+                 nodes->get_array().size() == count;
+        },
+        timeout);
+    return health;
+  }
+
+  std::string create_session(const std::string& on) {
+    auto res = http_post(port(on), "/session", json::object{});
+    if (res.status != 200) throw std::runtime_error("setup: POST /session: " + res.describe());
+    return string_at(res.json(), "/id");
+  }
+
+  json::array messages(const std::string& on, const std::string& sid) {
+    auto res = http_get(port(on), "/session/" + sid + "/message");
+    if (res.status != 200) throw std::runtime_error("GET messages: " + res.describe());
+    return res.json().as_array();
+  }
+
+  static constexpr std::chrono::milliseconds kLease{1500};
+
+  struct Node {
+    std::optional<TempDir> data;
+    std::optional<ServerProcess> server;
+  };
+  std::map<std::string, Node> nodes_;
+  FakeModelServer model_;
+  TempDir project_{"switchboard-project"};
+  std::string redis_url_, store_url_, prefix_;
+};
+
+// Three nodes see each other (GET /health), any node serves a session made on another, and an
+// /event stream on one node sees the turn that another node runs.
+TEST_F(ClusterTest, ThreeNodesShareSessionsAndEveryNodesEventsReachEveryEventStream) {
+  for (std::string id : {"a", "b", "c"})
+    start_node(id);
+  for (std::string id : {"a", "b", "c"}) {
+    json::value health = wait_members(id, 3);
+    EXPECT_EQ(string_at(health, "/cluster/node"), id) << str(health);
+    EXPECT_EQ(find(health, "/cluster/ok") ? find(health, "/cluster/ok")->as_bool() : false, true)
+        << str(health);
+    EXPECT_EQ(*find(health, "/cluster/nodes"), (json::array{"a", "b", "c"})) << str(health);
+    EXPECT_EQ(string_at(health, "/storage/engine"), "postgres") << str(health);
+  }
+
+  std::string sid = create_session("a");
+  auto on_b = http_get(port("b"), "/session/" + sid);
+  ASSERT_TRUE(IsOk(on_b));
+  EXPECT_EQ(string_at(on_b.json(), "/id"), sid);
+
+  BusEvents on_c(port("c"));
+  model_.push(FakeResponse::with_text("answered on a"));
+  auto reply = http_post(port("a"), "/session/" + sid + "/message", text_prompt("hello"), 15s);
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(text_of(reply.json()), "answered on a");
+  // Node c's stream has node a's events of the turn, in order, ending with the session idle.
+  auto events = on_c.until_idle(sid, 10s);
+  bool saw_answer = false;
+  for (const auto& e : events)
+    if (string_at(json::value(e), "/type") == "message.part.updated" &&
+        string_at(json::value(e), "/properties/part/text") == "answered on a")
+      saw_answer = true;
+  EXPECT_TRUE(saw_answer) << "node c's /event did not carry the answer's part";
+  // Stored once, read anywhere.
+  auto list = messages("b", sid);
+  ASSERT_EQ(list.size(), 2u) << str(list);
+  EXPECT_EQ(text_of(list[1]), "answered on a");
+}
+
+// A session's turn runs on one node at a time: while node a's turn waits for its client, a
+// prompt or an edit through node b is refused (409, saying where), and once the turn has ended
+// node b runs the next one with the whole conversation (what node a stored, not a stale copy).
+TEST_F(ClusterTest, ASessionsTurnRunsOnOneNodeAtATime) {
+  start_node("a");
+  start_node("b");
+  std::string sid = create_session("a");
+  auto ws = std::make_unique<WsClient>(port("a"), "/client-tools/ws/c1");
+  ws->send_json(json::object{
+      {"type", "register"}, {"sessionID", sid}, {"tools", json::array{tool_def("wait")}}});
+  ASSERT_TRUE(ws->next_message_of_type("registered", 5s));
+  model_.push(FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{}));
+  model_.push(FakeResponse::with_text("first turn done"));
+  auto started = http_post(port("a"), "/session/" + sid + "/prompt_async", text_prompt("one"));
+  ASSERT_EQ(started.status, 204u) << started.describe();
+  json::object request = next_ws_request(*ws);
+
+  auto busy = http_post(port("b"), "/session/" + sid + "/message", text_prompt("two"), 15s);
+  EXPECT_TRUE(IsError(busy, 409, "CONFLICT", {"busy", "another node"}));
+  auto listed = messages("b", sid);
+  ASSERT_FALSE(listed.empty());
+  std::string first_message = string_at(listed[0], "/info/id");
+  auto edit = http_request(port("b"), "DELETE", "/session/" + sid + "/message/" + first_message);
+  EXPECT_TRUE(IsError(edit, 409, "CONFLICT", {"busy"})) << edit.describe();
+
+  ws->send_json(
+      json::object{{"type", "result"},
+                   {"requestID", request.at("requestID")},
+                   {"result", json::object{{"status", "success"}, {"output", "waited"}}}});
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto list = messages("a", sid);
+        return list.size() == 3 && text_of(list[2]) == "first turn done";
+      },
+      10s))
+      << str(messages("a", sid));
+
+  model_.push(FakeResponse::with_text("second turn on b"));
+  auto second = http_post(port("b"), "/session/" + sid + "/message", text_prompt("two"), 15s);
+  ASSERT_TRUE(IsOk(second));
+  EXPECT_EQ(text_of(second.json()), "second turn on b");
+  // Node b's model request carried node a's turn: the question, the call and its result.
+  auto sent = model_.wait_for_request(2, 1s);
+  ASSERT_TRUE(sent);
+  EXPECT_TRUE(contains(sent->body, "waited")) << sent->body;
+  EXPECT_TRUE(contains(sent->body, "first turn done")) << sent->body;
+}
+
+// kill -9 of the node running a turn that waits for its client: another node takes the turn over
+// from the store within the lease and a round; the client, reconnecting to that node, gets the
+// same request, and its answer ends the turn there as if nothing had happened.
+TEST_F(ClusterTest, AKilledNodesWaitingTurnIsTakenOverAndEndsWithTheClientsResult) {
+  start_node("a");
+  start_node("b");
+  wait_members("b", 2);
+  std::string sid = create_session("a");
+  std::string request_id;
+  {
+    auto ws = std::make_unique<WsClient>(port("a"), "/client-tools/ws/c1");
+    ws->send_json(json::object{
+        {"type", "register"}, {"sessionID", sid}, {"tools", json::array{tool_def("wait")}}});
+    ASSERT_TRUE(ws->next_message_of_type("registered", 5s));
+    model_.push(
+        FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{{"text", "x"}}));
+    model_.push(FakeResponse::with_text("finished on b"));
+    auto started = http_post(port("a"), "/session/" + sid + "/prompt_async", text_prompt("go"));
+    ASSERT_EQ(started.status, 204u) << started.describe();
+    json::object request = next_ws_request(*ws);
+    request_id = string_at(json::value(request), "/requestID");
+    // Stored as waiting before the kill (listing stores what waits first).
+    messages("a", sid);
+    nodes_["a"].server->send_signal(SIGKILL);
+    ASSERT_TRUE(nodes_["a"].server->wait_exit(5s));
+  }
+  auto killed = Clock::now();
+  nodes_["a"].server.reset();
+
+  auto ws = std::make_unique<WsClient>(port("b"), "/client-tools/ws/c1");
+  json::object again = next_ws_request(*ws, 10s);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed);
+  EXPECT_LT(took.count(), 5000) << "the takeover took " << took.count() << " ms";
+  EXPECT_EQ(string_at(json::value(again), "/requestID"), request_id) << str(again);
+  EXPECT_EQ(string_at(json::value(again), "/callID"), "call_w") << str(again);
+  ws->send_json(
+      json::object{{"type", "result"},
+                   {"requestID", request_id},
+                   {"result", json::object{{"status", "success"}, {"output", "from c1"}}}});
+  json::array list;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        list = messages("b", sid);
+        return list.size() == 3 && text_of(list[2]) == "finished on b";
+      },
+      10s))
+      << str(list);
+  auto sent = model_.wait_for_request(1, 1s);
+  ASSERT_TRUE(sent);
+  EXPECT_TRUE(contains(sent->body, "from c1")) << sent->body;
+  EXPECT_TRUE(http_get(port("b"), "/session/status").json().as_object().empty());
+}
+
+// Redis goes away under a node: /health answers 503 naming redis, while sessions and turns (the
+// store's) are served; when Redis is back the node is in the cluster again by itself.
+TEST_F(ClusterTest, ARedisOutageIs503OnHealthNamingItAndTheNodeKeepsServing) {
+  OwnService redis("redis");
+  start_node("a", redis.url());
+  wait_members("a", 1);
+  std::string sid = create_session("a");
+  redis.run("down");
+  json::value health;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto res = http_get(port("a"), "/health");
+        health = res.json();
+        return res.status == 503;
+      },
+      10s))
+      << str(health);
+  EXPECT_TRUE(contains(string_at(health, "/cluster/error"), "redis")) << str(health);
+  EXPECT_EQ(find(health, "/storage/ok")->as_bool(), true) << str(health);
+  model_.push(FakeResponse::with_text("still served"));
+  auto reply = http_post(port("a"), "/session/" + sid + "/message", text_prompt("hi"), 15s);
+  ASSERT_TRUE(IsOk(reply));
+  EXPECT_EQ(text_of(reply.json()), "still served");
+
+  redis.run("up");
+  json::value back = wait_members("a", 1, 10s);
+  EXPECT_EQ(find(back, "/cluster/ok") ? find(back, "/cluster/ok")->as_bool() : false, true)
+      << str(back);
+}
+
+// Two nodes may not share a node ID (the second refuses to start, naming it), and a cluster
+// needs the PostgreSQL store: a node on SQLite refuses to start, saying so.
+TEST_F(ClusterTest, ANodeIdInUseOrAClusterWithoutPostgresStopsStartUpSayingWhy) {
+  start_node("a");
+  try {
+    Node& twin = nodes_["twin"];
+    twin.data.emplace("switchboard-node-twin");
+    ServerProcess::Options options;
+    options.config = node_config("a");
+    options.data_dir = twin.data->path();
+    options.env = {"SWITCHBOARD_DATABASE_URL=" + store_url_};
+    options.startup_timeout = 5s;
+    ServerProcess second(std::move(options));
+    ADD_FAILURE() << "a second node with ID a started";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(contains(e.what(), "node ID \"a\"")) << e.what();
+  }
+  nodes_.erase("twin");
+
+  RunOptions options;
+  options.config_text = R"({"cluster": {"redis": ")" + redis_url_ + R"("}})";
+  RunResult run = run_switchboard(options);
+  ASSERT_TRUE(run.status.has_value()) << "the server started; stderr:\n" << run.stderr_text;
+  EXPECT_TRUE(run.status->exited && run.status->code == 1) << run.status->describe();
+  EXPECT_TRUE(contains(run.stderr_text, "storage.type")) << run.stderr_text;
+}
+
+}  // namespace
+}  // namespace sb::test
