@@ -180,8 +180,15 @@ TEST_F(ClusterTest, ASessionsTurnRunsOnOneNodeAtATime) {
 
   auto busy = http_post(port("b"), "/session/" + sid + "/message", text_prompt("two"), 15s);
   EXPECT_TRUE(IsError(busy, 409, "CONFLICT", {"busy", "another node"}));
-  auto listed = messages("b", sid);
-  ASSERT_FALSE(listed.empty());
+  // Node a stores the turn's messages within its write delay (50 ms): another node reads what
+  // is stored.
+  json::array listed;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        listed = messages("b", sid);
+        return !listed.empty();
+      },
+      5s));
   std::string first_message = string_at(listed[0], "/info/id");
   auto edit = http_request(port("b"), "DELETE", "/session/" + sid + "/message/" + first_message);
   EXPECT_TRUE(IsError(edit, 409, "CONFLICT", {"busy"})) << edit.describe();
