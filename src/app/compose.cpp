@@ -87,7 +87,8 @@ Result<std::shared_ptr<store::Database>> open_store(const config::StorageOptions
     pg.url = options.url;
     pg.connect_timeout = std::chrono::duration_cast<std::chrono::seconds>(options.connect_timeout);
     pg.statement_timeout = options.statement_timeout;
-    pg.node_id = cluster.node_id;
+    // Shared with other nodes only in a cluster: a node ID alone (no Redis) keeps the store ours.
+    if (cluster.enabled()) pg.node_id = cluster.node_id;
     auto db = store::PostgresDatabase::open(std::move(pg));
     if (!db) return db.error();
     database = std::move(*db);

@@ -57,7 +57,7 @@ Result<Recovered> SessionService::recover() {
 }
 
 Result<Recovered> SessionService::take_over() {
-  if (!deps_.store->shared()) return Recovered{};
+  if (!deps_.store->shared() || shutting_down_) return Recovered{};
   for (const auto& session_id : deps_.store->lost_claims()) {
     if (!running(session_id)) continue;
     log::warn("session ", session_id,
@@ -75,6 +75,16 @@ Result<Recovered> SessionService::recover_turns(const std::string& reason) {
   if (!waits) return waits.error();
   // On a shared store, the sessions whose claim no node holds: those of nodes that stopped.
   std::optional<std::set<std::string>> mine;
+  // Claims of sessions whose turn does not go on here are given back (on every way out).
+  struct GiveBack {
+    SessionStore& store;
+    std::optional<std::set<std::string>>& sessions;
+    ~GiveBack() {
+      if (sessions)
+        for (const auto& id : *sessions)
+          store.release(id);
+    }
+  } give_back{*deps_.store, mine};
   if (deps_.store->shared()) {
     mine.emplace();
     std::set<std::string> candidates;
@@ -93,16 +103,6 @@ Result<Recovered> SessionService::recover_turns(const std::string& reason) {
                   [&](const MessageWithParts& m) { return !mine->count(m.info.session_id); });
     std::erase_if(*waits, [&](const Wait& w) { return !mine->count(w.session_id); });
   }
-  // Claims of sessions whose turn does not go on here are given back (on every way out).
-  struct GiveBack {
-    SessionStore& store;
-    std::optional<std::set<std::string>>& sessions;
-    ~GiveBack() {
-      if (sessions)
-        for (const auto& id : *sessions)
-          store.release(id);
-    }
-  } give_back{*deps_.store, mine};
   struct Resumable {
     std::shared_ptr<Turn> turn;
     ResolvedPrompt prompt;
@@ -302,7 +302,11 @@ Result<std::shared_ptr<Turn>> SessionService::begin_turn(
 }
 
 void SessionService::end_turn(const std::string& session_id) {
+  auto it = turns_.find(session_id);
+  bool disowned = it != turns_.end() && it->second->disowned;
   turns_.erase(session_id);
+  // Another node runs this session now: its status is that node's to tell.
+  if (disowned) return;
   // Its end is stored (the turn waited for it): another node may run the next turn, after which
   // what this node keeps of the conversation would be old.
   deps_.store->release(session_id);

@@ -225,8 +225,11 @@ Result<void> PostgresDatabase::connect() {
   if (auto r = one("SELECT set_config('statement_timeout', '" +
                    std::to_string(options_.statement_timeout.count()) +
                    "ms', false) WHERE current_setting('statement_timeout') = '0'");
-      !r)
+      !r) {
+    PQfinish(conn_);
+    conn_ = nullptr;
     return r.error();
+  }
   // One server (or one cluster) per database and schema, one node per node ID (see the header);
   // held while the connection lives.
   auto refuse = [&](std::string why) -> Result<void> {
@@ -234,10 +237,16 @@ Result<void> PostgresDatabase::connect() {
     conn_ = nullptr;
     return make_error(ErrorCode::Conflict, "postgres: " + why);
   };
+  // A connection whose set-up failed half-way holds none of its locks: never used as it is.
+  auto drop = [&](Error e) -> Result<void> {
+    PQfinish(conn_);
+    conn_ = nullptr;
+    return e;
+  };
   bool clustered = !options_.node_id.empty();
   auto store =
       lock_call(clustered ? "pg_try_advisory_lock_shared" : "pg_try_advisory_lock", "store");
-  if (!store) return store.error();
+  if (!store) return drop(store.error());
   if (!*store)
     return refuse(clustered ? "the store (this database and schema) is in use by a Switchboard "
                               "server that is not a node of a cluster"
@@ -245,7 +254,7 @@ Result<void> PostgresDatabase::connect() {
                               "Switchboard server");
   if (clustered) {
     auto node = lock_call("pg_try_advisory_lock", "node:" + options_.node_id);
-    if (!node) return node.error();
+    if (!node) return drop(node.error());
     if (!*node)
       return refuse("another node of this store's cluster has the node ID \"" + options_.node_id +
                     "\"; give each node its own cluster.nodeID");
@@ -253,7 +262,7 @@ Result<void> PostgresDatabase::connect() {
   // What this connection held before it broke; another server may have taken some meanwhile.
   for (auto it = locks_.begin(); it != locks_.end();) {
     auto again = lock_call("pg_try_advisory_lock", *it);
-    if (!again) return again.error();
+    if (!again) return drop(again.error());
     if (*again) {
       ++it;
       continue;

@@ -9,7 +9,9 @@
 #include <libpq-fe.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
+#include <thread>
 
 #include "test_postgres.hpp"
 
@@ -278,6 +280,17 @@ std::unique_ptr<PostgresDatabase> open_node(const std::string& url, const std::s
   return db ? std::move(*db) : nullptr;
 }
 
+// `done` within 5 s (a closed connection's server process, and so its locks, ends a moment
+// after the close).
+bool eventually(const std::function<bool()>& done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 // try_lock() as a node calls it (holding the mutex): whether the lock is this connection's now.
 bool lock(Database& db, const std::string& name) {
   std::lock_guard guard(db.mutex());
@@ -304,7 +317,12 @@ TEST(Postgres, NodesOfAClusterShareTheStoreAndExcludeASingleServerAndTwinIds) {
   EXPECT_EQ(single.error().code, ErrorCode::Conflict);
   a.reset();
   b.reset();
-  auto alone = open_ok(*url);
+  std::unique_ptr<PostgresDatabase> alone;
+  EXPECT_TRUE(eventually([&] {
+    auto db = PostgresDatabase::open({.url = *url});
+    if (db) alone = std::move(*db);
+    return alone != nullptr;
+  }));
   ASSERT_TRUE(alone);
   auto node = PostgresDatabase::open({.url = *url, .node_id = "c"});
   ASSERT_FALSE(node);
@@ -329,9 +347,10 @@ TEST(Postgres, ANamedLockIsOneNodesAtATimeAndGoesWithItsConnection) {
   }
   EXPECT_TRUE(lock(*b, "session:s1"));
   EXPECT_FALSE(lock(*a, "session:s1"));
-  // b's connection ends: what it held is free.
+  // b's connection ends: what it held is free (once its server process has ended, which
+  // follows the close by a moment).
   b.reset();
-  EXPECT_TRUE(lock(*a, "session:s1"));
+  EXPECT_TRUE(eventually([&] { return lock(*a, "session:s1"); }));
   EXPECT_TRUE(lock(*a, "session:s2"));
 }
 
@@ -345,7 +364,8 @@ TEST(Postgres, LocksAreTakenAgainAfterAReconnectAndOneTakenMeanwhileIsReportedLo
   ASSERT_TRUE(lock(*a, "session:kept"));
   ASSERT_TRUE(lock(*a, "session:taken"));
   terminate_backend_of(*a);
-  EXPECT_TRUE(lock(*b, "session:taken"));
+  // Free once a's server process has ended (pg_terminate_backend does not wait for it).
+  EXPECT_TRUE(eventually([&] { return lock(*b, "session:taken"); }));
   EXPECT_FALSE(a->run("SELECT 1"));  // the broken connection's statement
   ASSERT_TRUE(a->run("SELECT 1"));   // connected again
   EXPECT_EQ(a->take_lost_locks(), std::vector<std::string>{"session:taken"});
