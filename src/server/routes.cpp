@@ -139,9 +139,9 @@ namespace {
 
 // ---- handlers -------------------------------------------------------------------------------
 
-// Whether the store answers a statement (and, on a node of a cluster, whether Redis answers),
-// and with what when one does not: what a load balancer needs to take a node out while its
-// PostgreSQL or Redis is away (503).
+// Whether the store answers a statement, and with what when it does not: what a load balancer
+// needs to take a node out while its PostgreSQL is away (503). A node of a cluster also says
+// whether Redis answers (in the body only).
 asio::awaitable<Reply> health(Call& c) {
   json::object storage;
   Result<void> answered;
@@ -166,7 +166,8 @@ asio::awaitable<Reply> health(Call& c) {
                          {"nodes", std::move(nodes)}};
     if (status.error) cluster["error"] = *status.error;
     body["cluster"] = std::move(cluster);
-    healthy = healthy && status.ok;
+    // Not part of `healthy`: without Redis a node still serves sessions and turns (the store's),
+    // and a Redis outage would otherwise take every node out of its load balancer at once.
   }
   body["healthy"] = healthy;
   co_return json_response(healthy ? http::status::ok : http::status::service_unavailable, body,
