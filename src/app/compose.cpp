@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
@@ -141,6 +143,19 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
     char host[256] = {};
     if (gethostname(host, sizeof host - 1) != 0 || !*host) std::strcpy(host, "node");
     config.cluster.node_id = std::string(host) + "-" + std::to_string(getpid());
+  }
+  // The ID names Redis keys and the node's Redis connection, and heads its relayed events (up to
+  // a newline): a character Redis refuses there would fail only later, and obscurely.
+  if (config.cluster.enabled()) {
+    const auto& id = config.cluster.node_id;
+    bool plain = !id.empty() && id.size() <= 128 && std::all_of(id.begin(), id.end(), [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-' ||
+             ch == ':';
+    });
+    if (!plain)
+      return make_error(ErrorCode::InvalidRequest,
+                        "configuration error: cluster.nodeID (or SWITCHBOARD_NODE_ID) \"" + id +
+                            "\" must be 1 to 128 letters, digits, '.', '_', '-' or ':'");
   }
   auto database = open_store(config.storage, config.cluster, paths.data_dir, *state, out.notes);
   if (!database) return database.error();
@@ -305,16 +320,22 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
     auto made = cluster::Node::create(io.get_executor(), std::move(node), state->bus);
     if (!made) return made.error();
     state->cluster = std::move(*made);
-    state->cluster->start([weak = std::weak_ptr<session::SessionService>(state->sessions)] {
-      auto sessions = weak.lock();
-      if (!sessions) return;
-      auto taken = sessions->take_over();
-      if (!taken)
-        log::warn("cluster: taking turns over failed: ", taken.error().message);
-      else if (taken->failed || taken->resumed)
-        log::info("cluster: took over the turns of a node that went away: ", taken->resumed,
-                  " go on here, ", taken->failed, " were marked as failed");
-    });
+    state->cluster->start(
+        [weak = std::weak_ptr<session::SessionService>(state->sessions)](bool take_over) {
+          auto sessions = weak.lock();
+          if (!sessions) return;
+          if (!take_over) {
+            // A store that does not answer is logged by the store (once per try to connect).
+            (void)sessions->check_claims();
+            return;
+          }
+          auto taken = sessions->take_over();
+          if (!taken)
+            log::warn("cluster: taking turns over failed: ", taken.error().message);
+          else if (taken->failed || taken->resumed)
+            log::info("cluster: took over the turns of a node that went away: ", taken->resumed,
+                      " go on here, ", taken->failed, " were marked as failed");
+        });
     out.notes.push_back("cluster: node " + config.cluster.node_id + ", redis at " +
                         config::redact_url(config.cluster.redis));
   }

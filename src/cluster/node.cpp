@@ -41,10 +41,12 @@ Result<std::shared_ptr<Node>> Node::create(asio::any_io_executor executor, NodeO
   // A command waits at most a third of the lease: a round of the lease loop then ends (failed)
   // before the lease does, and the next round may still renew it in time.
   redis.command_timeout = std::max(std::chrono::milliseconds(300), options.lease / 3);
-  auto client = RedisClient::create(executor, redis);
-  if (!client) return client.error();
+  auto lease = RedisClient::create(executor, redis);
+  if (!lease) return lease.error();
+  auto relay = RedisClient::create(executor, redis);
+  if (!relay) return relay.error();
   auto node = std::shared_ptr<Node>(
-      new Node(executor, std::move(options), std::move(bus), std::move(*client)));
+      new Node(executor, std::move(options), std::move(bus), std::move(*lease), std::move(*relay)));
   auto subscriber = RedisSubscriber::create(
       executor, redis,
       [weak = std::weak_ptr<Node>(node)](std::string_view channel, std::string_view payload) {
@@ -59,24 +61,42 @@ Result<std::shared_ptr<Node>> Node::create(asio::any_io_executor executor, NodeO
 }
 
 Node::Node(asio::any_io_executor executor, NodeOptions options, std::shared_ptr<bus::EventBus> bus,
-           std::shared_ptr<RedisClient> redis)
+           std::shared_ptr<RedisClient> lease, std::shared_ptr<RedisClient> relay)
     : executor_(executor),
       options_(std::move(options)),
       bus_(std::move(bus)),
-      redis_(std::move(redis)),
+      lease_redis_(std::move(lease)),
+      relay_redis_(std::move(relay)),
       timer_(executor) {
   json::object value{{"id", options_.node_id}, {"started", now_ms()}, {"pid", ::getpid()}};
   member_value_ = json::serialize(value);
 }
 
-void Node::start(std::function<void()> take_over) {
-  take_over_ = std::move(take_over);
+void Node::start(std::function<void(bool)> each_round) {
+  each_round_ = std::move(each_round);
   subscriber_->subscribe(key("events"));
   subscriber_->start();
   subscription_ = bus_->subscribe([weak = weak_from_this()](const bus::EventPtr& event) {
     if (auto self = weak.lock()) self->relay(event);
   });
-  asio::co_spawn(executor_, run_lease(), asio::detached);
+  spawn_lease();
+}
+
+void Node::spawn_lease() {
+  // A loop that ended by an exception would leave the node looking gone while it serves: it is
+  // logged and started again.
+  asio::co_spawn(executor_, run_lease(), [weak = weak_from_this()](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      log::error("cluster: the lease loop failed: ", ex.what(), "; started again");
+    } catch (...) {
+      log::error("cluster: the lease loop failed; started again");
+    }
+    auto self = weak.lock();
+    if (self && !self->stopping_) self->spawn_lease();
+  });
 }
 
 asio::awaitable<void> Node::stop() {
@@ -87,11 +107,12 @@ asio::awaitable<void> Node::stop() {
   subscriber_->close();
   // Gone at once for the others (they take its turns over without waiting for the lease).
   std::vector<std::string> del{"DEL", key("node:" + options_.node_id)};
-  auto gone = co_await redis_->command(std::move(del));
+  auto gone = co_await lease_redis_->command(std::move(del));
   if (auto why = failed(gone)) log::warn("cluster: could not give the lease up: ", *why);
   std::vector<std::string> srem{"SREM", key("nodes"), options_.node_id};
-  (void)co_await redis_->command(std::move(srem));
-  redis_->close();
+  (void)co_await lease_redis_->command(std::move(srem));
+  lease_redis_->close();
+  relay_redis_->close();
 }
 
 asio::awaitable<void> Node::run_lease() {
@@ -99,7 +120,7 @@ asio::awaitable<void> Node::run_lease() {
   while (!stopping_) {
     co_await renew_and_look();
     if (stopping_) break;
-    if (take_over_ && std::chrono::steady_clock::now() < take_over_until_) take_over_();
+    if (each_round_) each_round_(std::chrono::steady_clock::now() < take_over_until_);
     timer_.expires_after(options_.lease / 3);
     co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
   }
@@ -115,13 +136,13 @@ asio::awaitable<bool> Node::renew_and_look() {
   };
   std::vector<std::string> set{"SET", key("node:" + options_.node_id), member_value_, "PX",
                                std::to_string(options_.lease.count())};
-  auto renewed = co_await redis_->command(std::move(set));
+  auto renewed = co_await lease_redis_->command(std::move(set));
   if (auto why = failed(renewed)) co_return fail(*why);
   std::vector<std::string> sadd{"SADD", key("nodes"), options_.node_id};
-  auto added = co_await redis_->command(std::move(sadd));
+  auto added = co_await lease_redis_->command(std::move(sadd));
   if (auto why = failed(added)) co_return fail(*why);
   std::vector<std::string> smembers{"SMEMBERS", key("nodes")};
-  auto members = co_await redis_->command(std::move(smembers));
+  auto members = co_await lease_redis_->command(std::move(smembers));
   if (auto why = failed(members)) co_return fail(*why);
   std::vector<std::string> ids;
   std::vector<std::string> keys{"MGET"};
@@ -129,7 +150,7 @@ asio::awaitable<bool> Node::renew_and_look() {
     ids.push_back(m.str);
     keys.push_back(key("node:" + m.str));
   }
-  auto leases = co_await redis_->command(std::move(keys));
+  auto leases = co_await lease_redis_->command(std::move(keys));
   if (auto why = failed(leases)) co_return fail(*why);
   if (leases->elements.size() != ids.size()) co_return fail("redis: MGET answered a wrong count");
   std::set<std::string> live;
@@ -146,7 +167,7 @@ asio::awaitable<bool> Node::renew_and_look() {
   for (const auto& id : gone) {
     if (id == options_.node_id) continue;
     std::vector<std::string> srem{"SREM", key("nodes"), id};
-    if (auto removed = co_await redis_->command(std::move(srem)); failed(removed))
+    if (auto removed = co_await lease_redis_->command(std::move(srem)); failed(removed))
       co_return fail(*failed(removed));
   }
   nodes_ = std::move(live);
@@ -181,7 +202,7 @@ void Node::relay(const bus::EventPtr& event) {
       executor_,
       [self = shared_from_this(), payload = std::move(payload)]() mutable -> asio::awaitable<void> {
         std::vector<std::string> publish{"PUBLISH", self->key("events"), std::move(payload)};
-        auto sent = co_await self->redis_->command(std::move(publish));
+        auto sent = co_await self->relay_redis_->command(std::move(publish));
         --self->in_flight_;
         if (failed(sent)) ++self->dropped_;
       },

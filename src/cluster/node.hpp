@@ -5,7 +5,7 @@
 // - Membership. The node keeps a key `<prefix>node:<id>` alive with a lease (SET PX, renewed
 //   every lease/3) and its id in the set `<prefix>nodes`. Every lease/3 it reads which members'
 //   keys are gone: such a node stopped (or lost Redis for a whole lease). Whoever sees it first
-//   removes it from the set; every node then calls `take_over`, which takes over the turns that
+//   removes it from the set; every node then has `each_round(true)` take over the turns that
 //   node left (session::SessionService::take_over(); which node gets which turn is decided by
 //   the store's claims, not here). The gone node's connection to the store may hold its claims
 //   a while longer (a machine that vanished is noticed by TCP keepalives), so the call is
@@ -16,6 +16,9 @@
 //   (bus::EventBus::publish_from), so an /event stream on any node sees every node's events.
 //   Redis's pub/sub keeps each node's order; an event published while Redis is away is lost for
 //   the other nodes (at most kMaxInFlight waiting are kept; the rest are counted and dropped).
+//
+// The lease has a connection of its own: a burst of events waiting to be published cannot hold a
+// renewal up past the lease (the node would look gone).
 //
 // Not thread-safe: the server's executor only, as the bus. Every Redis command has the client's
 // timeout; stop() ends the loops and gives the node's key up.
@@ -62,9 +65,10 @@ class Node : public std::enable_shared_from_this<Node> {
   static Result<std::shared_ptr<Node>> create(boost::asio::any_io_executor executor,
                                               NodeOptions options,
                                               std::shared_ptr<bus::EventBus> bus);
-  // Starts the lease, the membership reads and the relay of events. `take_over` is called on the
-  // executor when a node went away (above).
-  void start(std::function<void()> take_over);
+  // Starts the lease, the membership reads and the relay of events. `each_round` is called on
+  // the executor after every round of the lease (every lease/3, whether Redis answered or not),
+  // with true while turns of a node that went away are to be taken over (above).
+  void start(std::function<void(bool take_over)> each_round);
   // Ends the loops, gives the lease up (a short wait for Redis at most), closes the connections.
   boost::asio::awaitable<void> stop();
 
@@ -75,7 +79,9 @@ class Node : public std::enable_shared_from_this<Node> {
 
  private:
   Node(boost::asio::any_io_executor executor, NodeOptions options,
-       std::shared_ptr<bus::EventBus> bus, std::shared_ptr<RedisClient> redis);
+       std::shared_ptr<bus::EventBus> bus, std::shared_ptr<RedisClient> lease,
+       std::shared_ptr<RedisClient> relay);
+  void spawn_lease();
   std::string key(std::string_view name) const { return options_.key_prefix + std::string(name); }
   boost::asio::awaitable<void> run_lease();
   // One round: renews the lease, reads the members, removes the gone ones. False on a failure.
@@ -87,11 +93,12 @@ class Node : public std::enable_shared_from_this<Node> {
   boost::asio::any_io_executor executor_;
   NodeOptions options_;
   std::shared_ptr<bus::EventBus> bus_;
-  std::shared_ptr<RedisClient> redis_;
+  std::shared_ptr<RedisClient> lease_redis_;
+  std::shared_ptr<RedisClient> relay_redis_;
   std::shared_ptr<RedisSubscriber> subscriber_;
   bus::Subscription subscription_;
   boost::asio::steady_timer timer_;
-  std::function<void()> take_over_;
+  std::function<void(bool)> each_round_;
   std::chrono::steady_clock::time_point take_over_until_{};
   std::string member_value_;  // what the node's key holds: its id and start time
   bool stopping_ = false;

@@ -403,7 +403,7 @@ std::vector<Route> session_routes() {
        {.id = "session.delete",
         .summary = "Delete a session with its messages (its turn is aborted)",
         .answer = "OkTrue",
-        .statuses = "404"}},
+        .statuses = "404 409"}},
       {http::verb::patch,
        {"session", "{sessionID}"},
        &update_session,

@@ -32,7 +32,13 @@ std::string default_title() {
 }  // namespace
 
 std::shared_ptr<SessionService> SessionService::create(ServiceDeps deps, ServiceOptions options) {
-  return std::shared_ptr<SessionService>(new SessionService(std::move(deps), std::move(options)));
+  auto service =
+      std::shared_ptr<SessionService>(new SessionService(std::move(deps), std::move(options)));
+  service->writer_->on_written([weak = service->weak_from_this()] {
+    auto self = weak.lock();
+    if (self && !self->unstored_ends_.empty()) self->release_stored_ends();
+  });
+  return service;
 }
 
 SessionService::SessionService(ServiceDeps deps, ServiceOptions options)
@@ -58,14 +64,38 @@ Result<Recovered> SessionService::recover() {
 
 Result<Recovered> SessionService::take_over() {
   if (!deps_.store->shared() || shutting_down_) return Recovered{};
+  let_go_lost_claims();
+  return recover_turns("The node running this turn stopped");
+}
+
+Result<void> SessionService::check_claims() {
+  if (!deps_.store->shared() || shutting_down_) return {};
+  auto checked = deps_.store->check_connection();
+  let_go_lost_claims();
+  return checked;
+}
+
+void SessionService::let_go_lost_claims() {
   for (const auto& session_id : deps_.store->lost_claims()) {
+    // A turn whose end waits to be stored held it: that write is refused now (the other node's).
+    unstored_ends_.erase(session_id);
     if (!running(session_id)) continue;
     log::warn("session ", session_id,
               ": another node took its turn over while this node was cut off from the store");
     turns_.at(session_id)->disowned = true;
     let_go(session_id, "another node took this session's turn over");
   }
-  return recover_turns("The node running this turn stopped");
+}
+
+void SessionService::release_stored_ends() {
+  for (auto it = unstored_ends_.begin(); it != unstored_ends_.end();) {
+    if (writer_->unstored(*it)) {
+      ++it;
+      continue;
+    }
+    deps_.store->release(*it);
+    it = unstored_ends_.erase(it);
+  }
 }
 
 Result<Recovered> SessionService::recover_turns(const std::string& reason) {
@@ -99,6 +129,12 @@ Result<Recovered> SessionService::recover_turns(const std::string& reason) {
       if (*claimed) mine->insert(session_id);
     }
     if (mine->empty()) return Recovered{};
+    // Read again now that they are claimed: what was read before may be of a turn that another
+    // node ended (and gave up its claim) in between.
+    open = deps_.store->open_messages();
+    if (!open) return open.error();
+    waits = deps_.store->waits();
+    if (!waits) return waits.error();
     std::erase_if(*open,
                   [&](const MessageWithParts& m) { return !mine->count(m.info.session_id); });
     std::erase_if(*waits, [&](const Wait& w) { return !mine->count(w.session_id); });
@@ -238,6 +274,9 @@ Result<void> SessionService::validate_client_session(const std::string& client_i
 }
 
 Result<void> SessionService::delete_session(const std::string& id) {
+  // A turn running here is aborted below; one on another node would store the session again.
+  auto hold = hold_unless_running(id);
+  if (!hold) return hold.error();
   auto s = get_session(id);
   if (!s) return s.error();
   writer_->forget_session(id);
@@ -275,18 +314,19 @@ json::object SessionService::status() const {
 
 Result<std::shared_ptr<Turn>> SessionService::begin_turn(
     const std::string& session_id, const std::function<Result<void>(const SessionInfo&)>& ready) {
+  if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
+  if (turns_.count(session_id))
+    return make_error(ErrorCode::Conflict, "Session " + session_id + " is busy with another turn");
+  // Another node's turn (a cluster's shared store); the claim goes with the turn (end_turn).
+  // Claimed before the session is read: another node's turn that ended just now has stored it.
+  auto hold = hold_idle(session_id);
+  if (!hold) return hold.error();
   auto session = get_session(session_id);
   if (!session) return session.error();
   // Refused here, not in the turn: prompt_async's caller hears it.
   if (auto rules = readable_rules(*session); !rules) return rules.error();
   auto turn = std::make_shared<Turn>();
   turn->session = std::move(*session);
-  if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
-  if (turns_.count(session_id))
-    return make_error(ErrorCode::Conflict, "Session " + session_id + " is busy with another turn");
-  // Another node's turn (a cluster's shared store); the claim goes with the turn (end_turn).
-  auto hold = hold_idle(session_id);
-  if (!hold) return hold.error();
   // Before the revert is made final: a request refused here must leave it to unrevert.
   if (ready)
     if (auto r = ready(turn->session); !r) return r.error();
@@ -308,8 +348,13 @@ void SessionService::end_turn(const std::string& session_id) {
   // Another node runs this session now: its status is that node's to tell.
   if (disowned) return;
   // Its end is stored (the turn waited for it): another node may run the next turn, after which
-  // what this node keeps of the conversation would be old.
-  deps_.store->release(session_id);
+  // what this node keeps of the conversation would be old. An end whose write failed keeps the
+  // claim until the retry stores it (release_stored_ends), or another node would run the next
+  // turn without it and the retry would then write the old turn over the new one.
+  if (deps_.store->shared() && writer_->unstored(session_id))
+    unstored_ends_.insert(session_id);
+  else
+    deps_.store->release(session_id);
   if (deps_.store->shared()) conversations_->forget(session_id);
   status_->set(session_id, json::object{{"type", "idle"}});
 }

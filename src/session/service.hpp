@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "bus/event_bus.hpp"
@@ -116,6 +117,10 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // (stopped here without storing their end; the other node has them). Call when a node went
   // away, and now and then.
   Result<Recovered> take_over();
+  // A node of a cluster, now and then (each lease round): checks the store's connection (which
+  // connects again if it broke) and lets go of turns whose claim another node took meanwhile,
+  // so that a node whose turns only wait learns of it before their next write.
+  Result<void> check_claims();
 
   const ServiceOptions& options() const { return options_; }
 
@@ -227,6 +232,12 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // Conflict while the session runs a turn, here or on another node (edits of its stored
   // messages, reverts); held, no other node's turn starts on it until the hold goes.
   Result<SessionHold> hold_idle(const std::string& session_id);
+  // The same for a change that a turn running here takes in (a title, a delete): no hold then.
+  Result<SessionHold> hold_unless_running(const std::string& session_id);
+  // Lost claims (SessionStore::lost_claims): their turns stop here, disowned.
+  void let_go_lost_claims();
+  // Gives back the claims of ended turns whose last write is stored now.
+  void release_stored_ends();
   // recover() and take_over(): the open turns of the sessions this node can claim (all of them
   // on a store of its own).
   Result<Recovered> recover_turns(const std::string& reason);
@@ -244,6 +255,9 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   std::shared_ptr<ConversationCache> conversations_;
   std::shared_ptr<Processor> processor_;
   std::map<std::string, std::shared_ptr<Turn>> turns_;
+  // Sessions whose turn ended while its last changes failed to store (a shared store): their
+  // claim is kept until the writer's retry stores them.
+  std::set<std::string> unstored_ends_;
   bool shutting_down_ = false;
 };
 

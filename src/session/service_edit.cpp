@@ -35,6 +35,17 @@ std::string fork_title(const std::string& title) {
 Result<SessionHold> SessionService::hold_idle(const std::string& session_id) {
   if (running(session_id))
     return make_error(ErrorCode::Conflict, "Session " + session_id + " is busy with a turn");
+  return hold_unless_running(session_id);
+}
+
+Result<SessionHold> SessionService::hold_unless_running(const std::string& session_id) {
+  // This node's turn holds the claim: a hold would give it back when it goes.
+  if (running(session_id)) return SessionHold();
+  if (unstored_ends_.count(session_id))
+    return make_error(ErrorCode::Unavailable,
+                      "Session " + session_id +
+                          ": the end of its last turn is not stored yet (the store failed); try "
+                          "again when it is");
   auto claimed = deps_.store->claim(session_id);
   if (!claimed) return claimed.error();
   if (!*claimed)
@@ -54,6 +65,9 @@ Result<MessageWithParts> SessionService::stored_message(const std::string& sessi
 }
 
 Result<SessionInfo> SessionService::update_session(const std::string& id, SessionUpdate update) {
+  // A turn running here takes the change (below); one on another node would store its own copy.
+  auto hold = hold_unless_running(id);
+  if (!hold) return hold.error();
   auto s = get_session(id);
   if (!s) return s.error();
   if (update.title) s->title = std::move(*update.title);
@@ -176,13 +190,14 @@ Result<void> SessionService::delete_message(const std::string& session_id,
 Result<void> SessionService::delete_part(const std::string& session_id,
                                          const std::string& message_id,
                                          const std::string& part_id) {
+  // Held before the message is read: it is written back whole.
+  auto idle = hold_idle(session_id);
+  if (!idle) return idle.error();
   auto m = stored_message(session_id, message_id);
   if (!m) return m.error();
   auto it = std::find_if(m->parts.begin(), m->parts.end(),
                          [&](const Part& p) { return p.id == part_id; });
   if (it == m->parts.end()) return make_error(ErrorCode::NotFound, "Part not found: " + part_id);
-  auto idle = hold_idle(session_id);
-  if (!idle) return idle.error();
   m->parts.erase(it);
   if (auto r = deps_.store->put_message(*m); !r) return r.error();
   conversations_->forget(session_id);
@@ -193,13 +208,14 @@ Result<void> SessionService::delete_part(const std::string& session_id,
 }
 
 Result<Part> SessionService::update_part(Part part) {
+  // Held before the message is read: it is written back whole.
+  auto idle = hold_idle(part.session_id);
+  if (!idle) return idle.error();
   auto m = stored_message(part.session_id, part.message_id);
   if (!m) return m.error();
   auto it = std::find_if(m->parts.begin(), m->parts.end(),
                          [&](const Part& p) { return p.id == part.id; });
   if (it == m->parts.end()) return make_error(ErrorCode::NotFound, "Part not found: " + part.id);
-  auto idle = hold_idle(part.session_id);
-  if (!idle) return idle.error();
   *it = part;
   if (auto r = deps_.store->put_message(*m); !r) return r.error();
   conversations_->forget(part.session_id);

@@ -363,6 +363,13 @@ std::vector<std::string> SessionStore::lost_claims() {
   return out;
 }
 
+Result<void> SessionStore::check_connection() {
+  std::lock_guard lock(db_->mutex());
+  auto r = db_->run("SELECT 1");
+  if (!r && r.error().code == ErrorCode::Unavailable) r = db_->run("SELECT 1");
+  return r;
+}
+
 Result<void> SessionStore::put_session(const SessionInfo& s) {
   std::lock_guard lock(db_->mutex());
   auto r = put_session_locked(s);
@@ -515,6 +522,13 @@ Result<void> SessionStore::write(std::span<const StoreChanges* const> batch) {
   std::lock_guard lock(db_->mutex());
   store::Database::Transaction tx(*db_);
   if (!tx.begun()) return tx.begun().error();
+  // After BEGIN, which connects again if the connection had broken (and finds the claims it lost).
+  if (shared_)
+    for (const StoreChanges* changes : batch)
+      if (!changes->claimed_session.empty() && !db_->holds(claim_name(changes->claimed_session)))
+        return make_error(ErrorCode::Conflict, "session " + changes->claimed_session +
+                                                   ": this node no longer holds its claim "
+                                                   "(another node took its turn over)");
   for (const StoreChanges* changes : batch) {
     if (changes->session)
       if (auto r = put_session_locked(*changes->session); !r) return r.error();

@@ -82,6 +82,10 @@ struct StoreChanges {
   // between two writes is in both, and ends up not stored).
   std::vector<Wait> waits;
   std::vector<std::string> waits_ended;
+  // A turn's changes: the session whose claim the turn holds. On a shared store they are refused
+  // (Conflict, nothing stored) when this node no longer holds it, as after a reconnect to the
+  // store while another node took the session over.
+  std::string claimed_session;
   void add(const MessageWithParts& m) { messages.push_back(MessageRow::of(m)); }
   bool empty() const {
     return !session && messages.empty() && files.empty() && waits.empty() && waits_ended.empty();
@@ -110,6 +114,10 @@ class SessionStore {
   // Sessions whose claim was lost with the store's connection and taken by another node meanwhile:
   // their turns are no longer this node's. Emptied by the call.
   std::vector<std::string> lost_claims();
+  // Runs a statement, and again when the connection had broken (the second connects anew): a
+  // node whose turns only wait sends nothing else, and would not learn of claims it lost until
+  // its next write. Read lost_claims() after it.
+  Result<void> check_connection();
 
   Result<void> put_session(const SessionInfo& s);  // insert or replace
   Result<std::optional<SessionInfo>> get_session(const std::string& id);

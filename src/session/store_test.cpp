@@ -6,8 +6,10 @@
 
 #include <sys/resource.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <thread>
 
 #include "clienttool/wire.hpp"
 #include "store/postgres.hpp"
@@ -741,6 +743,83 @@ TEST(SessionStorePostgres, ANewerSchemaIsRefusedAndAnOlderOneIsCompleted) {
   ASSERT_FALSE(store);
   EXPECT_NE(store.error().message.find("newer Switchboard"), std::string::npos)
       << store.error().message;
+}
+
+// Two nodes of a cluster on one store. Node a's connection breaks (a PostgreSQL restart) while its
+// turn holds session s; node b claims s meanwhile. a's next write of that turn is refused
+// (nothing of it stored over b's), a learns the claim is lost, and its turn on a session it still
+// holds is stored as before.
+TEST(SessionStorePostgres, ATurnsWriteIsRefusedOnceAnotherNodeTookItsClaim) {
+  if (!test::storage_is_postgres()) GTEST_SKIP() << "about the PostgreSQL store";
+  auto url = test::postgres_schema_url(test::schema_name_for(test_name()), true);
+  auto open_node = [&](const std::string& id) -> std::shared_ptr<store::Database> {
+    auto db = store::PostgresDatabase::open({.url = url, .node_id = id});
+    EXPECT_TRUE(db) << db.error().message;
+    return db ? std::shared_ptr<store::Database>(std::move(*db)) : nullptr;
+  };
+  auto a_db = open_node("a");
+  auto b_db = open_node("b");
+  ASSERT_TRUE(a_db && b_db);
+  auto a = SessionStore::open(a_db);
+  auto b = SessionStore::open(b_db);
+  ASSERT_TRUE(a && b);
+  (*a)->set_shared(true);
+  (*b)->set_shared(true);
+  auto s = make_session("s", 1), kept = make_session("kept", 2);
+  ASSERT_TRUE((*a)->put_session(s));
+  ASSERT_TRUE((*a)->put_session(kept));
+  ASSERT_TRUE(*(*a)->claim(s.id));
+  ASSERT_TRUE(*(*a)->claim(kept.id));
+  EXPECT_FALSE(*(*b)->claim(s.id));
+
+  std::string pid;
+  {
+    std::lock_guard lock(a_db->mutex());
+    auto st = a_db->prepare("SELECT pg_backend_pid()");
+    ASSERT_TRUE(st && *st->step());
+    pid = std::to_string(st->integer(0));
+  }
+  test::postgres_query(*test::test_postgres_url(), "SELECT pg_terminate_backend(" + pid + ")");
+  // Free once a's server process has ended (pg_terminate_backend does not wait for it).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool taken = false;
+  while (!(taken = *(*b)->claim(s.id)) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(taken);
+  auto b_turn = make_assistant(s);
+  StoreChanges of_b;
+  of_b.claimed_session = s.id;
+  of_b.add({b_turn, {}});
+  ASSERT_TRUE((*b)->write(of_b));
+
+  auto a_turn = make_assistant(s);
+  StoreChanges late;
+  late.claimed_session = s.id;
+  auto renamed = s;
+  renamed.title = "a's late copy";
+  late.session = renamed;
+  late.add({a_turn, {}});
+  // The first statement finds the broken connection; the write after it connects again.
+  auto first = (*a)->write(late);
+  ASSERT_FALSE(first);
+  EXPECT_EQ(first.error().code, ErrorCode::Unavailable) << first.error().message;
+  auto refused = (*a)->write(late);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::Conflict) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("no longer holds"), std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ((*a)->lost_claims(), std::vector<std::string>{s.id});
+  EXPECT_TRUE((*a)->lost_claims().empty());
+  EXPECT_EQ((*b)->get_session(s.id)->value().title, "s");
+  EXPECT_FALSE(*(*b)->get_message(s.id, a_turn.id));
+  EXPECT_TRUE(*(*b)->get_message(s.id, b_turn.id));
+
+  StoreChanges still_mine;
+  still_mine.claimed_session = kept.id;
+  auto kept_turn = make_assistant(kept);
+  still_mine.add({kept_turn, {}});
+  EXPECT_TRUE((*a)->write(still_mine));
+  EXPECT_FALSE(*(*b)->claim(kept.id));  // a took it again when it connected again
 }
 
 // What stock SQLite finds in a copy of the store's files taken while the store has them open:

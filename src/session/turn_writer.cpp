@@ -22,6 +22,10 @@ constexpr std::chrono::milliseconds kWriteDelay{50};
 // made when the server stores something anyway.
 constexpr int kMaxWriteFailures = 64;
 constexpr std::uint64_t kEveryWrite = std::numeric_limits<std::uint64_t>::max();
+// A write that failed is tried again after this long when nothing else is stored sooner: a
+// turn's last changes must not wait for traffic that may never come (and on a shared store its
+// session stays claimed until they are stored).
+constexpr std::chrono::milliseconds kRetryDelay{1000};
 }  // namespace
 
 std::shared_ptr<TurnWriter> TurnWriter::create(asio::any_io_executor executor,
@@ -39,6 +43,7 @@ TurnWriter::TurnWriter(asio::any_io_executor executor, std::shared_ptr<SessionSt
       write_timer_(std::move(executor)) {}
 
 TurnWriter::~TurnWriter() {
+  closing_ = true;
   write_pending();
   // The write thread's last job may still be handing its flight back to the executor.
   thread_.join();
@@ -171,8 +176,10 @@ void TurnWriter::store_waiting() {
 std::vector<TurnWriter::PendingWrite> TurnWriter::take_batch() {
   std::vector<PendingWrite> batch = std::exchange(failed_writes_, {});
   for (auto& turn : unsaved_turns_)
-    if (turn->has_unsaved())
+    if (turn->has_unsaved()) {
       batch.push_back(PendingWrite{turn, turn->session.id, turn->take_unsaved()});
+      batch.back().changes.claimed_session = turn->session.id;
+    }
   unsaved_turns_.clear();
   std::erase_if(batch, [&](const PendingWrite& w) {
     return is_deleted(w.session_id) || (w.turn && w.turn->disowned);
@@ -214,6 +221,18 @@ void TurnWriter::settle(const std::shared_ptr<Flight>& flight) {
                         std::make_move_iterator(flight->kept.end()));
   flight_.reset();
   resume_waiters(flight->number);
+  written();
+}
+
+void TurnWriter::written() {
+  if (closing_) return;
+  if (!failed_writes_.empty()) arm(kRetryDelay);
+  if (on_written_) on_written_();
+}
+
+bool TurnWriter::unstored(const std::string& session_id) const {
+  return std::any_of(failed_writes_.begin(), failed_writes_.end(),
+                     [&](const PendingWrite& w) { return w.session_id == session_id; });
 }
 
 void TurnWriter::resume_waiters(std::uint64_t written) {
@@ -233,6 +252,7 @@ void TurnWriter::write_pending() {
   auto batch = take_batch();
   if (!batch.empty()) failed_writes_ = write(*store_, std::move(batch));
   resume_waiters(kEveryWrite);
+  written();
 }
 
 std::vector<TurnWriter::PendingWrite> TurnWriter::write(SessionStore& store,
@@ -256,6 +276,12 @@ std::vector<TurnWriter::PendingWrite> TurnWriter::write(SessionStore& store,
     if (held_back.count(w.turn.get()) == 0) {
       auto one = store.write(w.changes);
       if (one) continue;
+      // Another node runs the session now: what this node's turn did after losing it is not
+      // stored over that node's (SessionService::check_claims disowns the turn).
+      if (one.error().code == ErrorCode::Conflict) {
+        log::warn("dropped changes of session ", w.session_id, ": ", one.error().message);
+        continue;
+      }
       if (++w.failures >= kMaxWriteFailures) {
         log::error("gave up storing changes of session ", w.session_id, " after ",
                    kMaxWriteFailures, " tries: ", one.error().message);

@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <set>
@@ -72,6 +73,10 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
   // stores what waits for the write delay, so that no write timer holds the stop up.
   void store_at_once();
   void store_waiting();
+  // Whether changes of the session failed to store and wait to be tried again.
+  bool unstored(const std::string& session_id) const;
+  // Called on the executor after each write (stored or not; see unstored()).
+  void on_written(std::function<void()> f) { on_written_ = std::move(f); }
 
  private:
   TurnWriter(boost::asio::any_io_executor executor, std::shared_ptr<SessionStore> store,
@@ -103,6 +108,8 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
   void add(const std::shared_ptr<Turn>& turn);
   // The write timer: a write within `delay` (sooner than one already armed, or none).
   void arm(std::chrono::milliseconds delay);
+  // After a write: a retry is armed while writes failed, and on_written_ is told.
+  void written();
 
   boost::asio::any_io_executor executor_;
   std::shared_ptr<SessionStore> store_;
@@ -125,6 +132,8 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
     boost::asio::any_completion_handler<void()> handler;
   };
   std::vector<Waiter> waiters_;
+  std::function<void()> on_written_;
+  bool closing_ = false;  // in the destructor: no retry is armed, nobody is told
   // Last: its thread ends (joined) before the rest goes.
   boost::asio::thread_pool thread_{1};
 };

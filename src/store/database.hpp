@@ -130,6 +130,12 @@ class Database {
     return true;
   }
   virtual void unlock(const std::string& name) { (void)name; }
+  // Whether this connection holds the lock, as far as it knows: after a reconnect that could not
+  // take it again, no (a write guarded by it must not go ahead). The caller holds mutex().
+  virtual bool holds(const std::string& name) const {
+    (void)name;
+    return true;
+  }
   // Locks that this connection lost with a broken connection and could not take again (another
   // server took them meanwhile): what they guarded is no longer this server's. Emptied by the
   // call. The caller holds mutex().

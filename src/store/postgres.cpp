@@ -95,9 +95,10 @@ class PostgresDatabase::PgCursor final : public Cursor {
   Result<bool> step() override {
     if (result_) return ++row_ < PQntuples(result_);
     if (auto r = db_.ensure_connected(sql_); !r) return r.error();
-    // What the connection is in: a transaction ends at COMMIT or ROLLBACK, failed or not (the
-    // Transaction guard sends ROLLBACK after a failed COMMIT).
-    if (sql_ == "BEGIN" || sql_ == "BEGIN IMMEDIATE") db_.in_transaction_ = true;
+    // What the connection is in: a transaction begins with a BEGIN that succeeded (one that
+    // failed opened none, and its guard sends no ROLLBACK) and ends at COMMIT or ROLLBACK, failed
+    // or not (the Transaction guard sends ROLLBACK after a failed COMMIT).
+    bool begin = sql_ == "BEGIN" || sql_ == "BEGIN IMMEDIATE";
     if (sql_ == "ROLLBACK") db_.in_transaction_ = false;
     std::vector<const char*> values(values_.size());
     std::vector<int> lengths(values_.size());
@@ -111,6 +112,7 @@ class PostgresDatabase::PgCursor final : public Cursor {
     auto status = result_ ? PQresultStatus(result_) : PGRES_FATAL_ERROR;
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) {
       db_.changes_ = std::atoll(PQcmdTuples(result_));
+      if (begin) db_.in_transaction_ = true;
       if (sql_ == "COMMIT") db_.in_transaction_ = false;
       row_ = 0;
       return PQntuples(result_) > 0;
@@ -277,12 +279,18 @@ Result<void> PostgresDatabase::connect() {
 
 Result<bool> PostgresDatabase::lock_call(std::string_view function, const std::string& name) {
   // A 64-bit key from the store and the name: two names (or two stores in one database) share a
-  // key with a chance of 2^-64.
-  std::string sql = "SELECT " + std::string(function) +
-                    "(('x' || left(md5('switchboard:' || current_database() || ':' || "
-                    "coalesce(current_schema(), '') || ':' || $1), 16))::bit(64)::bigint)::int";
+  // key with a chance of 2^-64. The store's own lock keeps the key servers before the cluster
+  // used (a 32-bit hash of the store alone), so that an older server and a newer one still
+  // exclude each other on one store.
+  bool store = name == "store";
+  std::string key = store ? "hashtext('switchboard:' || current_database() || ':' || "
+                            "coalesce(current_schema(), ''))"
+                          : "('x' || left(md5('switchboard:' || current_database() || ':' || "
+                            "coalesce(current_schema(), '') || ':' || $1), 16))::bit(64)::bigint";
+  std::string sql = "SELECT " + std::string(function) + "(" + key + ")::int";
   const char* values[] = {name.c_str()};
-  PGresult* res = PQexecParams(conn_, sql.c_str(), 1, nullptr, values, nullptr, nullptr, 0);
+  PGresult* res = PQexecParams(conn_, sql.c_str(), store ? 0 : 1, nullptr, store ? nullptr : values,
+                               nullptr, nullptr, 0);
   if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
     auto error = failure("lock", res ? PQresultErrorMessage(res) : nullptr);
     if (res) PQclear(res);

@@ -55,6 +55,7 @@ class PostgresDatabase final : public Database {
   Result<void> ensure_connected(std::string_view next);
   Result<bool> try_lock(const std::string& name) override;
   void unlock(const std::string& name) override;
+  bool holds(const std::string& name) const override { return locks_.count(name) > 0; }
   std::vector<std::string> take_lost_locks() override;
 
  protected:

@@ -201,6 +201,27 @@ TEST(Postgres, ABrokenConnectionFailsOneStatementAndTheNextConnectsAgain) {
   EXPECT_EQ(second.error().code, ErrorCode::Conflict);
 }
 
+// A restart of PostgreSQL found by a BEGIN (a turn's write is often the first statement after it):
+// that transaction fails, it opened none, and the next one runs on a new connection.
+TEST(Postgres, ABeginOnABrokenConnectionFailsOnceAndTheNextTransactionRuns) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto db = open_with_table(*url, "CREATE TABLE t (id INTEGER PRIMARY KEY)");
+  ASSERT_TRUE(db);
+  terminate_backend_of(*db);
+  {
+    Database::Transaction tx(*db);
+    ASSERT_FALSE(tx.begun());
+    EXPECT_EQ(tx.begun().error().code, ErrorCode::Unavailable);
+  }
+  {
+    Database::Transaction tx(*db);
+    ASSERT_TRUE(tx.begun()) << tx.begun().error().message;
+    ASSERT_TRUE(db->run("INSERT INTO t VALUES(1)"));
+    ASSERT_TRUE(tx.commit());
+  }
+  EXPECT_EQ(count_rows(*db, "t"), 1);
+}
+
 // Cut off while another server took the store: this one's statements fail with Unavailable (the
 // store is not its any more), never run on the other's store, and it does not take it back.
 TEST(Postgres, AStoreTakenWhileTheConnectionWasLostIsUnavailable) {

@@ -194,6 +194,12 @@ TEST_F(ClusterTest, ASessionsTurnRunsOnOneNodeAtATime) {
   std::string first_message = string_at(listed[0], "/info/id");
   auto edit = http_request(port("b"), "DELETE", "/session/" + sid + "/message/" + first_message);
   EXPECT_TRUE(IsError(edit, 409, "CONFLICT", {"busy"})) << edit.describe();
+  // The session itself too: node a's turn would store it back (a delete undone, a title lost).
+  auto renamed = http_request(port("b"), "PATCH", "/session/" + sid,
+                              json::serialize(json::object{{"title", "renamed on b"}}));
+  EXPECT_TRUE(IsError(renamed, 409, "CONFLICT", {"another node"})) << renamed.describe();
+  auto deleted = http_request(port("b"), "DELETE", "/session/" + sid);
+  EXPECT_TRUE(IsError(deleted, 409, "CONFLICT", {"another node"})) << deleted.describe();
 
   ws->send_json(
       json::object{{"type", "result"},
@@ -333,6 +339,14 @@ TEST_F(ClusterTest, ANodeIdInUseOrAClusterWithoutPostgresStopsStartUpSayingWhy) 
   ASSERT_TRUE(run.status.has_value()) << "the server started; stderr:\n" << run.stderr_text;
   EXPECT_TRUE(run.status->exited && run.status->code == 1) << run.status->describe();
   EXPECT_TRUE(contains(run.stderr_text, "storage.type")) << run.stderr_text;
+
+  // A node ID that Redis would refuse in a client name (a space) is refused when it is read.
+  RunOptions spaced;
+  spaced.config_text = R"({"cluster": {"redis": ")" + redis_url_ + R"(", "nodeID": "node a"}})";
+  RunResult refused = run_switchboard(spaced);
+  ASSERT_TRUE(refused.status.has_value()) << "the server started; stderr:\n" << refused.stderr_text;
+  EXPECT_TRUE(refused.status->exited && refused.status->code == 1) << refused.status->describe();
+  EXPECT_TRUE(contains(refused.stderr_text, "cluster.nodeID")) << refused.stderr_text;
 }
 
 }  // namespace
