@@ -14,6 +14,7 @@
 #include "permission/ruleset.hpp"
 #include "provider/provider.hpp"
 #include "server/access.hpp"
+#include "server/cluster_asks.hpp"
 #include "session/agent.hpp"
 #include "session/project.hpp"
 #include "session/service.hpp"
@@ -320,6 +321,7 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
     auto made = cluster::Node::create(io.get_executor(), std::move(node), state->bus);
     if (!made) return made.error();
     state->cluster = std::move(*made);
+    server::answer_cluster_asks(*state);
     state->cluster->start(
         [weak = std::weak_ptr<session::SessionService>(state->sessions)](bool take_over) {
           auto sessions = weak.lock();

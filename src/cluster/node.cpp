@@ -75,6 +75,8 @@ Node::Node(asio::any_io_executor executor, NodeOptions options, std::shared_ptr<
 void Node::start(std::function<void(bool)> each_round) {
   each_round_ = std::move(each_round);
   subscriber_->subscribe(key("events"));
+  subscriber_->subscribe(key("ask"));
+  subscriber_->subscribe(key("answer:" + options_.node_id));
   subscriber_->start();
   subscription_ = bus_->subscribe([weak = weak_from_this()](const bus::EventPtr& event) {
     if (auto self = weak.lock()) self->relay(event);
@@ -105,6 +107,8 @@ asio::awaitable<void> Node::stop() {
   timer_.cancel();
   subscription_.reset();
   subscriber_->close();
+  for (auto& [id, pending] : asks_)
+    pending->done.cancel();
   // Gone at once for the others (they take its turns over without waiting for the lease).
   std::vector<std::string> del{"DEL", key("node:" + options_.node_id)};
   auto gone = co_await lease_redis_->command(std::move(del));
@@ -210,6 +214,8 @@ void Node::relay(const bus::EventPtr& event) {
 }
 
 void Node::on_message(std::string_view channel, std::string_view payload) {
+  if (channel == key("ask")) return on_ask_message(payload);
+  if (channel == key("answer:" + options_.node_id)) return on_answer(payload);
   if (channel != key("events")) return;
   auto newline = payload.find('\n');
   if (newline == std::string_view::npos) return;
@@ -224,6 +230,76 @@ void Node::on_message(std::string_view channel, std::string_view payload) {
     return;
   }
   bus_->publish_from(std::move(origin), type->get_string(), properties->get_object());
+}
+
+asio::awaitable<Result<std::vector<json::value>>> Node::ask(std::string op, json::object args) {
+  auto self = shared_from_this();
+  std::size_t others = nodes_.size() - (nodes_.count(options_.node_id) ? 1 : 0);
+  if (others == 0 || stopping_) co_return std::vector<json::value>{};
+  if (asks_.size() >= kMaxAsks)
+    co_return make_error(ErrorCode::Unavailable,
+                         "cluster: too many questions to other nodes wait; try again");
+  std::string id = options_.node_id + ":" + std::to_string(++next_ask_);
+  auto pending =
+      std::make_shared<PendingAsk>(PendingAsk{others, 0, {}, asio::steady_timer(executor_)});
+  pending->done.expires_after(kAskTimeout);
+  asks_.emplace(id, pending);
+  json::object message{{"id", id}, {"op", std::move(op)}, {"args", std::move(args)}};
+  std::vector<std::string> publish{"PUBLISH", key("ask"),
+                                   options_.node_id + "\n" + json::serialize(message)};
+  auto sent = co_await relay_redis_->command(std::move(publish));
+  if (auto why = failed(sent)) {
+    asks_.erase(id);
+    co_return make_error(ErrorCode::Unavailable,
+                         "cluster: the other nodes cannot be reached (" + *why + ")");
+  }
+  if (pending->answered < pending->expected && !stopping_)
+    co_await pending->done.async_wait(asio::as_tuple(asio::use_awaitable));
+  asks_.erase(id);
+  co_return std::move(pending->replies);
+}
+
+void Node::on_ask_message(std::string_view payload) {
+  auto newline = payload.find('\n');
+  if (newline == std::string_view::npos) return;
+  std::string from(payload.substr(0, newline));
+  if (from == options_.node_id || stopping_) return;
+  auto doc = parse_json(payload.substr(newline + 1), kEventDepth);
+  const json::object* message = doc && doc->is_object() ? &doc->get_object() : nullptr;
+  const json::value* id = message ? message->if_contains("id") : nullptr;
+  const json::value* op = message ? message->if_contains("op") : nullptr;
+  const json::value* args = message ? message->if_contains("args") : nullptr;
+  if (!id || !id->is_string() || !op || !op->is_string() || !args || !args->is_object()) {
+    log::warn("cluster: an ask from node ", from, " does not read as one; dropped");
+    return;
+  }
+  json::value reply = ask_handler_ ? ask_handler_(op->get_string(), args->get_object()) : nullptr;
+  json::object answer{
+      {"id", id->get_string()}, {"node", options_.node_id}, {"reply", std::move(reply)}};
+  asio::co_spawn(
+      executor_,
+      [self = shared_from_this(), channel = key("answer:" + from),
+       payload = json::serialize(answer)]() mutable -> asio::awaitable<void> {
+        std::vector<std::string> publish{"PUBLISH", std::move(channel), std::move(payload)};
+        auto sent = co_await self->relay_redis_->command(std::move(publish));
+        if (auto why = failed(sent))
+          log::warn("cluster: an answer to another node was lost: ", *why);
+      },
+      asio::detached);
+}
+
+void Node::on_answer(std::string_view payload) {
+  auto doc = parse_json(payload, kEventDepth);
+  const json::object* answer = doc && doc->is_object() ? &doc->get_object() : nullptr;
+  const json::value* id = answer ? answer->if_contains("id") : nullptr;
+  const json::value* reply = answer ? answer->if_contains("reply") : nullptr;
+  if (!id || !id->is_string() || !reply) return;
+  auto it = asks_.find(std::string(id->get_string()));
+  if (it == asks_.end()) return;  // answered after its time
+  auto& pending = *it->second;
+  ++pending.answered;
+  if (!reply->is_null()) pending.replies.push_back(*reply);
+  if (pending.answered >= pending.expected) pending.done.cancel();
 }
 
 void Node::on_subscriber_state(bool connected) {

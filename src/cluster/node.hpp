@@ -16,6 +16,12 @@
 //   (bus::EventBus::publish_from), so an /event stream on any node sees every node's events.
 //   Redis's pub/sub keeps each node's order; an event published while Redis is away is lost for
 //   the other nodes (at most kMaxInFlight waiting are kept; the rest are counted and dropped).
+// - Asks. What one node cannot answer alone — a reply to a permission ask or a question that
+//   waits on another node, an abort of a turn running there, the lists of what waits on every
+//   node — it asks the others: PUBLISH `<prefix>ask` "<node id>\n{id, op, args}". Every other
+//   node answers on `<prefix>answer:<asker>` with {id, node, reply} (reply null: not here), and
+//   the asker collects the answers of the nodes it knows to be alive, until all have answered or
+//   kAskTimeout has passed. At most kMaxAsks wait at once.
 //
 // The lease has a connection of its own: a burst of events waiting to be published cannot hold a
 // renewal up past the lease (the node would look gone).
@@ -30,6 +36,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -49,6 +56,10 @@ struct NodeOptions {
 };
 
 // GET /health's view of the cluster.
+// What a node answers to another's ask (Node::ask): null when it has nothing to do with it.
+using AskHandler =
+    std::function<boost::json::value(std::string_view op, const boost::json::object& args)>;
+
 struct NodeStatus {
   std::string node_id;
   bool ok = false;                   // Redis answers, and this node's lease is current
@@ -60,6 +71,8 @@ class Node : public std::enable_shared_from_this<Node> {
  public:
   static constexpr std::size_t kMaxInFlight = 10000;
   static constexpr std::chrono::seconds kTakeOverWindow{30};
+  static constexpr std::chrono::milliseconds kAskTimeout{2000};
+  static constexpr std::size_t kMaxAsks = 1000;
 
   // Checks the options (InvalidRequest: a Redis URL that is not one); connects once started.
   static Result<std::shared_ptr<Node>> create(boost::asio::any_io_executor executor,
@@ -71,6 +84,14 @@ class Node : public std::enable_shared_from_this<Node> {
   void start(std::function<void(bool take_over)> each_round);
   // Ends the loops, gives the lease up (a short wait for Redis at most), closes the connections.
   boost::asio::awaitable<void> stop();
+
+  // How this node answers the others' asks; set before start().
+  void on_ask(AskHandler handler) { ask_handler_ = std::move(handler); }
+  // Asks every other live node (above): their non-null replies, in the order they came. Empty
+  // when no other node is alive or none has anything to do with it; Unavailable when Redis does
+  // not take the ask or too many asks wait.
+  boost::asio::awaitable<Result<std::vector<boost::json::value>>> ask(std::string op,
+                                                                      boost::json::object args);
 
   NodeStatus status() const;
   const std::string& id() const { return options_.node_id; }
@@ -88,6 +109,8 @@ class Node : public std::enable_shared_from_this<Node> {
   boost::asio::awaitable<bool> renew_and_look();
   void relay(const bus::EventPtr& event);
   void on_message(std::string_view channel, std::string_view payload);
+  void on_ask_message(std::string_view payload);
+  void on_answer(std::string_view payload);
   void on_subscriber_state(bool connected);
 
   boost::asio::any_io_executor executor_;
@@ -108,6 +131,16 @@ class Node : public std::enable_shared_from_this<Node> {
   std::set<std::string> nodes_;
   std::size_t in_flight_ = 0;
   std::uint64_t dropped_ = 0;
+  AskHandler ask_handler_;
+  // Asks of this node that wait for answers, by id.
+  struct PendingAsk {
+    std::size_t expected = 0;  // the other live nodes when it was asked
+    std::size_t answered = 0;
+    std::vector<boost::json::value> replies;
+    boost::asio::steady_timer done;  // cancelled when every node has answered
+  };
+  std::map<std::string, std::shared_ptr<PendingAsk>> asks_;
+  std::uint64_t next_ask_ = 0;
 };
 
 }  // namespace sb::cluster

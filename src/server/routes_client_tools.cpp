@@ -10,6 +10,7 @@
 
 #include "clienttool/wire.hpp"
 #include "server/access.hpp"
+#include "server/cluster_asks.hpp"
 #include "server/decode.hpp"
 #include "server/push.hpp"
 
@@ -98,8 +99,20 @@ Result<void> submit_result_body(const Call& c) {
                                          std::move(request->response));
 }
 
+// A result or progress for a request that this node did not send: in a cluster, the node whose
+// turn sent it takes it (op "client.result" / "client.progress", the body as the client sent it,
+// its token checked here already). The body is read again: this path is rare, the common one
+// reads it on the stack.
+asio::awaitable<Result<void>> to_the_node_that_sent_it(Call& c, std::string op, Result<void> here) {
+  if (here || here.error().code != ErrorCode::NotFound || !c.state.cluster) co_return here;
+  auto body = body_object(c.state, c.req);
+  if (!body) co_return body.error();
+  co_return co_await ask_the_node_that_has_it(c.state, std::move(op), std::move(*body),
+                                              here.error());
+}
+
 asio::awaitable<Reply> submit_result(Call& c) {
-  auto r = submit_result_body(c);
+  auto r = co_await to_the_node_that_sent_it(c, "client.result", submit_result_body(c));
   if (!r) co_return fail(c, r.error());
   co_return ok_text(c, R"({"success":true})");
 }
@@ -112,6 +125,7 @@ asio::awaitable<Reply> report_progress(Call& c) {
   if (auto v = verify_client(c, request->client_id); !v) co_return fail(c, v.error());
   auto r = c.state.registry->report_progress(request->request_id, request->client_id,
                                              std::move(request->progress));
+  r = co_await to_the_node_that_sent_it(c, "client.progress", std::move(r));
   if (!r) co_return fail(c, r.error());
   co_return ok(c, json::object{{"success", true}});
 }

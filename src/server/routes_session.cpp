@@ -4,8 +4,10 @@
 
 #include <charconv>
 
+#include "server/cluster_asks.hpp"
 #include "server/decode.hpp"
 #include "server/push.hpp"
+#include "util/log.hpp"
 
 namespace sb::server {
 
@@ -78,8 +80,17 @@ asio::awaitable<Reply> list_sessions(Call& c) {
   co_return ok(c, out);
 }
 
+// A cluster's other nodes' lists too (what they could tell within the ask's time: a node that
+// does not answer, or Redis away, leaves its part out, logged).
+asio::awaitable<void> add_other_nodes(Call& c, std::string op, json::value& out) {
+  if (auto r = co_await gather_from_other_nodes(c.state, std::move(op), out); !r)
+    log::warn("cluster: the other nodes' part of a list is left out: ", r.error().message);
+}
+
 asio::awaitable<Reply> session_status(Call& c) {
-  co_return ok(c, c.state.sessions->status());
+  json::value status = c.state.sessions->status();
+  co_await add_other_nodes(c, "session.status", status);
+  co_return ok(c, status);
 }
 
 asio::awaitable<Reply> get_session(Call& c) {
@@ -254,31 +265,50 @@ asio::awaitable<Reply> summarize_session(Call& c) {
 
 asio::awaitable<Reply> abort_session(Call& c) {
   if (auto s = c.state.sessions->get_session(c.params[0]); !s) co_return fail(c, s.error());
-  co_return ok(c, c.state.sessions->abort(c.params[0]));
+  if (c.state.sessions->abort(c.params[0])) co_return ok(c, true);
+  // Its turn may run on another node of the cluster.
+  auto elsewhere = co_await abort_on_another_node(c.state, c.params[0]);
+  if (!elsewhere) co_return fail(c, elsewhere.error());
+  co_return ok(c, *elsewhere);
 }
 
 asio::awaitable<Reply> list_permissions(Call& c) {
-  json::array out;
+  json::value out = json::array();
   for (const auto& r : c.state.permissions->list())
-    out.push_back(permission::to_json(r));
+    out.get_array().push_back(permission::to_json(r));
+  co_await add_other_nodes(c, "permission.list", out);
   co_return ok(c, out);
 }
 
 // The answer to the waiting ask `ask_id`, by the owner of its session (verify_answerer).
 // `in_session`: the session the ask must belong to (the V1 route's path), NotFound otherwise.
-Reply answer_permission(const Call& c, const std::string& ask_id,
-                        const PermissionReplyRequest& request,
-                        const std::optional<std::string>& in_session = std::nullopt) {
+asio::awaitable<Reply> answer_permission(Call& c, const std::string& ask_id,
+                                         const PermissionReplyRequest& request,
+                                         const std::optional<std::string>& in_session = {}) {
   std::optional<std::string> session_id;
   for (const auto& ask : c.state.permissions->list())
     if (ask.id == ask_id) session_id = ask.session_id;
+  if (!session_id && c.state.cluster) {
+    // The turn that asks may run on another node: that node checks whose session it is.
+    if (request.client_id)
+      if (auto v = verify_client(c, request.client_id); !v) co_return fail(c, v.error());
+    json::object args{{"id", ask_id}, {"reply", permission::reply_name(request.reply)}};
+    if (request.message) args["message"] = *request.message;
+    if (request.client_id) args["clientID"] = *request.client_id;
+    if (in_session) args["sessionID"] = *in_session;
+    auto r = co_await ask_the_node_that_has_it(
+        c.state, "permission.reply", std::move(args),
+        make_error(ErrorCode::NotFound, "Permission request not found: " + ask_id));
+    if (!r) co_return fail(c, r.error());
+    co_return ok(c, true);
+  }
   if (in_session && session_id != in_session)
-    return fail(c, make_error(ErrorCode::NotFound, "Permission request not found: " + ask_id +
-                                                       " (in session " + *in_session + ")"));
-  if (auto v = verify_answerer(c, session_id, request.client_id); !v) return fail(c, v.error());
+    co_return fail(c, make_error(ErrorCode::NotFound, "Permission request not found: " + ask_id +
+                                                          " (in session " + *in_session + ")"));
+  if (auto v = verify_answerer(c, session_id, request.client_id); !v) co_return fail(c, v.error());
   auto r = c.state.permissions->reply(ask_id, request.reply, request.message);
-  if (!r) return fail(c, r.error());
-  return ok(c, true);
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, true);
 }
 
 asio::awaitable<Reply> reply_permission(Call& c) {
@@ -286,7 +316,7 @@ asio::awaitable<Reply> reply_permission(Call& c) {
   if (!body) co_return fail(c, body.error());
   auto request = decode_permission_reply(*body);
   if (!request) co_return fail(c, request.error());
-  co_return answer_permission(c, c.params[0], *request);
+  co_return co_await answer_permission(c, c.params[0], *request);
 }
 
 // OpenCode's V1 reply (deprecated there, still served; the V1 SDK's permission.respond).
@@ -296,7 +326,7 @@ asio::awaitable<Reply> respond_permission(Call& c) {
   auto request = decode_permission_response(*body);
   if (!request) co_return fail(c, request.error());
   if (auto s = c.state.sessions->get_session(c.params[0]); !s) co_return fail(c, s.error());
-  co_return answer_permission(c, c.params[1], *request, c.params[0]);
+  co_return co_await answer_permission(c, c.params[1], *request, c.params[0]);
 }
 
 asio::awaitable<Reply> list_tools(Call& c) {
@@ -313,10 +343,29 @@ asio::awaitable<Reply> list_tools(Call& c) {
 }
 
 asio::awaitable<Reply> list_questions(Call& c) {
-  json::array out;
+  json::value out = json::array();
   for (const auto& q : c.state.questions->list())
-    out.push_back(question::to_json(q));
+    out.get_array().push_back(question::to_json(q));
+  co_await add_other_nodes(c, "question.list", out);
   co_return ok(c, out);
+}
+
+// Whether the question waits on this node; when not, in a cluster, the node where it waits is
+// asked to take `body` (what the answerer sent) as its answer ("question.reply" or
+// "question.reject"): that node checks whose session it is. Its reply, or nullopt.
+asio::awaitable<std::optional<Reply>> answer_question_elsewhere(
+    Call& c, std::string op, json::object body, const std::optional<std::string>& client_id) {
+  for (const auto& q : c.state.questions->list())
+    if (q.id == c.params[0]) co_return std::nullopt;
+  if (!c.state.cluster) co_return std::nullopt;
+  if (client_id)
+    if (auto v = verify_client(c, client_id); !v) co_return fail(c, v.error());
+  body["id"] = c.params[0];
+  auto r = co_await ask_the_node_that_has_it(
+      c.state, std::move(op), std::move(body),
+      make_error(ErrorCode::NotFound, "Unknown question: " + c.params[0]));
+  if (!r) co_return fail(c, r.error());
+  co_return ok(c, true);
 }
 
 // Only the owner of the question's session answers it (verify_answerer). `client_id`: the
@@ -333,6 +382,9 @@ asio::awaitable<Reply> reply_question(Call& c) {
   if (!body) co_return fail(c, body.error());
   auto request = decode_question_reply(*body);
   if (!request) co_return fail(c, request.error());
+  if (auto elsewhere =
+          co_await answer_question_elsewhere(c, "question.reply", *body, request->client_id))
+    co_return std::move(*elsewhere);
   if (auto v = verify_question_answerer(c, request->client_id); !v) co_return fail(c, v.error());
   auto r = c.state.questions->reply(c.params[0], std::move(request->answers));
   if (!r) co_return fail(c, r.error());
@@ -349,6 +401,11 @@ asio::awaitable<Reply> reject_question(Call& c) {
     if (!named) co_return fail(c, named.error());
     client_id = std::move(*named);
   }
+  json::object forwarded;
+  if (client_id) forwarded["clientID"] = *client_id;
+  if (auto elsewhere =
+          co_await answer_question_elsewhere(c, "question.reject", std::move(forwarded), client_id))
+    co_return std::move(*elsewhere);
   if (auto v = verify_question_answerer(c, client_id); !v) co_return fail(c, v.error());
   auto r = c.state.questions->reject(c.params[0]);
   if (!r) co_return fail(c, r.error());

@@ -66,6 +66,8 @@ class ClusterTest : public testing::Test {
                                   {"nodeID", id},
                                   {"keyPrefix", prefix_},
                                   {"lease", kLease.count()}};
+    for (const auto& [key, value] : extra_config_)
+      cfg[key] = value;
     return cfg;
   }
 
@@ -113,6 +115,37 @@ class ClusterTest : public testing::Test {
     return res.json().as_array();
   }
 
+  // Client c1 connected to node `on` over a WebSocket, its tool `wait` registered for `sid`.
+  std::unique_ptr<WsClient> connect_c1(const std::string& on, const std::string& sid) {
+    auto ws = std::make_unique<WsClient>(port(on), "/client-tools/ws/c1");
+    ws->send_json(json::object{
+        {"type", "register"}, {"sessionID", sid}, {"tools", json::array{tool_def("wait")}}});
+    if (!ws->next_message_of_type("registered", 5s))
+      throw std::runtime_error("setup: client c1 was not registered on node " + on);
+    return ws;
+  }
+
+  // The client answers `request_id` with `output` over `ws`; the turn (its second model request)
+  // ends with `last`, its third message as node `on` lists it, and the model saw `output`.
+  void answer_and_expect_end(WsClient& ws, const json::value& request_id, const std::string& output,
+                             const std::string& on, const std::string& sid,
+                             const std::string& last) {
+    ws.send_json(json::object{{"type", "result"},
+                              {"requestID", request_id},
+                              {"result", json::object{{"status", "success"}, {"output", output}}}});
+    json::array list;
+    ASSERT_TRUE(wait_until(
+        [&] {
+          list = messages(on, sid);
+          return list.size() == 3 && text_of(list[2]) == last;
+        },
+        10s))
+        << str(list);
+    auto sent = model_.wait_for_request(1, 1s);
+    ASSERT_TRUE(sent);
+    EXPECT_TRUE(contains(sent->body, output)) << sent->body;
+  }
+
   static constexpr std::chrono::milliseconds kLease{1500};
 
   struct Node {
@@ -120,6 +153,7 @@ class ClusterTest : public testing::Test {
     std::optional<ServerProcess> server;
   };
   std::map<std::string, Node> nodes_;
+  json::object extra_config_;  // merged into every node's config
   FakeModelServer model_;
   TempDir project_{"switchboard-project"};
   std::string redis_url_, store_url_, prefix_;
@@ -170,10 +204,7 @@ TEST_F(ClusterTest, ASessionsTurnRunsOnOneNodeAtATime) {
   start_node("a");
   start_node("b");
   std::string sid = create_session("a");
-  auto ws = std::make_unique<WsClient>(port("a"), "/client-tools/ws/c1");
-  ws->send_json(json::object{
-      {"type", "register"}, {"sessionID", sid}, {"tools", json::array{tool_def("wait")}}});
-  ASSERT_TRUE(ws->next_message_of_type("registered", 5s));
+  auto ws = connect_c1("a", sid);
   model_.push(FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{}));
   model_.push(FakeResponse::with_text("first turn done"));
   auto started = http_post(port("a"), "/session/" + sid + "/prompt_async", text_prompt("one"));
@@ -201,10 +232,30 @@ TEST_F(ClusterTest, ASessionsTurnRunsOnOneNodeAtATime) {
   auto deleted = http_request(port("b"), "DELETE", "/session/" + sid);
   EXPECT_TRUE(IsError(deleted, 409, "CONFLICT", {"another node"})) << deleted.describe();
 
-  ws->send_json(
-      json::object{{"type", "result"},
-                   {"requestID", request.at("requestID")},
-                   {"result", json::object{{"status", "success"}, {"output", "waited"}}}});
+  // The client posts its progress and result through node b (a load balancer's choice); node a,
+  // whose turn sent the request, takes them, once.
+  BusEvents on_b(port("b"));
+  auto progress = http_post(port("b"), "/client-tools/progress",
+                            json::object{{"requestID", request.at("requestID")},
+                                         {"clientID", "c1"},
+                                         {"title", "halfway"},
+                                         {"metadata", json::object{{"done", 50}}}});
+  ASSERT_TRUE(IsOk(progress)) << progress.describe();
+  auto reported = on_b.next("client-tool.progress");
+  ASSERT_TRUE(reported) << "node a did not take the progress";
+  EXPECT_EQ(string_at(json::value(*reported), "/properties/title"), "halfway") << str(*reported);
+  json::object result{{"requestID", request.at("requestID")},
+                      {"clientID", "c1"},
+                      {"result", json::object{{"status", "success"}, {"output", "waited"}}}};
+  auto posted = http_post(port("b"), "/client-tools/result", result);
+  ASSERT_TRUE(IsOk(posted)) << posted.describe();
+  EXPECT_TRUE(IsError(http_post(port("b"), "/client-tools/result", result), 409, "CONFLICT",
+                      {"already ended"}));
+  EXPECT_TRUE(IsError(http_post(port("b"), "/client-tools/result",
+                                json::object{{"requestID", "req_nowhere"},
+                                             {"clientID", "c1"},
+                                             {"result", json::object{{"status", "success"}}}}),
+                      404, "NOT_FOUND"));
   ASSERT_TRUE(wait_until(
       [&] {
         auto list = messages("a", sid);
@@ -224,6 +275,90 @@ TEST_F(ClusterTest, ASessionsTurnRunsOnOneNodeAtATime) {
   EXPECT_TRUE(contains(sent->body, "first turn done")) << sent->body;
 }
 
+// A turn runs on node a; what waits in it is answered through the other nodes: a permission ask
+// replied to through c, a question answered through b, and the next turn aborted through b. The
+// lists of what waits, and the busy sessions, are the cluster's on every node.
+TEST_F(ClusterTest, AsksQuestionsAndAbortsReachTheNodeThatRunsTheTurn) {
+  extra_config_["permission"] = json::object{{"bash", "ask"}};
+  for (std::string id : {"a", "b", "c"})
+    start_node(id);
+  for (std::string id : {"a", "b", "c"})
+    wait_members(id, 3);
+  std::string sid = create_session("a");
+  BusEvents on_c(port("c"));
+  model_.push(FakeResponse::with_tool_call(
+      "call_b", "bash", json::object{{"command", "echo approved"}, {"description", "echo"}}));
+  model_.push(FakeResponse::with_tool_call(
+      "call_q", "question",
+      json::object{
+          {"questions",
+           json::array{json::object{{"question", "Which color?"},
+                                    {"header", "Color"},
+                                    {"options", json::array{json::object{{"label", "red"}},
+                                                            json::object{{"label", "blue"}}}}}}}}));
+  model_.push(FakeResponse::with_text("Ran it, blue."));
+  ASSERT_EQ(http_post(port("a"), "/session/" + sid + "/prompt_async", text_prompt("go")).status,
+            204u);
+
+  auto asked = on_c.next("permission.asked");
+  ASSERT_TRUE(asked) << "node c's /event did not carry node a's permission.asked";
+  std::string ask_id = string_at(json::value(*asked), "/properties/id");
+  auto listed = http_get(port("b"), "/permission");
+  ASSERT_TRUE(IsOk(listed));
+  ASSERT_EQ(listed.json().as_array().size(), 1u) << listed.describe();
+  EXPECT_EQ(string_at(listed.json(), "/0/id"), ask_id);
+  auto status = http_get(port("c"), "/session/status");
+  ASSERT_TRUE(IsOk(status));
+  EXPECT_EQ(string_at(status.json(), "/" + sid + "/type"), "awaiting-input") << status.describe();
+  // An ask that waits nowhere is not found, at once (every node said so).
+  EXPECT_TRUE(IsError(
+      http_post(port("b"), "/permission/per_nowhere/reply", json::object{{"reply", "once"}}), 404,
+      "NOT_FOUND"));
+
+  auto replied =
+      http_post(port("c"), "/permission/" + ask_id + "/reply", json::object{{"reply", "once"}});
+  ASSERT_TRUE(IsOk(replied)) << replied.describe();
+  EXPECT_EQ(replied.json(), json::value(true));
+
+  auto question = on_c.next("question.asked");
+  ASSERT_TRUE(question) << "no question.asked from node a";
+  std::string qid = string_at(json::value(*question), "/properties/id");
+  auto questions = http_get(port("c"), "/question");
+  ASSERT_TRUE(IsOk(questions));
+  ASSERT_EQ(questions.json().as_array().size(), 1u) << questions.describe();
+  // Checked by the node that has it: answers that do not fit are refused there.
+  EXPECT_TRUE(IsError(
+      http_post(port("b"), "/question/" + qid + "/reply", json::object{{"answers", json::array{}}}),
+      400, "INVALID_REQUEST"));
+  auto answered = http_post(port("b"), "/question/" + qid + "/reply",
+                            json::object{{"answers", json::array{json::array{"blue"}}}});
+  ASSERT_TRUE(IsOk(answered)) << answered.describe();
+  on_c.until_idle(sid, 10s);
+  json::array list = messages("b", sid);
+  ASSERT_FALSE(list.empty());
+  EXPECT_EQ(text_of(list.back()), "Ran it, blue.") << str(list);
+  auto sent = model_.wait_for_request(2, 1s);
+  ASSERT_TRUE(sent);
+  EXPECT_TRUE(contains(sent->body, "approved")) << sent->body;
+  EXPECT_TRUE(contains(sent->body, "blue")) << sent->body;
+
+  // The next turn waits for permission again; an abort through node b ends it on node a.
+  model_.push(FakeResponse::with_tool_call(
+      "call_b2", "bash", json::object{{"command", "echo again"}, {"description", "echo"}}));
+  ASSERT_EQ(http_post(port("a"), "/session/" + sid + "/prompt_async", text_prompt("again")).status,
+            204u);
+  ASSERT_TRUE(on_c.next("permission.asked"));
+  auto aborted = http_post(port("b"), "/session/" + sid + "/abort", json::object{});
+  ASSERT_TRUE(IsOk(aborted)) << aborted.describe();
+  EXPECT_EQ(aborted.json(), json::value(true));
+  on_c.until_idle(sid, 10s);
+  EXPECT_EQ(http_get(port("b"), "/permission").json(), json::array{});
+  // Nothing runs any more: a second abort finds no turn anywhere.
+  auto again = http_post(port("c"), "/session/" + sid + "/abort", json::object{});
+  ASSERT_TRUE(IsOk(again));
+  EXPECT_EQ(again.json(), json::value(false));
+}
+
 // kill -9 of the node running a turn that waits for its client: another node takes the turn over
 // from the store within the lease and a round; the client, reconnecting to that node, gets the
 // same request, and its answer ends the turn there as if nothing had happened.
@@ -234,10 +369,7 @@ TEST_F(ClusterTest, AKilledNodesWaitingTurnIsTakenOverAndEndsWithTheClientsResul
   std::string sid = create_session("a");
   std::string request_id;
   {
-    auto ws = std::make_unique<WsClient>(port("a"), "/client-tools/ws/c1");
-    ws->send_json(json::object{
-        {"type", "register"}, {"sessionID", sid}, {"tools", json::array{tool_def("wait")}}});
-    ASSERT_TRUE(ws->next_message_of_type("registered", 5s));
+    auto ws = connect_c1("a", sid);
     model_.push(
         FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{{"text", "x"}}));
     model_.push(FakeResponse::with_text("finished on b"));
@@ -260,21 +392,7 @@ TEST_F(ClusterTest, AKilledNodesWaitingTurnIsTakenOverAndEndsWithTheClientsResul
   std::cout << "takeover: " << took.count() << " ms\n";  // the figure docs/cluster.md states
   EXPECT_EQ(string_at(json::value(again), "/requestID"), request_id) << str(again);
   EXPECT_EQ(string_at(json::value(again), "/callID"), "call_w") << str(again);
-  ws->send_json(
-      json::object{{"type", "result"},
-                   {"requestID", request_id},
-                   {"result", json::object{{"status", "success"}, {"output", "from c1"}}}});
-  json::array list;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        list = messages("b", sid);
-        return list.size() == 3 && text_of(list[2]) == "finished on b";
-      },
-      10s))
-      << str(list);
-  auto sent = model_.wait_for_request(1, 1s);
-  ASSERT_TRUE(sent);
-  EXPECT_TRUE(contains(sent->body, "from c1")) << sent->body;
+  answer_and_expect_end(*ws, json::value(request_id), "from c1", "b", sid, "finished on b");
   EXPECT_TRUE(http_get(port("b"), "/session/status").json().as_object().empty());
 }
 
@@ -316,6 +434,45 @@ TEST_F(ClusterTest, ARedisOutageShowsOnHealthNamingItAndTheNodeKeepsServing) {
 
 // Two nodes may not share a node ID (the second refuses to start, naming it), and a cluster
 // needs the PostgreSQL store: a node on SQLite refuses to start, saying so.
+// PostgreSQL restarts while node a's turn waits for its client: every claim is free for a moment.
+// Node a connects again and takes its claim back, so node b still refuses a second turn on the
+// session; the client's result then ends node a's turn, stored as on one server.
+TEST_F(ClusterTest, APostgresRestartLeavesAWaitingTurnWithItsNodeAndItEndsWithTheResult) {
+  OwnService postgres("postgres");
+  store_url_ = postgres.url();
+  start_node("a");
+  start_node("b");
+  wait_members("b", 2);
+  std::string sid = create_session("a");
+  auto ws = connect_c1("a", sid);
+  model_.push(FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{}));
+  model_.push(FakeResponse::with_text("done after the restart"));
+  ASSERT_EQ(http_post(port("a"), "/session/" + sid + "/prompt_async", text_prompt("go")).status,
+            204u);
+  json::object request = next_ws_request(*ws);
+  messages("a", sid);  // what waits is stored (listing stores it first)
+
+  postgres.run("restart");
+  // Node a is back on the store (its lease round or this request connects it again).
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto res = http_get(port("a"), "/health");
+        return res.status == 200;
+      },
+      15s));
+  HttpResponse busy;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        busy = http_post(port("b"), "/session/" + sid + "/message", text_prompt("two"), 15s);
+        return busy.status != 503;
+      },
+      15s))
+      << busy.describe();
+  EXPECT_TRUE(IsError(busy, 409, "CONFLICT", {"another node"})) << busy.describe();
+
+  answer_and_expect_end(*ws, request.at("requestID"), "waited", "b", sid, "done after the restart");
+}
+
 TEST_F(ClusterTest, ANodeIdInUseOrAClusterWithoutPostgresStopsStartUpSayingWhy) {
   start_node("a");
   try {
