@@ -4,6 +4,8 @@
 // the others must not see. Without $SWITCHBOARD_TEST_REDIS the tests that need Redis skip.
 #include "cluster/redis.hpp"
 
+#include "cluster/test_util.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -28,57 +30,6 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using Type = RedisReply::Type;
 using Args = std::vector<std::string>;
-
-// Runs `io` until `done()` or `limit`; whether done.
-bool run_until(asio::io_context& io, const std::function<bool()>& done,
-               std::chrono::milliseconds limit = 10s) {
-  auto deadline = Clock::now() + limit;
-  while (!done() && Clock::now() < deadline) {
-    if (io.stopped()) io.restart();
-    io.run_one_for(10ms);
-  }
-  return done();
-}
-
-// Runs `io` for `duration`, whatever happens.
-void run_for(asio::io_context& io, std::chrono::milliseconds duration) {
-  run_until(
-      io, [] { return false; }, duration);
-}
-
-// Runs `co` to its end on `io`; what it returned.
-template <typename T>
-T run(asio::io_context& io, asio::awaitable<T> co, std::chrono::milliseconds limit = 10s) {
-  auto out = std::make_shared<std::optional<T>>();
-  asio::co_spawn(io, std::move(co), [out](std::exception_ptr e, T value) {
-    if (e) std::rethrow_exception(e);
-    *out = std::move(value);
-  });
-  if (!run_until(
-          io, [&] { return out->has_value(); }, limit))
-    throw std::runtime_error("the coroutine did not finish in time");
-  return std::move(**out);
-}
-
-// The fixture's URL, or "" when the test command did not start one.
-std::string fixture_url() {
-  const char* dir = std::getenv("SWITCHBOARD_TEST_REDIS");
-  if (!dir || !*dir) return "";
-  std::ifstream in(std::string(dir) + "/redis.url");
-  std::string url;
-  std::getline(in, url);
-  return url;
-}
-
-#define REQUIRE_REDIS()                                                                     \
-  if (fixture_url().empty())                                                                \
-  GTEST_SKIP() << "no Redis: SWITCHBOARD_TEST_REDIS is not set (ctest starts the fixture, " \
-                  "or scripts/test-services.sh start redis DIR)"
-
-// A key of this test process's own in the shared Redis.
-std::string key(const std::string& name) {
-  return "sbtest:" + std::to_string(::getpid()) + ":" + name;
-}
 
 // A redis-server of the test's own (scripts/test-services.sh in a temp state dir).
 class OwnRedis {

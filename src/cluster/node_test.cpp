@@ -1,0 +1,148 @@
+// Nodes of a cluster in one process, on the test command's Redis (each test's keys under a
+// prefix of its own): membership, the event relay, and the asks between nodes.
+#include "cluster/node.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+
+#include <map>
+
+#include "cluster/test_util.hpp"
+
+namespace sb::cluster {
+namespace {
+
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+class NodeTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (auto& [id, node] : nodes_)
+      run(io_, node->stop());
+  }
+
+  // Node `id` started, answering asks with `handler`.
+  Node& start(const std::string& id, AskHandler handler = {}) {
+    NodeOptions options;
+    options.redis_url = fixture_url();
+    options.node_id = id;
+    options.key_prefix = key(::testing::UnitTest::GetInstance()->current_test_info()->name()) + ":";
+    options.lease = 1000ms;
+    auto bus = bus::EventBus::create();
+    auto node = Node::create(io_.get_executor(), options, bus);
+    if (!node) throw std::runtime_error(node.error().message);
+    buses_[id] = bus;
+    if (handler) (*node)->on_ask(std::move(handler));
+    (*node)->start([](bool) {});
+    nodes_[id] = *node;
+    return **node;
+  }
+
+  // Until every node lists `count` live nodes.
+  bool all_see(std::size_t count) {
+    return run_until(io_, [&] {
+      for (auto& [id, node] : nodes_)
+        if (node->status().nodes.size() != count) return false;
+      return true;
+    });
+  }
+
+  asio::io_context io_;
+  std::map<std::string, std::shared_ptr<bus::EventBus>> buses_;
+  std::map<std::string, std::shared_ptr<Node>> nodes_;
+};
+
+// Every other live node answers; the asker has the replies of those that had something to say,
+// as soon as all have answered. A node alone asks nobody.
+TEST_F(NodeTest, AnAskGetsTheRepliesOfTheNodesThatHaveIt) {
+  REQUIRE_REDIS();
+  Node& a = start("a");
+  EXPECT_TRUE(all_see(1));
+  auto alone = run(io_, a.ask("echo", json::object{}));
+  ASSERT_TRUE(alone);
+  EXPECT_TRUE(alone->empty());
+
+  start("b", [](std::string_view op, const json::object& args) -> json::value {
+    if (op != "echo") return nullptr;
+    return json::object{{"from", "b"}, {"said", args.at("say")}};
+  });
+  start("c", [](std::string_view, const json::object&) -> json::value { return nullptr; });
+  ASSERT_TRUE(all_see(3));
+  auto asked = Clock::now();
+  auto replies = run(io_, a.ask("echo", json::object{{"say", "hi"}}));
+  ASSERT_TRUE(replies) << replies.error().message;
+  ASSERT_EQ(replies->size(), 1u);
+  EXPECT_EQ((*replies)[0], (json::object{{"from", "b"}, {"said", "hi"}}));
+  // Not the 2 s a node that does not answer costs.
+  EXPECT_LT(Clock::now() - asked, Node::kAskTimeout / 2);
+}
+
+// A node that is in the cluster but does not answer (its loop is stuck, or it is dying) holds
+// an ask up for kAskTimeout at most; the others' replies still come back.
+TEST_F(NodeTest, ANodeThatDoesNotAnswerCostsTheAskTimeoutAndNoMore) {
+  REQUIRE_REDIS();
+  Node& a = start("a");
+  start("b", [](std::string_view, const json::object&) -> json::value { return "b here"; });
+  ASSERT_TRUE(all_see(2));
+  // A member whose lease is alive but who never reads its channel.
+  RedisOptions options;
+  options.url = fixture_url();
+  auto redis = RedisClient::create(io_.get_executor(), options);
+  ASSERT_TRUE(redis);
+  std::string prefix = key(::testing::UnitTest::GetInstance()->current_test_info()->name()) + ":";
+  auto set = run(io_, (*redis)->command({"SET", prefix + "node:ghost", "{}", "PX", "60000"}));
+  ASSERT_TRUE(set);
+  ASSERT_TRUE(run(io_, (*redis)->command({"SADD", prefix + "nodes", "ghost"})));
+  ASSERT_TRUE(run_until(io_, [&] { return a.status().nodes.size() == 3; }));
+  auto asked = Clock::now();
+  auto replies = run(io_, a.ask("anything", json::object{}));
+  auto took = Clock::now() - asked;
+  ASSERT_TRUE(replies);
+  EXPECT_EQ(*replies, std::vector<json::value>{"b here"});
+  EXPECT_GE(took, Node::kAskTimeout - 100ms);
+  EXPECT_LT(took, Node::kAskTimeout + 1s);
+  run(io_, (*redis)->command({"DEL", prefix + "node:ghost"}));
+  (*redis)->close();
+}
+
+// Each node's events reach every other node's bus once, in order, marked with their origin, and
+// never come back to their own.
+TEST_F(NodeTest, EventsReachEveryOtherNodeOnceInOrder) {
+  REQUIRE_REDIS();
+  start("a");
+  start("b");
+  start("c");
+  ASSERT_TRUE(all_see(3));
+  std::map<std::string, std::vector<std::string>> seen;  // node -> "origin:n" in order
+  std::vector<bus::Subscription> subscriptions;
+  for (auto& [id, bus] : buses_)
+    subscriptions.push_back(bus->subscribe([&seen, id = id](const bus::EventPtr& e) {
+      seen[id].push_back((e->origin.empty() ? id : e->origin) + ":" +
+                         std::to_string(e->properties.at("n").as_int64()));
+    }));
+  for (int n = 0; n < 50; ++n) {
+    buses_["a"]->publish("test.event", json::object{{"n", n}});
+    if (n % 10 == 0) buses_["b"]->publish("test.event", json::object{{"n", n}});
+  }
+  ASSERT_TRUE(run_until(io_, [&] {
+    return seen["a"].size() == 55 && seen["b"].size() == 55 && seen["c"].size() == 55;
+  }));
+  run_for(io_, 300ms);  // nothing more arrives: no event twice
+  std::vector<std::string> from_a, from_b;
+  for (int n = 0; n < 50; ++n) {
+    from_a.push_back("a:" + std::to_string(n));
+    if (n % 10 == 0) from_b.push_back("b:" + std::to_string(n));
+  }
+  for (const std::string id : {"a", "b", "c"}) {
+    std::vector<std::string> a_part, b_part;
+    for (const auto& s : seen[id])
+      (s[0] == 'a' ? a_part : b_part).push_back(s);
+    EXPECT_EQ(a_part, from_a) << "node " << id;
+    EXPECT_EQ(b_part, from_b) << "node " << id;
+  }
+}
+
+}  // namespace
+}  // namespace sb::cluster
