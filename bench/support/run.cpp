@@ -134,6 +134,7 @@ ServerProcess::Options server_options(const ServerCommand& command, const fs::pa
   o.binary = command.path;
   o.prefix = command.prefix;
   o.files = dir;
+  o.check_api_doc = false;  // the tests' check of every answer is not what a user's server does
   o.env.emplace_back("SWITCHBOARD_LOOP_LAG=1");
   o.env.insert(o.env.end(), command.env.begin(), command.env.end());
   return o;

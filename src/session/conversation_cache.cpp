@@ -59,8 +59,26 @@ std::size_t history_start(const std::vector<MessageWithParts>& stored) {
 
 Result<std::shared_ptr<Conversation>> ConversationCache::get(const std::string& session_id) {
   if (auto it = conversations_.find(session_id); it != conversations_.end()) {
-    it->second->used = ++uses_;
-    return it->second;
+    bool current = true;
+    // Another node may have run a turn (or an edit) since this node's turn ended: the store says
+    // whether it did. Once taken by a turn here, the version is unknown again (the turn changes
+    // the conversation) until the turn's end is stored; meanwhile only that turn uses it.
+    if (store_->shared()) {
+      auto& kept = it->second->stored_version;
+      if (kept.empty()) {
+        current = status_->running(session_id);
+      } else {
+        auto version = store_->messages_version(session_id);
+        if (!version) return version.error();
+        current = *version == kept;
+        kept.clear();
+      }
+    }
+    if (current) {
+      it->second->used = ++uses_;
+      return it->second;
+    }
+    conversations_.erase(it);
   }
   auto stored = store_->list_messages(session_id);
   if (!stored) return stored.error();
@@ -84,6 +102,17 @@ Result<std::shared_ptr<Conversation>> ConversationCache::get(const std::string& 
 
 void ConversationCache::forget(const std::string& session_id) {
   conversations_.erase(session_id);
+}
+
+void ConversationCache::stored(const std::string& session_id) {
+  auto it = conversations_.find(session_id);
+  if (it == conversations_.end()) return;
+  auto version = store_->messages_version(session_id);
+  if (!version || version->empty()) {
+    conversations_.erase(it);
+    return;
+  }
+  it->second->stored_version = std::move(*version);
 }
 
 }  // namespace sb::session

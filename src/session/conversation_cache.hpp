@@ -30,9 +30,14 @@ class ConversationCache {
   ConversationCache(std::shared_ptr<SessionStore> store, std::shared_ptr<const StatusBoard> status)
       : store_(std::move(store)), status_(std::move(status)) {}
 
-  // The session's conversation, loaded from the store when it is not in memory.
+  // The session's conversation, loaded from the store when it is not in memory. On a store that
+  // other nodes share, one kept while no turn ran here is used only when the store's version of
+  // the session's messages is still the one it was kept at (stored()).
   Result<std::shared_ptr<Conversation>> get(const std::string& session_id);
   void forget(const std::string& session_id);
+  // A shared store: the session's turn ended here and all of it is stored; the conversation is
+  // kept with the store's version (dropped when that cannot be read).
+  void stored(const std::string& session_id);
 
  private:
   std::shared_ptr<SessionStore> store_;

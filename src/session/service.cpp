@@ -351,11 +351,19 @@ void SessionService::end_turn(const std::string& session_id) {
   // what this node keeps of the conversation would be old. An end whose write failed keeps the
   // claim until the retry stores it (release_stored_ends), or another node would run the next
   // turn without it and the retry would then write the old turn over the new one.
-  if (deps_.store->shared() && writer_->unstored(session_id))
+  bool unstored = deps_.store->shared() && writer_->unstored(session_id);
+  // Kept with the store's version of the session (checked at the next turn), read while the
+  // claim still keeps other nodes from changing it.
+  if (deps_.store->shared()) {
+    if (unstored)
+      conversations_->forget(session_id);
+    else
+      conversations_->stored(session_id);
+  }
+  if (unstored)
     unstored_ends_.insert(session_id);
   else
     deps_.store->release(session_id);
-  if (deps_.store->shared()) conversations_->forget(session_id);
   status_->set(session_id, json::object{{"type", "idle"}});
 }
 

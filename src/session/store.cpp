@@ -486,6 +486,21 @@ Result<std::optional<MessageWithParts>> SessionStore::get_message(const std::str
   return std::optional<MessageWithParts>{std::move(*m)};
 }
 
+Result<std::string> SessionStore::messages_version(const std::string& session_id) {
+  if (!shared_ || db_->engine() != store::Engine::Postgres) return std::string();
+  std::lock_guard lock(db_->mutex());
+  // xmin: the transaction that wrote the row version (an update makes a new one). Summed as
+  // 60-bit hashes in numeric, which does not overflow.
+  auto st = db_->prepare(
+      "SELECT count(*)::text || ':' || coalesce(sum(('x' || left(md5(id || ':' || "
+      "xmin::text), 15))::bit(60)::bigint), 0)::text FROM message WHERE session_id = ?1");
+  if (!st) return st.error();
+  st->bind(1, session_id);
+  auto row = st->step();
+  if (!row) return row.error();
+  return *row ? st->text(0) : std::string();
+}
+
 Result<std::vector<MessageWithParts>> SessionStore::list_messages(const std::string& session_id,
                                                                   std::size_t limit) {
   std::lock_guard lock(db_->mutex());

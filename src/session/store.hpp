@@ -131,6 +131,11 @@ class SessionStore {
   // In id order; `limit` > 0: only the newest `limit` (still oldest first).
   Result<std::vector<MessageWithParts>> list_messages(const std::string& session_id,
                                                       std::size_t limit = 0);
+  // On a shared store (PostgreSQL): a value that changes whenever any of the session's messages
+  // is written or deleted, by any node (each row version's transaction id, hashed with its id,
+  // and the count). A node that keeps a session's conversation in memory compares it before
+  // using it. "" on a store of this server's own.
+  Result<std::string> messages_version(const std::string& session_id);
   // Deletes one message with its parts; false when the session has no such message.
   Result<bool> delete_message(const std::string& session_id, const std::string& id);
 

@@ -28,6 +28,9 @@ namespace sb::session {
 struct Conversation {
   std::vector<provider::ModelMessage> messages;
   std::uint64_t used = 0;  // ConversationCache's use count at the last turn, for eviction
+  // On a shared store: SessionStore::messages_version() when the conversation was last known
+  // to be what the store holds (a turn's end stored); "" while unknown.
+  std::string stored_version;
 };
 
 struct Step;

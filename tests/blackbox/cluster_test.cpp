@@ -273,6 +273,20 @@ TEST_F(ClusterTest, ASessionsTurnRunsOnOneNodeAtATime) {
   ASSERT_TRUE(sent);
   EXPECT_TRUE(contains(sent->body, "waited")) << sent->body;
   EXPECT_TRUE(contains(sent->body, "first turn done")) << sent->body;
+
+  // Back on node a, which kept the conversation of its own turn: it sees node b's turn too.
+  model_.push(FakeResponse::with_text("third turn on a"));
+  auto third = http_post(port("a"), "/session/" + sid + "/message", text_prompt("three"), 15s);
+  ASSERT_TRUE(IsOk(third));
+  auto sent_a = model_.wait_for_request(3, 1s);
+  ASSERT_TRUE(sent_a);
+  EXPECT_TRUE(contains(sent_a->body, "second turn on b")) << sent_a->body;
+  // And a fourth there needs nothing new from the store: the same conversation goes on.
+  model_.push(FakeResponse::with_text("fourth turn on a"));
+  ASSERT_TRUE(IsOk(http_post(port("a"), "/session/" + sid + "/message", text_prompt("four"), 15s)));
+  auto sent_four = model_.wait_for_request(4, 1s);
+  ASSERT_TRUE(sent_four);
+  EXPECT_TRUE(contains(sent_four->body, "third turn on a")) << sent_four->body;
 }
 
 // A turn runs on node a; what waits in it is answered through the other nodes: a permission ask

@@ -38,9 +38,9 @@ std::runtime_error sys_error(const std::string& what) {
 }
 
 // The parent's environment without anything that could point the server at a user's files or
-// a real model's keys; with every answer checked against the server's OpenAPI document (GET /doc:
-// a mismatch is a 500).
-std::vector<std::string> child_environment(const fs::path& home) {
+// a real model's keys; with `check_api_doc`, every answer checked against the server's OpenAPI
+// document (GET /doc: a mismatch is a 500).
+std::vector<std::string> child_environment(const fs::path& home, bool check_api_doc = true) {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {
     std::string_view kv(*e);
@@ -51,7 +51,7 @@ std::vector<std::string> child_environment(const fs::path& home) {
     env.emplace_back(kv);
   }
   env.push_back("HOME=" + home.string());
-  env.push_back("SWITCHBOARD_CHECK_API_DOC=1");
+  if (check_api_doc) env.push_back("SWITCHBOARD_CHECK_API_DOC=1");
   return env;
 }
 
@@ -275,7 +275,7 @@ void ServerProcess::start() {
   port_ = options_.port;
   write_file(config_path_, boost::json::serialize(options_.config));
   std::vector<std::string> args = command_line();
-  auto env = child_environment(home_);
+  auto env = child_environment(home_, options_.check_api_doc);
   // The suites' PostgreSQL pass: the server keeps its store in a schema named after its data
   // directory (a restart on the same directory finds what it stored), fresh for a server of its
   // own home. Not for a test that names a store of its own.

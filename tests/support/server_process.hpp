@@ -93,6 +93,9 @@ class ServerProcess {
     // switchboard but logs "listening on http://127.0.0.1:PORT" as it does (a benchmark's echo
     // server). The config is still written, but passed only if the command names it.
     std::optional<std::vector<std::string>> command;
+    // Every answer checked against the OpenAPI document (SWITCHBOARD_CHECK_API_DOC=1), as the
+    // tests want; a benchmark measures the server as users run it, without.
+    bool check_api_doc = true;
   };
 
   // Starts the server and (unless Options::wait_listening is false) waits until it listens.
