@@ -123,7 +123,8 @@ Result<Recovered> SessionService::recover_turns(const std::string& reason) {
     for (const auto& w : *waits)
       candidates.insert(w.session_id);
     for (const auto& session_id : candidates) {
-      if (running(session_id)) continue;  // this node's own turn (its claim is re-entrant)
+      // This node's own turn (its claim is re-entrant), or one whose end waits to be stored.
+      if (running(session_id) || unstored_ends_.count(session_id)) continue;
       auto claimed = deps_.store->claim(session_id);
       if (!claimed) return claimed.error();
       if (*claimed) mine->insert(session_id);

@@ -199,6 +199,8 @@ void TurnWriter::start_write() {
   }
   auto flight = std::make_shared<Flight>();
   flight->number = ++started_;
+  for (const auto& w : batch)
+    flight->sessions.insert(w.session_id);
   flight->batch = std::move(batch);
   flight->done = flight->written.get_future();
   flight_ = flight;
@@ -226,11 +228,14 @@ void TurnWriter::settle(const std::shared_ptr<Flight>& flight) {
 
 void TurnWriter::written() {
   if (closing_) return;
-  if (!failed_writes_.empty()) arm(kRetryDelay);
+  // Not once the server stops (store_at_once): the retry timer would hold its loop up.
+  if (!failed_writes_.empty() && !at_once_) arm(kRetryDelay);
   if (on_written_) on_written_();
 }
 
 bool TurnWriter::unstored(const std::string& session_id) const {
+  // A retry in flight has taken the failed writes out of failed_writes_.
+  if (flight_ && flight_->sessions.count(session_id)) return true;
   return std::any_of(failed_writes_.begin(), failed_writes_.end(),
                      [&](const PendingWrite& w) { return w.session_id == session_id; });
 }

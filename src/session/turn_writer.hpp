@@ -93,8 +93,9 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
     std::uint64_t number = 0;
     std::vector<PendingWrite> batch;
     std::vector<PendingWrite> kept;
-    std::promise<void> written;  // set on the writer's thread once `kept` is final
-    std::future<void> done;      // of `written`, for the executor
+    std::set<std::string> sessions;  // of `batch`: not stored until the flight has settled
+    std::promise<void> written;      // set on the writer's thread once `kept` is final
+    std::future<void> done;          // of `written`, for the executor
   };
   // Writes `batch` (one transaction, or one per turn when that fails); returns what failed.
   static std::vector<PendingWrite> write(SessionStore& store, std::vector<PendingWrite> batch);
