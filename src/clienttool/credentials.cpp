@@ -59,6 +59,10 @@ Result<std::shared_ptr<ClientCredentials>> ClientCredentials::open(
     std::shared_ptr<store::Database> db) {
   {
     std::lock_guard lock(db->mutex());
+    // Nodes of a cluster may start at once on a new store (store::Database::lock_until_commit).
+    store::Database::Transaction tx(*db);
+    if (!tx.begun()) return tx.begun().error();
+    if (auto locked = db->lock_until_commit("schema"); !locked) return locked.error();
     auto r = db->exec(db->engine() == store::Engine::Postgres
                           ? "CREATE TABLE IF NOT EXISTS client_credential (client_id TEXT COLLATE "
                             "\"C\" PRIMARY KEY, token_hash TEXT NOT NULL, created BIGINT NOT NULL)"
@@ -66,6 +70,7 @@ Result<std::shared_ptr<ClientCredentials>> ClientCredentials::open(
                             " client_id TEXT PRIMARY KEY, token_hash TEXT NOT NULL, created "
                             "INTEGER NOT NULL)");
     if (!r) return r.error();
+    if (auto committed = tx.commit(); !committed) return committed.error();
   }
   return std::shared_ptr<ClientCredentials>(new ClientCredentials(std::move(db)));
 }

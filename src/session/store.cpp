@@ -261,7 +261,11 @@ Result<void> SessionStore::migrate() {
 }
 
 Result<void> SessionStore::migrate_postgres() {
-  // The store's lock (store/postgres.hpp) is held: no other server migrates meanwhile.
+  // The nodes of a cluster share the store and may start at once: one migrates while the others
+  // wait for its transaction.
+  store::Database::Transaction tx(*db_);
+  if (!tx.begun()) return tx.begun().error();
+  if (auto r = db_->lock_until_commit("schema"); !r) return r;
   if (auto r =
           db_->exec("CREATE TABLE IF NOT EXISTS switchboard_schema (version INTEGER NOT NULL)");
       !r)
@@ -269,8 +273,6 @@ Result<void> SessionStore::migrate_postgres() {
   auto version = query_integer(*db_, "SELECT coalesce(max(version), 0) FROM switchboard_schema");
   if (!version) return version.error();
   if (*version > kSchemaVersion) return newer_schema(*version);
-  store::Database::Transaction tx(*db_);
-  if (!tx.begun()) return tx.begun().error();
   if (auto r = db_->exec(kPostgresSchema); !r) return r;
   if (*version != kSchemaVersion) {
     if (auto r = db_->exec("DELETE FROM switchboard_schema"); !r) return r;

@@ -6,6 +6,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -765,11 +766,13 @@ TEST(SessionStorePostgres, ATurnsWriteIsRefusedOnceAnotherNodeTookItsClaim) {
   ASSERT_TRUE(a && b);
   (*a)->set_shared(true);
   (*b)->set_shared(true);
-  auto s = make_session("s", 1), kept = make_session("kept", 2);
+  auto s = make_session("s", 1), kept = make_session("kept", 2), freed = make_session("freed", 3);
   ASSERT_TRUE((*a)->put_session(s));
   ASSERT_TRUE((*a)->put_session(kept));
+  ASSERT_TRUE((*a)->put_session(freed));
   ASSERT_TRUE(*(*a)->claim(s.id));
   ASSERT_TRUE(*(*a)->claim(kept.id));
+  ASSERT_TRUE(*(*a)->claim(freed.id));
   EXPECT_FALSE(*(*b)->claim(s.id));
 
   std::string pid;
@@ -786,6 +789,14 @@ TEST(SessionStorePostgres, ATurnsWriteIsRefusedOnceAnotherNodeTookItsClaim) {
   while (!(taken = *(*b)->claim(s.id)) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(taken);
+  // b runs a turn of `freed` and gives it up again before a comes back: free, but not a's.
+  ASSERT_TRUE(*(*b)->claim(freed.id));
+  auto b_freed_turn = make_assistant(freed);
+  StoreChanges of_b_freed;
+  of_b_freed.claimed_session = freed.id;
+  of_b_freed.add({b_freed_turn, {}});
+  ASSERT_TRUE((*b)->write(of_b_freed));
+  (*b)->release(freed.id);
   auto b_turn = make_assistant(s);
   StoreChanges of_b;
   of_b.claimed_session = s.id;
@@ -808,8 +819,19 @@ TEST(SessionStorePostgres, ATurnsWriteIsRefusedOnceAnotherNodeTookItsClaim) {
   EXPECT_EQ(refused.error().code, ErrorCode::Conflict) << refused.error().message;
   EXPECT_NE(refused.error().message.find("no longer holds"), std::string::npos)
       << refused.error().message;
-  EXPECT_EQ((*a)->lost_claims(), std::vector<std::string>{s.id});
+  auto lost = (*a)->lost_claims();
+  std::sort(lost.begin(), lost.end());
+  std::vector<std::string> expected{freed.id, s.id};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(lost, expected);
   EXPECT_TRUE((*a)->lost_claims().empty());
+  StoreChanges late_freed;
+  late_freed.claimed_session = freed.id;
+  late_freed.add({make_assistant(freed), {}});
+  auto refused_freed = (*a)->write(late_freed);
+  ASSERT_FALSE(refused_freed);
+  EXPECT_EQ(refused_freed.error().code, ErrorCode::Conflict) << refused_freed.error().message;
+  EXPECT_TRUE(*(*b)->claim(freed.id));  // a did not keep it
   EXPECT_EQ((*b)->get_session(s.id)->value().title, "s");
   EXPECT_FALSE(*(*b)->get_message(s.id, a_turn.id));
   EXPECT_TRUE(*(*b)->get_message(s.id, b_turn.id));

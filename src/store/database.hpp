@@ -140,6 +140,13 @@ class Database {
   // server took them meanwhile): what they guarded is no longer this server's. Emptied by the
   // call. The caller holds mutex().
   virtual std::vector<std::string> take_lost_locks() { return {}; }
+  // Inside a transaction: waits for the lock named `name`, held until the transaction ends (for
+  // schema changes, which servers sharing one store may start at once). SQLite's BEGIN
+  // IMMEDIATE excludes every other writer already. The caller holds mutex().
+  virtual Result<void> lock_until_commit(const std::string& name) {
+    (void)name;
+    return {};
+  }
 
   // A transaction that takes the write lock at once (SQLite's BEGIN IMMEDIATE), COMMIT, or
   // ROLLBACK when the guard is destroyed uncommitted. Check begun() before writing: after a

@@ -65,6 +65,14 @@ std::uint64_t big_endian(const char* p, int bytes) {
   return v;
 }
 
+// The 64-bit key of the lock named by the SQL expression `name` in this store: two names (or
+// two stores in one database) share a key with a chance of 2^-64.
+std::string lock_key_sql(std::string_view name) {
+  return "('x' || left(md5('switchboard:' || current_database() || ':' || "
+         "coalesce(current_schema(), '') || ':' || " +
+         std::string(name) + "), 16))::bit(64)::bigint";
+}
+
 // What libpq's notices (a ROLLBACK with no transaction open, ...) become: debug lines, not
 // stderr.
 void on_notice(void*, const char* message) {
@@ -202,9 +210,14 @@ PostgresDatabase::~PostgresDatabase() {
 Result<void> PostgresDatabase::connect() {
   if (conn_) PQfinish(conn_);
   // Ours first, the URL last: what the URL says wins (libpq keeps the last value of a keyword).
+  // Keepalives (idle 5 s, then 3 probes 2 s apart) and the TCP user timeout end a connection
+  // whose server's machine vanished, which would otherwise hold a statement for many minutes.
   std::string timeout = std::to_string(options_.connect_timeout.count());
-  const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
-  const char* values[] = {timeout.c_str(), "switchboard", options_.url.c_str(), nullptr};
+  const char* keys[] = {"connect_timeout",  "application_name", "keepalives",
+                        "keepalives_idle",  "keepalives_count", "keepalives_interval",
+                        "tcp_user_timeout", "dbname",           nullptr};
+  const char* values[] = {timeout.c_str(), "switchboard",        "1",    "5", "3", "2",
+                          "15000",         options_.url.c_str(), nullptr};
   conn_ = PQconnectdbParams(keys, values, 1);
   if (!conn_) return make_error(ErrorCode::Unavailable, "postgres: out of memory");
   if (PQstatus(conn_) != CONNECTION_OK)
@@ -261,52 +274,106 @@ Result<void> PostgresDatabase::connect() {
       return refuse("another node of this store's cluster has the node ID \"" + options_.node_id +
                     "\"; give each node its own cluster.nodeID");
   }
-  // What this connection held before it broke; another server may have taken some meanwhile.
+  if (clustered) {
+    // The epochs of the named locks (take_lock). Nodes may start at once on a new store: the
+    // table is made under a lock of its own.
+    std::string made = "BEGIN; SELECT pg_advisory_xact_lock(" + lock_key_sql("'schema'") +
+                       "); CREATE TABLE IF NOT EXISTS switchboard_lock (name TEXT COLLATE \"C\" "
+                       "PRIMARY KEY, epoch BIGINT NOT NULL); COMMIT";
+    if (auto r = one(made); !r) {
+      (void)one("ROLLBACK");
+      return drop(r.error());
+    }
+  }
+  // What this connection held before it broke; another server may have taken some meanwhile,
+  // or taken and given up (their epoch moved on).
   for (auto it = locks_.begin(); it != locks_.end();) {
-    auto again = lock_call("pg_try_advisory_lock", *it);
+    auto again = take_lock(it->first, it->second);
     if (!again) return drop(again.error());
     if (*again) {
       ++it;
       continue;
     }
-    log::warn("postgres: the lock ", *it,
+    log::warn("postgres: the lock ", it->first,
               " was taken by another server while this one was cut off");
-    lost_locks_.push_back(*it);
+    lost_locks_.push_back(it->first);
     it = locks_.erase(it);
   }
   return {};
 }
 
-Result<bool> PostgresDatabase::lock_call(std::string_view function, const std::string& name) {
-  // A 64-bit key from the store and the name: two names (or two stores in one database) share a
-  // key with a chance of 2^-64. The store's own lock keeps the key servers before the cluster
-  // used (a 32-bit hash of the store alone), so that an older server and a newer one still
-  // exclude each other on one store.
-  bool store = name == "store";
-  std::string key = store ? "hashtext('switchboard:' || current_database() || ':' || "
-                            "coalesce(current_schema(), ''))"
-                          : "('x' || left(md5('switchboard:' || current_database() || ':' || "
-                            "coalesce(current_schema(), '') || ':' || $1), 16))::bit(64)::bigint";
-  std::string sql = "SELECT " + std::string(function) + "(" + key + ")::int";
-  const char* values[] = {name.c_str()};
-  PGresult* res = PQexecParams(conn_, sql.c_str(), store ? 0 : 1, nullptr, store ? nullptr : values,
-                               nullptr, nullptr, 0);
+Result<std::optional<std::int64_t>> PostgresDatabase::take_lock(const std::string& name,
+                                                                std::optional<std::int64_t> epoch) {
+  auto taken = lock_call("pg_try_advisory_lock", name);
+  if (!taken) return taken.error();
+  if (!*taken) return std::optional<std::int64_t>{};
+  auto value = epoch
+                   ? value_of("SELECT epoch FROM switchboard_lock WHERE name = $1", {name}, "lock")
+                   : value_of(
+                         "INSERT INTO switchboard_lock(name, epoch) VALUES($1, 1) "
+                         "ON CONFLICT(name) DO UPDATE SET epoch = switchboard_lock.epoch + 1 "
+                         "RETURNING epoch",
+                         {name}, "lock");
+  if (!value) {
+    // Not held without its epoch (a broken connection gave it up already).
+    (void)lock_call("pg_advisory_unlock", name);
+    return value.error();
+  }
+  std::int64_t now = *value ? std::atoll((*value)->c_str()) : 0;
+  if (!epoch || now == *epoch) return std::optional<std::int64_t>{now};
+  // Not ours to hold after all: what another server did under it came after our epoch.
+  if (auto r = lock_call("pg_advisory_unlock", name); !r) return r.error();
+  return std::optional<std::int64_t>{};
+}
+
+Result<std::optional<std::string>> PostgresDatabase::value_of(
+    const std::string& sql, const std::vector<std::string>& parameters, std::string_view what) {
+  std::vector<const char*> values;
+  for (const auto& p : parameters)
+    values.push_back(p.c_str());
+  PGresult* res = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                               values.data(), nullptr, nullptr, 0);
   if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-    auto error = failure("lock", res ? PQresultErrorMessage(res) : nullptr);
+    auto error = failure(what, res ? PQresultErrorMessage(res) : nullptr);
     if (res) PQclear(res);
     return error;
   }
-  bool yes = std::string_view(PQgetvalue(res, 0, 0)) == "1";
+  std::optional<std::string> out;
+  if (PQntuples(res) > 0) out = PQgetvalue(res, 0, 0);
   PQclear(res);
-  return yes;
+  return out;
+}
+
+Result<bool> PostgresDatabase::lock_call(std::string_view function, const std::string& name) {
+  // The store's own lock keeps the key servers before the cluster used (a 32-bit hash of the
+  // store alone), so that an older server and a newer one still exclude each other on one store.
+  bool store = name == "store";
+  std::string key = store ? "hashtext('switchboard:' || current_database() || ':' || "
+                            "coalesce(current_schema(), ''))"
+                          : lock_key_sql("$1");
+  std::vector<std::string> parameters;
+  if (!store) parameters.push_back(name);
+  auto value =
+      value_of("SELECT " + std::string(function) + "(" + key + ")::int", parameters, "lock");
+  if (!value) return value.error();
+  return *value == "1";
+}
+
+Result<void> PostgresDatabase::lock_until_commit(const std::string& name) {
+  if (auto r = ensure_connected("lock"); !r) return r;
+  auto value =
+      value_of("SELECT 1 FROM pg_advisory_xact_lock(" + lock_key_sql("$1") + ")", {name}, "lock");
+  if (!value) return value.error();
+  return {};
 }
 
 Result<bool> PostgresDatabase::try_lock(const std::string& name) {
   if (locks_.count(name)) return true;
   if (auto r = ensure_connected("lock"); !r) return r.error();
-  auto taken = lock_call("pg_try_advisory_lock", name);
-  if (taken && *taken) locks_.insert(name);
-  return taken;
+  auto taken = take_lock(name, std::nullopt);
+  if (!taken) return taken.error();
+  if (*taken) locks_.emplace(name, **taken);
+  return taken->has_value();
 }
 
 void PostgresDatabase::unlock(const std::string& name) {
@@ -330,10 +397,11 @@ Result<void> PostgresDatabase::ensure_connected(std::string_view next) {
                       "postgres: the connection was lost during a transaction");
   // While the server is away a statement fails at once, and connecting is tried again only so
   // often: each try blocks for up to connect_timeout (a refused connection returns at once).
-  auto now = std::chrono::steady_clock::now();
-  if (now < retry_at_) return last_failure_;
+  if (std::chrono::steady_clock::now() < retry_at_) return last_failure_;
   if (auto r = connect(); !r) {
-    retry_at_ = now + kRetryEvery;
+    // From the failure on: a try that waited out connect_timeout is not followed by another at
+    // once.
+    retry_at_ = std::chrono::steady_clock::now() + kRetryEvery;
     last_failure_ = r.error();
     // Another server took the store while this one was cut off: for this server's requests the
     // store is gone, not a conflict of theirs.

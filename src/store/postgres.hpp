@@ -8,18 +8,23 @@
 // the database and schema (search_path) keep a second server off it, as SQLite's lock file does.
 // A single server takes the store's lock alone; the nodes of a cluster take it shared, and each
 // its node's lock alone (so two nodes with one node ID refuse each other). try_lock()'s named
-// locks are advisory locks too. A connection that breaks fails the statement in flight with
-// Unavailable ("postgres: ..."), and the next statement connects again and takes every lock
-// again (one that another server took meanwhile is reported by take_lost_locks()); nothing is
+// locks are advisory locks too, each with an epoch (the table switchboard_lock) that taking it
+// counts up. A connection that breaks fails the statement in flight with Unavailable
+// ("postgres: ..."), and the next statement connects again and takes every lock again: one that
+// another server took meanwhile (held still, or taken and given up: its epoch moved) is reported
+// by take_lost_locks(), so a server cut off for a while never writes over what another server
+// did with the lock in between. Nothing is
 // retried behind the caller's back, so a write that failed is the writer's to keep
 // (session::TurnWriter keeps and retries it).
 //
 // libpq's calls block: a statement waits for its round trip (a fraction of a millisecond on
-// loopback), a reconnect for up to `connect_timeout`. Statements run longer than
-// `statement_timeout` are cancelled by the server.
+// loopback), a reconnect for up to `connect_timeout` (and is tried at most once a second).
+// Statements run longer than `statement_timeout` are cancelled by the server, and TCP keepalives
+// (unless the URL sets its own) end a connection whose server vanished within about 15 s.
 #include <chrono>
+#include <map>
 #include <memory>
-#include <set>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -57,6 +62,7 @@ class PostgresDatabase final : public Database {
   void unlock(const std::string& name) override;
   bool holds(const std::string& name) const override { return locks_.count(name) > 0; }
   std::vector<std::string> take_lost_locks() override;
+  Result<void> lock_until_commit(const std::string& name) override;
 
  protected:
   std::string_view begin_sql() const override { return "BEGIN"; }
@@ -69,13 +75,23 @@ class PostgresDatabase final : public Database {
   // Runs an advisory lock function (pg_try_advisory_lock, ..._shared, pg_advisory_unlock) on
   // the lock named `name` in this store, on the open connection; what it returned.
   Result<bool> lock_call(std::string_view function, const std::string& name);
+  // The first column of the first row of `sql` with its parameters ($1, ...), as text (nullopt:
+  // no row); `what` names it in an error.
+  Result<std::optional<std::string>> value_of(const std::string& sql,
+                                              const std::vector<std::string>& parameters,
+                                              std::string_view what);
+  // Takes the lock `name` on the open connection, with its epoch: when it was held before
+  // (`epoch` set), only if its epoch is still that one; a new epoch otherwise. Nullopt: not taken.
+  Result<std::optional<std::int64_t>> take_lock(const std::string& name,
+                                                std::optional<std::int64_t> epoch);
   // The error of the connection's last failure: Unavailable when it broke.
   Error failure(std::string_view what, const char* message) const;
 
   PostgresOptions options_;
   PGconn* conn_ = nullptr;
   std::int64_t changes_ = 0;
-  std::set<std::string> locks_;  // try_lock()'s, held (taken again after a reconnect)
+  // try_lock()'s, held (taken again after a reconnect), with the epoch this server took.
+  std::map<std::string, std::int64_t> locks_;
   std::vector<std::string> lost_locks_;
   bool in_transaction_ = false;
   // After a failed reconnect: until when statements fail at once, and with what.
