@@ -45,8 +45,11 @@ Result<std::shared_ptr<Node>> Node::create(asio::any_io_executor executor, NodeO
   if (!lease) return lease.error();
   auto relay = RedisClient::create(executor, redis);
   if (!relay) return relay.error();
-  auto node = std::shared_ptr<Node>(
-      new Node(executor, std::move(options), std::move(bus), std::move(*lease), std::move(*relay)));
+  auto asks = RedisClient::create(executor, redis);
+  if (!asks) return asks.error();
+  auto node =
+      std::shared_ptr<Node>(new Node(executor, std::move(options), std::move(bus),
+                                     std::move(*lease), std::move(*relay), std::move(*asks)));
   auto subscriber = RedisSubscriber::create(
       executor, redis,
       [weak = std::weak_ptr<Node>(node)](std::string_view channel, std::string_view payload) {
@@ -61,12 +64,14 @@ Result<std::shared_ptr<Node>> Node::create(asio::any_io_executor executor, NodeO
 }
 
 Node::Node(asio::any_io_executor executor, NodeOptions options, std::shared_ptr<bus::EventBus> bus,
-           std::shared_ptr<RedisClient> lease, std::shared_ptr<RedisClient> relay)
+           std::shared_ptr<RedisClient> lease, std::shared_ptr<RedisClient> relay,
+           std::shared_ptr<RedisClient> asks)
     : executor_(executor),
       options_(std::move(options)),
       bus_(std::move(bus)),
       lease_redis_(std::move(lease)),
       relay_redis_(std::move(relay)),
+      ask_redis_(std::move(asks)),
       timer_(executor) {
   json::object value{{"id", options_.node_id}, {"started", now_ms()}, {"pid", ::getpid()}};
   member_value_ = json::serialize(value);
@@ -117,6 +122,7 @@ asio::awaitable<void> Node::stop() {
   (void)co_await lease_redis_->command(std::move(srem));
   lease_redis_->close();
   relay_redis_->close();
+  ask_redis_->close();
 }
 
 asio::awaitable<void> Node::run_lease() {
@@ -180,6 +186,7 @@ asio::awaitable<bool> Node::renew_and_look() {
     log::info("cluster: node ", options_.node_id, " is in the cluster (", nodes_.size(),
               " node(s))");
   lease_ok_ = true;
+  joined_ = true;
   was_down_ = false;
   error_.reset();
   bool someone_left = came_back;
@@ -232,31 +239,44 @@ void Node::on_message(std::string_view channel, std::string_view payload) {
   bus_->publish_from(std::move(origin), type->get_string(), properties->get_object());
 }
 
-asio::awaitable<Result<std::vector<json::value>>> Node::ask(std::string op, json::object args) {
+asio::awaitable<Result<Answers>> Node::ask(std::string op, json::object args, bool first) {
   auto self = shared_from_this();
-  std::size_t others = nodes_.size() - (nodes_.count(options_.node_id) ? 1 : 0);
-  if (others == 0 || stopping_) co_return std::vector<json::value>{};
+  if (stopping_) co_return Answers{};
+  // Before its first round this node does not know who else is there: "nobody has it" would be
+  // a guess.
+  if (!joined_)
+    co_return make_error(ErrorCode::Unavailable,
+                         "cluster: this node has not joined the cluster yet (" +
+                             error_.value_or("redis: not answered yet") + ")");
+  std::set<std::string> others = nodes_;
+  others.erase(options_.node_id);
+  if (others.empty()) co_return Answers{};
   if (asks_.size() >= kMaxAsks)
     co_return make_error(ErrorCode::Unavailable,
                          "cluster: too many questions to other nodes wait; try again");
   std::string id = options_.node_id + ":" + std::to_string(++next_ask_);
-  auto pending =
-      std::make_shared<PendingAsk>(PendingAsk{others, 0, {}, asio::steady_timer(executor_)});
+  auto pending = std::make_shared<PendingAsk>(
+      PendingAsk{std::move(others), first, {}, asio::steady_timer(executor_)});
   pending->done.expires_after(kAskTimeout);
   asks_.emplace(id, pending);
   json::object message{{"id", id}, {"op", std::move(op)}, {"args", std::move(args)}};
   std::vector<std::string> publish{"PUBLISH", key("ask"),
                                    options_.node_id + "\n" + json::serialize(message)};
-  auto sent = co_await relay_redis_->command(std::move(publish));
+  auto sent = co_await ask_redis_->command(std::move(publish));
   if (auto why = failed(sent)) {
     asks_.erase(id);
     co_return make_error(ErrorCode::Unavailable,
                          "cluster: the other nodes cannot be reached (" + *why + ")");
   }
-  if (pending->answered < pending->expected && !stopping_)
-    co_await pending->done.async_wait(asio::as_tuple(asio::use_awaitable));
+  auto done = [&] {
+    return pending->waiting.empty() || (pending->first && !pending->answers.replies.empty());
+  };
+  if (!done() && !stopping_) co_await pending->done.async_wait(asio::as_tuple(asio::use_awaitable));
   asks_.erase(id);
-  co_return std::move(pending->replies);
+  // A node that had it would have been the first to say so.
+  if (!(pending->first && !pending->answers.replies.empty()))
+    pending->answers.silent.assign(pending->waiting.begin(), pending->waiting.end());
+  co_return std::move(pending->answers);
 }
 
 void Node::on_ask_message(std::string_view payload) {
@@ -281,7 +301,7 @@ void Node::on_ask_message(std::string_view payload) {
       [self = shared_from_this(), channel = key("answer:" + from),
        payload = json::serialize(answer)]() mutable -> asio::awaitable<void> {
         std::vector<std::string> publish{"PUBLISH", std::move(channel), std::move(payload)};
-        auto sent = co_await self->relay_redis_->command(std::move(publish));
+        auto sent = co_await self->ask_redis_->command(std::move(publish));
         if (auto why = failed(sent))
           log::warn("cluster: an answer to another node was lost: ", *why);
       },
@@ -292,14 +312,18 @@ void Node::on_answer(std::string_view payload) {
   auto doc = parse_json(payload, kEventDepth);
   const json::object* answer = doc && doc->is_object() ? &doc->get_object() : nullptr;
   const json::value* id = answer ? answer->if_contains("id") : nullptr;
+  const json::value* node = answer ? answer->if_contains("node") : nullptr;
   const json::value* reply = answer ? answer->if_contains("reply") : nullptr;
-  if (!id || !id->is_string() || !reply) return;
+  if (!id || !id->is_string() || !node || !node->is_string() || !reply) return;
   auto it = asks_.find(std::string(id->get_string()));
   if (it == asks_.end()) return;  // answered after its time
   auto& pending = *it->second;
-  ++pending.answered;
-  if (!reply->is_null()) pending.replies.push_back(*reply);
-  if (pending.answered >= pending.expected) pending.done.cancel();
+  // Only the nodes it was asked of count, each once (a node that joined since, or an answer
+  // sent twice, would otherwise stand in for one that was asked).
+  if (!pending.waiting.erase(std::string(node->get_string()))) return;
+  if (!reply->is_null()) pending.answers.replies.push_back(*reply);
+  if (pending.waiting.empty() || (pending.first && !pending.answers.replies.empty()))
+    pending.done.cancel();
 }
 
 void Node::on_subscriber_state(bool connected) {

@@ -20,11 +20,13 @@
 //   waits on another node, an abort of a turn running there, the lists of what waits on every
 //   node — it asks the others: PUBLISH `<prefix>ask` "<node id>\n{id, op, args}". Every other
 //   node answers on `<prefix>answer:<asker>` with {id, node, reply} (reply null: not here), and
-//   the asker collects the answers of the nodes it knows to be alive, until all have answered or
-//   kAskTimeout has passed. At most kMaxAsks wait at once.
+//   the asker collects the answers of the nodes it knew to be alive when it asked, until all
+//   have answered, the first has something (for what one node alone has), or kAskTimeout has
+//   passed; who did not answer is said. At most kMaxAsks wait at once.
 //
-// The lease has a connection of its own: a burst of events waiting to be published cannot hold a
-// renewal up past the lease (the node would look gone).
+// The lease and the asks each have a connection of their own: a burst of events waiting to be
+// published cannot hold a renewal up past the lease (the node would look gone), nor an ask past
+// its time.
 //
 // Not thread-safe: the server's executor only, as the bus. Every Redis command has the client's
 // timeout; stop() ends the loops and gives the node's key up.
@@ -60,6 +62,12 @@ struct NodeOptions {
 using AskHandler =
     std::function<boost::json::value(std::string_view op, const boost::json::object& args)>;
 
+// What the other nodes answered to an ask.
+struct Answers {
+  std::vector<boost::json::value> replies;  // the non-null ones, in the order they came
+  std::vector<std::string> silent;          // nodes that did not answer in time, sorted
+};
+
 struct NodeStatus {
   std::string node_id;
   bool ok = false;                   // Redis answers, and this node's lease is current
@@ -87,11 +95,12 @@ class Node : public std::enable_shared_from_this<Node> {
 
   // How this node answers the others' asks; set before start().
   void on_ask(AskHandler handler) { ask_handler_ = std::move(handler); }
-  // Asks every other live node (above): their non-null replies, in the order they came. Empty
-  // when no other node is alive or none has anything to do with it; Unavailable when Redis does
-  // not take the ask or too many asks wait.
-  boost::asio::awaitable<Result<std::vector<boost::json::value>>> ask(std::string op,
-                                                                      boost::json::object args);
+  // Asks every other live node (above); `first`: done at the first non-null reply (what one node
+  // alone can have). No replies and no silent nodes: no other node is alive, or none has
+  // anything to do with it. Unavailable when this node has not joined yet (its first lease round
+  // has not passed), Redis does not take the ask, or too many asks wait.
+  boost::asio::awaitable<Result<Answers>> ask(std::string op, boost::json::object args,
+                                              bool first = false);
 
   NodeStatus status() const;
   const std::string& id() const { return options_.node_id; }
@@ -101,7 +110,7 @@ class Node : public std::enable_shared_from_this<Node> {
  private:
   Node(boost::asio::any_io_executor executor, NodeOptions options,
        std::shared_ptr<bus::EventBus> bus, std::shared_ptr<RedisClient> lease,
-       std::shared_ptr<RedisClient> relay);
+       std::shared_ptr<RedisClient> relay, std::shared_ptr<RedisClient> asks);
   void spawn_lease();
   std::string key(std::string_view name) const { return options_.key_prefix + std::string(name); }
   boost::asio::awaitable<void> run_lease();
@@ -118,6 +127,7 @@ class Node : public std::enable_shared_from_this<Node> {
   std::shared_ptr<bus::EventBus> bus_;
   std::shared_ptr<RedisClient> lease_redis_;
   std::shared_ptr<RedisClient> relay_redis_;
+  std::shared_ptr<RedisClient> ask_redis_;
   std::shared_ptr<RedisSubscriber> subscriber_;
   bus::Subscription subscription_;
   boost::asio::steady_timer timer_;
@@ -127,6 +137,7 @@ class Node : public std::enable_shared_from_this<Node> {
   bool stopping_ = false;
   bool lease_ok_ = false;
   bool was_down_ = false;  // Redis failed since the last good round
+  bool joined_ = false;    // a lease round passed once: nodes_ is known
   std::optional<std::string> error_;
   std::set<std::string> nodes_;
   std::size_t in_flight_ = 0;
@@ -134,10 +145,10 @@ class Node : public std::enable_shared_from_this<Node> {
   AskHandler ask_handler_;
   // Asks of this node that wait for answers, by id.
   struct PendingAsk {
-    std::size_t expected = 0;  // the other live nodes when it was asked
-    std::size_t answered = 0;
-    std::vector<boost::json::value> replies;
-    boost::asio::steady_timer done;  // cancelled when every node has answered
+    std::set<std::string> waiting;  // the other live nodes when it was asked, until they answer
+    bool first = false;             // done at the first non-null reply
+    Answers answers;
+    boost::asio::steady_timer done;  // cancelled when it is done before its time
   };
   std::map<std::string, std::shared_ptr<PendingAsk>> asks_;
   std::uint64_t next_ask_ = 0;

@@ -55,14 +55,27 @@ class NodeTest : public ::testing::Test {
 };
 
 // Every other live node answers; the asker has the replies of those that had something to say,
-// as soon as all have answered. A node alone asks nobody.
+// as soon as all have answered. A node alone asks nobody; a node that has not joined yet cannot
+// say that nobody has it.
 TEST_F(NodeTest, AnAskGetsTheRepliesOfTheNodesThatHaveIt) {
   REQUIRE_REDIS();
+  NodeOptions unstarted;
+  unstarted.redis_url = fixture_url();
+  unstarted.node_id = "unstarted";
+  auto early = Node::create(io_.get_executor(), unstarted, bus::EventBus::create());
+  ASSERT_TRUE(early);
+  auto too_early = run(io_, (*early)->ask("echo", json::object{}));
+  ASSERT_FALSE(too_early);
+  EXPECT_EQ(too_early.error().code, ErrorCode::Unavailable);
+  EXPECT_NE(too_early.error().message.find("not joined"), std::string::npos)
+      << too_early.error().message;
+
   Node& a = start("a");
   EXPECT_TRUE(all_see(1));
   auto alone = run(io_, a.ask("echo", json::object{}));
   ASSERT_TRUE(alone);
-  EXPECT_TRUE(alone->empty());
+  EXPECT_TRUE(alone->replies.empty());
+  EXPECT_TRUE(alone->silent.empty());
 
   start("b", [](std::string_view op, const json::object& args) -> json::value {
     if (op != "echo") return nullptr;
@@ -71,10 +84,11 @@ TEST_F(NodeTest, AnAskGetsTheRepliesOfTheNodesThatHaveIt) {
   start("c", [](std::string_view, const json::object&) -> json::value { return nullptr; });
   ASSERT_TRUE(all_see(3));
   auto asked = Clock::now();
-  auto replies = run(io_, a.ask("echo", json::object{{"say", "hi"}}));
-  ASSERT_TRUE(replies) << replies.error().message;
-  ASSERT_EQ(replies->size(), 1u);
-  EXPECT_EQ((*replies)[0], (json::object{{"from", "b"}, {"said", "hi"}}));
+  auto answers = run(io_, a.ask("echo", json::object{{"say", "hi"}}));
+  ASSERT_TRUE(answers) << answers.error().message;
+  ASSERT_EQ(answers->replies.size(), 1u);
+  EXPECT_EQ(answers->replies[0], (json::object{{"from", "b"}, {"said", "hi"}}));
+  EXPECT_TRUE(answers->silent.empty());
   // Not the 2 s a node that does not answer costs.
   EXPECT_LT(Clock::now() - asked, Node::kAskTimeout / 2);
 }
@@ -97,12 +111,22 @@ TEST_F(NodeTest, ANodeThatDoesNotAnswerCostsTheAskTimeoutAndNoMore) {
   ASSERT_TRUE(run(io_, (*redis)->command({"SADD", prefix + "nodes", "ghost"})));
   ASSERT_TRUE(run_until(io_, [&] { return a.status().nodes.size() == 3; }));
   auto asked = Clock::now();
-  auto replies = run(io_, a.ask("anything", json::object{}));
+  auto answers = run(io_, a.ask("anything", json::object{}));
   auto took = Clock::now() - asked;
-  ASSERT_TRUE(replies);
-  EXPECT_EQ(*replies, std::vector<json::value>{"b here"});
+  ASSERT_TRUE(answers);
+  EXPECT_EQ(answers->replies, std::vector<json::value>{"b here"});
+  EXPECT_EQ(answers->silent, std::vector<std::string>{"ghost"});
   EXPECT_GE(took, Node::kAskTimeout - 100ms);
   EXPECT_LT(took, Node::kAskTimeout + 1s);
+
+  // What one node alone has is done at the first reply that has it: the silent node costs
+  // nothing, and is not named (the one that had it answered).
+  asked = Clock::now();
+  auto first = run(io_, a.ask("anything", json::object{}, true));
+  ASSERT_TRUE(first);
+  EXPECT_LT(Clock::now() - asked, Node::kAskTimeout / 2);
+  EXPECT_EQ(first->replies, std::vector<json::value>{"b here"});
+  EXPECT_TRUE(first->silent.empty());
   run(io_, (*redis)->command({"DEL", prefix + "node:ghost"}));
   (*redis)->close();
 }

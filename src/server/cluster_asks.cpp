@@ -124,6 +124,18 @@ json::value take_client_answer(ServerState& state, const json::object& args, boo
   return answer_of(r);
 }
 
+// Nothing found where every node answered: `missing`. Where some did not, one of them may have
+// it: the caller may try again.
+Error not_found_or_silent(const cluster::Answers& answers, Error missing) {
+  if (answers.silent.empty()) return missing;
+  std::string names;
+  for (const auto& node : answers.silent)
+    names += (names.empty() ? "" : ", ") + node;
+  return make_error(ErrorCode::Unavailable, "cluster: node(s) " + names +
+                                                " did not answer in time and may have it (" +
+                                                missing.message + "); try again");
+}
+
 }  // namespace
 
 void answer_cluster_asks(ServerState& state) {
@@ -161,10 +173,10 @@ void answer_cluster_asks(ServerState& state) {
 asio::awaitable<Result<void>> ask_the_node_that_has_it(ServerState& state, std::string op,
                                                        json::object args, Error missing) {
   if (!state.cluster) co_return missing;
-  auto replies = co_await state.cluster->ask(std::move(op), std::move(args));
-  if (!replies) co_return replies.error();
-  if (replies->empty()) co_return missing;
-  co_return outcome_of(replies->front());
+  auto answers = co_await state.cluster->ask(std::move(op), std::move(args), true);
+  if (!answers) co_return answers.error();
+  if (answers->replies.empty()) co_return not_found_or_silent(*answers, std::move(missing));
+  co_return outcome_of(answers->replies.front());
 }
 
 asio::awaitable<Result<bool>> abort_on_another_node(ServerState& state,
@@ -173,18 +185,26 @@ asio::awaitable<Result<bool>> abort_on_another_node(ServerState& state,
   // Named first: GCC 12 cannot compile a literal or a braced list inside co_await.
   std::string op = "abort";
   json::object args{{"sessionID", session_id}};
-  auto replies = co_await state.cluster->ask(std::move(op), std::move(args));
-  if (!replies) co_return replies.error();
-  co_return !replies->empty();
+  auto answers = co_await state.cluster->ask(std::move(op), std::move(args), true);
+  if (!answers) co_return answers.error();
+  if (!answers->replies.empty()) co_return true;
+  if (!answers->silent.empty())
+    co_return not_found_or_silent(
+        *answers, make_error(ErrorCode::NotFound, "no turn of session " + session_id + " runs"));
+  co_return false;
 }
 
 asio::awaitable<Result<void>> gather_from_other_nodes(ServerState& state, std::string op,
                                                       json::value& out) {
   if (!state.cluster) co_return Result<void>{};
   json::object args;
-  auto replies = co_await state.cluster->ask(std::move(op), std::move(args));
-  if (!replies) co_return replies.error();
-  for (auto& reply : *replies) {
+  auto answers = co_await state.cluster->ask(std::move(op), std::move(args));
+  if (!answers) co_return answers.error();
+  if (!answers->silent.empty())
+    log::warn("cluster: node(s) ", answers->silent.front(),
+              answers->silent.size() > 1 ? " and others" : "",
+              " did not answer in time: their part of a list is left out");
+  for (auto& reply : answers->replies) {
     if (auto* list = reply.if_array(); list && out.is_array())
       for (auto& item : *list)
         out.get_array().push_back(std::move(item));
