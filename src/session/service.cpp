@@ -346,8 +346,13 @@ void SessionService::end_turn(const std::string& session_id) {
   auto it = turns_.find(session_id);
   bool disowned = it != turns_.end() && it->second->disowned;
   turns_.erase(session_id);
-  // Another node runs this session now: its status is that node's to tell.
-  if (disowned) return;
+  // Another node runs this session now: its status is that node's to tell (an idle event from
+  // here would contradict it), and this node's busy entry goes (GET /session/status merges
+  // every node's).
+  if (disowned) {
+    status_->forget(session_id);
+    return;
+  }
   // Its end is stored (the turn waited for it): another node may run the next turn, after which
   // what this node keeps of the conversation would be old. An end whose write failed keeps the
   // claim until the retry stores it (release_stored_ends), or another node would run the next

@@ -122,6 +122,8 @@ class StatusBoard {
  public:
   explicit StatusBoard(std::shared_ptr<bus::EventBus> bus) : bus_(std::move(bus)) {}
   void set(const std::string& session_id, json::object status);
+  // Drops the session's status without an event: another node runs its turn now and tells it.
+  void forget(const std::string& session_id) { status_.erase(session_id); }
   // {sessionID: status} for the sessions that are not idle.
   json::object all() const;
   bool running(const std::string& session_id) const;
