@@ -1,6 +1,7 @@
 #include "session/store.hpp"
 
 #include <limits>
+#include <optional>
 
 #include "clienttool/wire.hpp"
 #include "store/sqlite.hpp"
@@ -338,6 +339,13 @@ namespace {
 std::string claim_name(const std::string& session_id) {
   return "session:" + session_id;
 }
+
+// A turn's write refused: its node was cut off from the store, and another node took over.
+Error claim_lost(const std::string& session_id) {
+  return make_error(ErrorCode::Conflict, "session " + session_id +
+                                             ": this node no longer holds its claim (another node "
+                                             "took its turn over)");
+}
 }  // namespace
 
 Result<bool> SessionStore::claim(const std::string& session_id) {
@@ -543,9 +551,7 @@ Result<void> SessionStore::write(std::span<const StoreChanges* const> batch) {
   if (shared_)
     for (const StoreChanges* changes : batch)
       if (!changes->claimed_session.empty() && !db_->holds(claim_name(changes->claimed_session)))
-        return make_error(ErrorCode::Conflict, "session " + changes->claimed_session +
-                                                   ": this node no longer holds its claim "
-                                                   "(another node took its turn over)");
+        return claim_lost(changes->claimed_session);
   for (const StoreChanges* changes : batch) {
     if (changes->session)
       if (auto r = put_session_locked(*changes->session); !r) return r.error();
@@ -576,12 +582,22 @@ Result<std::string> SessionStore::get_todos(const std::string& session_id) {
 
 Result<void> SessionStore::put_todos(const std::string& session_id, std::string_view todos_json) {
   std::lock_guard lock(db_->mutex());
+  // A turn's todowrite: on a shared store only while this node holds the session's claim,
+  // checked after BEGIN (which connects again and finds the claims lost meanwhile), as a turn's
+  // other writes are.
+  std::optional<store::Database::Transaction> tx;
+  if (shared_) {
+    tx.emplace(*db_);
+    if (!tx->begun()) return tx->begun().error();
+    if (!db_->holds(claim_name(session_id))) return claim_lost(session_id);
+  }
   auto st = db_->prepare(
       "INSERT INTO todo(session_id, data) VALUES(?1, ?2) "
       "ON CONFLICT(session_id) DO UPDATE SET data = excluded.data");
   if (!st) return st.error();
   st->bind(1, session_id).bind(2, todos_json);
-  return st->run();
+  if (auto r = st->run(); !r) return r;
+  return tx ? tx->commit() : Result<void>{};
 }
 
 Result<void> SessionStore::put_wait_locked(const Wait& w) {

@@ -832,6 +832,11 @@ TEST(SessionStorePostgres, ATurnsWriteIsRefusedOnceAnotherNodeTookItsClaim) {
   ASSERT_FALSE(refused_freed);
   EXPECT_EQ(refused_freed.error().code, ErrorCode::Conflict) << refused_freed.error().message;
   EXPECT_TRUE(*(*b)->claim(freed.id));  // a did not keep it
+  // A todowrite of a's old turn too.
+  auto todos = (*a)->put_todos(s.id, "[]");
+  ASSERT_FALSE(todos);
+  EXPECT_EQ(todos.error().code, ErrorCode::Conflict) << todos.error().message;
+  EXPECT_TRUE((*a)->put_todos(kept.id, "[]"));
   EXPECT_EQ((*b)->get_session(s.id)->value().title, "s");
   EXPECT_FALSE(*(*b)->get_message(s.id, a_turn.id));
   EXPECT_TRUE(*(*b)->get_message(s.id, b_turn.id));
