@@ -322,6 +322,7 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
     if (!made) return made.error();
     state->cluster = std::move(*made);
     server::answer_cluster_asks(*state);
+    state->client_relay = cluster::ClientRelay::create(state->cluster, state->registry);
     state->cluster->start(
         [weak = std::weak_ptr<session::SessionService>(state->sessions)](bool take_over) {
           auto sessions = weak.lock();

@@ -56,7 +56,8 @@ ClientToolRegistry::~ClientToolRegistry() {
 Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::string& client_id,
                                                                     std::vector<ToolSpec> specs,
                                                                     const std::string& session_id,
-                                                                    bool plain_names) {
+                                                                    bool plain_names,
+                                                                    Origin origin) {
   if (!valid_name(client_id))
     return make_error(
         ErrorCode::InvalidRequest,
@@ -96,13 +97,18 @@ Result<std::vector<std::string>> ClientToolRegistry::register_tools(const std::s
   }
   std::vector<std::string> ids;
   auto& client = clients_[client_id];
-  for (auto& def : defs) {
+  for (const auto& def : defs) {
     ids.push_back(def->id);
     tool_owner_[def->id] = client_id;
-    client.tools.insert_or_assign(def->id, std::move(def));
+    client.tools.insert_or_assign(def->id, def);
   }
+  if (origin == Origin::OtherNode) return ids;
   bus_->publish("client-tool.registered",
                 json::object{{"clientID", client_id}, {"toolIDs", to_json(ids)}});
+  if (auto mirror = mirror_.lock(); mirror && !plain_names) {
+    std::vector<Definition> shared(defs.begin(), defs.end());
+    mirror->registered(client_id, shared);
+  }
   return ids;
 }
 
@@ -126,7 +132,8 @@ Result<std::shared_ptr<const CompiledSchema>> ClientToolRegistry::shared_schema(
 }
 
 std::vector<std::string> ClientToolRegistry::unregister(
-    const std::string& client_id, const std::optional<std::vector<std::string>>& ids) {
+    const std::string& client_id, const std::optional<std::vector<std::string>>& ids,
+    Origin origin) {
   std::vector<std::string> removed;
   Effects effects;
   auto it = clients_.find(client_id);
@@ -160,12 +167,25 @@ std::vector<std::string> ClientToolRegistry::unregister(
   }
   if (client.tools.empty() && client.pending.empty() && !client.sink && !client.grace)
     clients_.erase(it);
-  if (!removed.empty())
+  if (!removed.empty() && origin == Origin::Here) {
     bus_->publish("client-tool.unregistered",
                   json::object{{"clientID", client_id}, {"toolIDs", to_json(removed)}});
+    if (auto mirror = mirror_.lock()) mirror->unregistered(client_id, removed);
+  }
   for (auto& effect : effects)
     effect();
   return removed;
+}
+
+std::map<std::string, std::vector<ClientToolRegistry::Definition>> ClientToolRegistry::all_clients()
+    const {
+  std::map<std::string, std::vector<Definition>> out;
+  for (const auto& [client_id, client] : clients_) {
+    auto& tools = out[client_id];
+    for (const auto& [id, def] : client.tools)
+      tools.push_back(def);
+  }
+  return out;
 }
 
 std::vector<ClientToolRegistry::Definition> ClientToolRegistry::get_tools(
@@ -314,7 +334,15 @@ Result<StartedCall> ClientToolRegistry::start_call(ExecuteParams& params, Progre
     ++client.window_count;
   }
 
-  message->seq = ++next_seq_;
+  // Above the last id, and the clock's microseconds: the nodes of a cluster each issue ids for
+  // one client's stream (whose Last-Event-ID replays what came after it), and the clock keeps
+  // theirs in the order they were issued as far as the nodes' clocks agree.
+  next_seq_ =
+      std::max(next_seq_ + 1,
+               static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count()));
+  message->seq = next_seq_;
   auto now = Clock::now();
   PendingCall call;
   call.call = started;
@@ -373,6 +401,7 @@ Result<StartedCall> ClientToolRegistry::resume_call(ExecuteParams& params,
   };
   call.deadline = now + left(stored.deadline);
   call.hard_deadline = now + left(stored.hard_deadline);
+  call.resumed = true;
   call.request = std::move(req);
   StartedCall started = call.call;
   std::optional<json::object> request_event;
@@ -543,20 +572,28 @@ std::size_t ClientToolRegistry::pending_count() const {
 
 std::uint64_t ClientToolRegistry::attach(const std::string& client_id,
                                          std::shared_ptr<ClientSink> sink, std::uint64_t last_seq,
-                                         const std::string& transport) {
+                                         const std::string& transport, Origin origin) {
   Effects effects;
   ClientState& client = clients_[client_id];
   std::shared_ptr<ClientSink> replaced = std::exchange(client.sink, sink);
   std::uint64_t connection = client.connection = ++next_connection_;
+  client.elsewhere = origin == Origin::OtherNode;
   if (client.grace) {
     client.grace.reset();
     --graces_;
   }
-  for (const auto& [seq, request_id] : client.pending)
-    if (seq > last_seq) deliver(client, pending_.at(request_id), effects);
+  // What it has not had: after its Last-Event-ID, or never sent by this process (a call made
+  // while it was away, whose id another node's clock may have put below what it saw since).
+  for (const auto& [seq, request_id] : client.pending) {
+    auto& call = pending_.at(request_id);
+    if (seq > last_seq || (!call.delivered && !call.resumed)) deliver(client, call, effects);
+  }
   if (replaced) replaced->close("superseded by a newer connection of client " + client_id);
-  bus_->publish("client-tool.connected",
-                json::object{{"clientID", client_id}, {"transport", transport}});
+  if (origin == Origin::Here) {
+    bus_->publish("client-tool.connected",
+                  json::object{{"clientID", client_id}, {"transport", transport}});
+    if (auto mirror = mirror_.lock()) mirror->attached(client_id, sink, last_seq, transport);
+  }
   for (auto& effect : effects)
     effect();
   return connection;
@@ -568,6 +605,7 @@ void ClientToolRegistry::detach(const std::string& client_id, std::uint64_t conn
   if (it == clients_.end() || it->second.connection != connection || !it->second.sink) return;
   ClientState& client = it->second;
   client.sink.reset();
+  bool here = !client.elsewhere;
   if (options_.reconnect_grace.count() == 0 || shutting_down_) {
     cleanup_client(client_id, effects);
   } else {
@@ -575,7 +613,10 @@ void ClientToolRegistry::detach(const std::string& client_id, std::uint64_t conn
     ++graces_;
     ensure_ticking();
   }
-  bus_->publish("client-tool.disconnected", json::object{{"clientID", client_id}});
+  if (here) {
+    bus_->publish("client-tool.disconnected", json::object{{"clientID", client_id}});
+    if (auto mirror = mirror_.lock()) mirror->detached(client_id);
+  }
   for (auto& effect : effects)
     effect();
 }
@@ -607,8 +648,10 @@ void ClientToolRegistry::cleanup_client(const std::string& client_id, Effects& e
     client.grace.reset();
     --graces_;
   }
+  // Its home node tells those who watch that its tools went (every node ends its grace).
+  bool here = !client.elsewhere;
   if (!client.sink) clients_.erase(it);
-  if (!removed.empty())
+  if (!removed.empty() && here)
     effects.push_back([bus = bus_, client_id, removed] {
       bus->publish("client-tool.unregistered",
                    json::object{{"clientID", client_id}, {"toolIDs", to_json(removed)}});

@@ -55,6 +55,26 @@ class ClientSink {
   virtual void close(const std::string& reason) = 0;
 };
 
+// Who made a change to the registry: this node (its own clients, its callers), or another node of
+// a cluster (told by cluster::ClientRelay). Another node's change publishes no events (that node
+// did) and is not told to the mirror again.
+enum class Origin { Here, OtherNode };
+
+// What the other nodes of a cluster must know of this registry (cluster::ClientRelay): the
+// changes made here, told once the registry is consistent again. A chat's own tools
+// (plain_names) stay on the node that has the chat.
+class RegistryMirror {
+ public:
+  virtual ~RegistryMirror() = default;
+  virtual void registered(const std::string& client_id,
+                          const std::vector<std::shared_ptr<const ToolDefinition>>& tools) = 0;
+  virtual void unregistered(const std::string& client_id,
+                            const std::vector<std::string>& tool_ids) = 0;
+  virtual void attached(const std::string& client_id, std::shared_ptr<ClientSink> sink,
+                        std::uint64_t last_seq, const std::string& transport) = 0;
+  virtual void detached(const std::string& client_id) = 0;
+};
+
 struct ExecuteParams {
   std::string client_id;  // optional; when given, `tool` may be the client's own tool name
   std::string tool;       // full id client_{clientID}_{name}, or the name with client_id
@@ -111,11 +131,17 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   Result<std::vector<std::string>> register_tools(const std::string& client_id,
                                                   std::vector<ToolSpec> specs,
                                                   const std::string& session_id = {},
-                                                  bool plain_names = false);
+                                                  bool plain_names = false,
+                                                  Origin origin = Origin::Here);
   // Removes the named tools (full ids or the client's names), or all when `ids` is nullopt.
   // Calls waiting on a removed tool fail. Returns the ids that were removed.
   std::vector<std::string> unregister(const std::string& client_id,
-                                      const std::optional<std::vector<std::string>>& ids);
+                                      const std::optional<std::vector<std::string>>& ids,
+                                      Origin origin = Origin::Here);
+  // Told of every change made here from now on (held weakly).
+  void set_mirror(std::weak_ptr<RegistryMirror> mirror) { mirror_ = std::move(mirror); }
+  // Every client known here (registered tools, a connection, or calls waiting) with its tools.
+  std::map<std::string, std::vector<std::shared_ptr<const ToolDefinition>>> all_clients() const;
 
   // Definitions are shared, never copied: a registration replaces them, it does not change them.
   using Definition = std::shared_ptr<const ToolDefinition>;
@@ -156,13 +182,16 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   // The caller gave up: the call ends with Unavailable and the client gets a cancel.
   bool cancel(const std::string& request_id, const std::string& reason);
 
-  // Removes the client's tools and fails its calls with "Client disconnected".
+  // Removes the client's tools and fails its calls with "Client disconnected" (on this node
+  // alone: a chat's own client).
   void cleanup(const std::string& client_id);
 
-  // A connection of `client_id` opened. Replays its pending requests with seq > last_seq, closes
-  // the connection it replaces, and stops a running reconnect grace. Returns a connection id.
+  // A connection of `client_id` opened (here, or on another node: `origin`). Replays its pending
+  // requests that it has not had (seq > last_seq, or never delivered), closes the connection it
+  // replaces, and stops a running reconnect grace. Returns a connection id.
   std::uint64_t attach(const std::string& client_id, std::shared_ptr<ClientSink> sink,
-                       std::uint64_t last_seq, const std::string& transport);
+                       std::uint64_t last_seq, const std::string& transport,
+                       Origin origin = Origin::Here);
   // The connection closed. Starts the reconnect grace (or cleans up at once when it is 0).
   void detach(const std::string& client_id, std::uint64_t connection);
 
@@ -190,13 +219,15 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
     Clock::time_point hard_deadline;
     Clock::time_point deadline;
     bool delivered = false;
+    bool resumed = false;  // made before a restart: its client may have had it then
   };
 
   struct ClientState {
     std::map<std::string, Definition> tools;
     std::shared_ptr<ClientSink> sink;
     std::uint64_t connection = 0;
-    std::optional<Clock::time_point> grace;                   // when a dropped client's grace ends
+    std::optional<Clock::time_point> grace;  // when a dropped client's grace ends
+    bool elsewhere = false;                  // its connection (the last one) is on another node
     std::set<std::pair<std::uint64_t, std::string>> pending;  // (seq, request id)
     Clock::time_point window_start{};
     std::int64_t window_count = 0;
@@ -261,6 +292,7 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_connection_ = 0;
   bool shutting_down_ = false;
+  std::weak_ptr<RegistryMirror> mirror_;
 };
 
 }  // namespace sb::clienttool

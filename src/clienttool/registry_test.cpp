@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <random>
 #include <vector>
@@ -1832,6 +1833,92 @@ TEST_F(RegistryTest, AReleasedCallEndsWithoutACancelToItsClient) {
   // Watchers are not told that the released call failed: it goes on after the restart.
   EXPECT_TRUE(events_.of_type("client-tool.failed", EventLog::request(call.request_id)).empty());
   EXPECT_EQ(events_.of_type("client-tool.failed", EventLog::request(call2.request_id)).size(), 1u);
+}
+
+// ---- a cluster's other nodes (cluster::ClientRelay) ------------------------------------------
+
+// What the mirror was told, in order ("registered c1 client_c1_t", "attached c1 0", ...).
+class RecordingMirror : public RegistryMirror {
+ public:
+  void registered(const std::string& client_id,
+                  const std::vector<std::shared_ptr<const ToolDefinition>>& tools) override {
+    std::string line = "registered " + client_id;
+    for (const auto& def : tools)
+      line += " " + def->id;
+    told.push_back(line);
+  }
+  void unregistered(const std::string& client_id, const std::vector<std::string>& ids) override {
+    std::string line = "unregistered " + client_id;
+    for (const auto& id : ids)
+      line += " " + id;
+    told.push_back(line);
+  }
+  void attached(const std::string& client_id, std::shared_ptr<ClientSink>, std::uint64_t last_seq,
+                const std::string& transport) override {
+    told.push_back("attached " + client_id + " " + std::to_string(last_seq) + " " + transport);
+  }
+  void detached(const std::string& client_id) override { told.push_back("detached " + client_id); }
+  std::vector<std::string> told;
+};
+
+// Changes made here are told to the mirror and announced on the bus; what another node did
+// (Origin::OtherNode) changes this registry as well, quietly: its node announced it. A chat's
+// own tools (plain names) stay here.
+TEST_F(RegistryTest, ChangesOfThisNodeAreMirroredAndThoseOfAnotherNodeAreQuiet) {
+  RegistryOptions o;
+  o.reconnect_grace = 5s;
+  restart(o);
+  auto mirror = std::make_shared<RecordingMirror>();
+  registry_->set_mirror(mirror);
+
+  register_ok("c1", {spec("t")});
+  auto here = std::make_shared<FakeSink>(io_);
+  auto conn = registry_->attach("c1", here, 7, "sse");
+  registry_->detach("c1", conn);
+  registry_->unregister("c1", std::nullopt);
+  ASSERT_TRUE(registry_->register_tools("chat", {spec("app")}, "ses_1", true));
+  EXPECT_EQ(mirror->told, (Strings{"registered c1 client_c1_t", "attached c1 7 sse", "detached c1",
+                                   "unregistered c1 client_c1_t"}));
+  EXPECT_EQ(events_.of_type("client-tool.connected").size(), 1u);
+  EXPECT_EQ(events_.of_type("client-tool.disconnected").size(), 1u);
+  EXPECT_EQ(events_.of_type("client-tool.registered").size(), 2u);
+  EXPECT_EQ(events_.of_type("client-tool.unregistered").size(), 1u);
+
+  mirror->told.clear();
+  ASSERT_TRUE(
+      registry_->register_tools("c2", {spec("t"), spec("u")}, {}, false, Origin::OtherNode));
+  auto elsewhere = std::make_shared<FakeSink>(io_);
+  auto remote = registry_->attach("c2", elsewhere, 0, "ws", Origin::OtherNode);
+  EXPECT_TRUE(registry_->is_connected("c2"));
+  EXPECT_EQ(tool_ids("c2"), (Strings{"client_c2_t", "client_c2_u"}));
+  // A call of this node goes to the client through the other node's connection.
+  Completion done(io_);
+  auto call = start(params("client_c2_t"), done);
+  ASSERT_EQ(elsewhere->requests().size(), 1u);
+  EXPECT_EQ(elsewhere->requests()[0]->request_id, call.request_id);
+  EXPECT_EQ(events_.of_type("client-tool.request").size(), 1u);  // the call's, of this node
+  registry_->unregister("c2", Strings{"u"}, Origin::OtherNode);
+  EXPECT_EQ(tool_ids("c2"), (Strings{"client_c2_t"}));
+  registry_->detach("c2", remote);
+  EXPECT_TRUE(mirror->told.empty());
+  EXPECT_EQ(events_.of_type("client-tool.connected").size(), 1u);
+  EXPECT_EQ(events_.of_type("client-tool.disconnected").size(), 1u);
+  EXPECT_EQ(events_.of_type("client-tool.registered").size(), 2u);
+  EXPECT_EQ(events_.of_type("client-tool.unregistered").size(), 1u);
+  EXPECT_EQ(done.count(), 0u);  // its grace runs, as for a client of this node
+  EXPECT_EQ(tool_ids("c2"), (Strings{"client_c2_t"}));
+}
+
+// A call made while its client was away is delivered when the client comes back, whatever
+// Last-Event-ID it sends: another node's clock may have numbered the events it saw since above it.
+TEST_F(RegistryTest, ACallMadeWhileTheClientWasAwayIsDeliveredWhateverItsLastEventId) {
+  register_ok("c1", {spec("t")});
+  Completion done(io_);
+  auto call = start(params("client_c1_t"), done);
+  auto sink = std::make_shared<FakeSink>(io_);
+  registry_->attach("c1", sink, std::numeric_limits<std::uint64_t>::max(), "sse");
+  ASSERT_EQ(sink->requests().size(), 1u);
+  EXPECT_EQ(sink->requests()[0]->request_id, call.request_id);
 }
 
 }  // namespace

@@ -82,6 +82,8 @@ void Node::start(std::function<void(bool)> each_round) {
   subscriber_->subscribe(key("events"));
   subscriber_->subscribe(key("ask"));
   subscriber_->subscribe(key("answer:" + options_.node_id));
+  for (const auto& [channel, listener] : listeners_)
+    subscriber_->subscribe(channel);
   subscriber_->start();
   subscription_ = bus_->subscribe([weak = weak_from_this()](const bus::EventPtr& event) {
     if (auto self = weak.lock()) self->relay(event);
@@ -102,7 +104,12 @@ void Node::spawn_lease() {
       log::error("cluster: the lease loop failed; started again");
     }
     auto self = weak.lock();
-    if (self && !self->stopping_) self->spawn_lease();
+    if (!self || self->stopping_) return;
+    // After a pause: a loop that fails at once would otherwise spin.
+    auto pause = std::make_shared<asio::steady_timer>(self->executor_, self->options_.lease / 3);
+    pause->async_wait([weak, pause](boost::system::error_code) {
+      if (auto again = weak.lock(); again && !again->stopping_) again->spawn_lease();
+    });
   });
 }
 
@@ -141,6 +148,7 @@ asio::awaitable<bool> Node::renew_and_look() {
     if (lease_ok_ || error_ != why) log::warn("cluster: ", why);
     lease_ok_ = false;
     was_down_ = true;
+    announced_ = false;
     error_ = why;
     return false;
   };
@@ -194,25 +202,35 @@ asio::awaitable<bool> Node::renew_and_look() {
     if (id == options_.node_id) continue;
     log::info("cluster: node ", id, " went away; its turns are taken over");
     someone_left = true;
+    if (on_gone_) on_gone_(id);
   }
   if (someone_left) take_over_until_ = std::chrono::steady_clock::now() + kTakeOverWindow;
+  maybe_joined();
   co_return true;
 }
 
 void Node::relay(const bus::EventPtr& event) {
-  if (!event->origin.empty() || stopping_) return;  // another node's, relayed here
+  if (!event->origin.empty()) return;  // another node's, relayed here
+  send("events", event->frame);
+}
+
+void Node::send(std::string_view channel, std::string_view payload) {
+  if (stopping_) return;
   if (in_flight_ >= kMaxInFlight) {
     ++dropped_;
     return;
   }
   ++in_flight_;
-  std::string payload = options_.node_id + "\n" + event->frame;
-  // Commands go out in the order they are issued, and this runs in the order of the events. (The
+  std::string message;
+  message.reserve(options_.node_id.size() + 1 + payload.size());
+  message.append(options_.node_id).append(1, '\n').append(payload);
+  // Commands go out in the order they are issued, and this runs in the order of the calls. (The
   // command is a named vector: GCC 12 cannot compile a braced list inside co_await.)
   asio::co_spawn(
       executor_,
-      [self = shared_from_this(), payload = std::move(payload)]() mutable -> asio::awaitable<void> {
-        std::vector<std::string> publish{"PUBLISH", self->key("events"), std::move(payload)};
+      [self = shared_from_this(), channel = key(channel),
+       payload = std::move(message)]() mutable -> asio::awaitable<void> {
+        std::vector<std::string> publish{"PUBLISH", std::move(channel), std::move(payload)};
         auto sent = co_await self->relay_redis_->command(std::move(publish));
         --self->in_flight_;
         if (failed(sent)) ++self->dropped_;
@@ -220,9 +238,22 @@ void Node::relay(const bus::EventPtr& event) {
       asio::detached);
 }
 
+void Node::listen(std::string channel, Listener listener) {
+  listeners_[key(channel)] = std::move(listener);
+}
+
 void Node::on_message(std::string_view channel, std::string_view payload) {
   if (channel == key("ask")) return on_ask_message(payload);
   if (channel == key("answer:" + options_.node_id)) return on_answer(payload);
+  if (auto it = listeners_.find(std::string(channel)); it != listeners_.end()) {
+    auto newline = payload.find('\n');
+    if (newline == std::string_view::npos) return;
+    auto from = payload.substr(0, newline);
+    if (from == options_.node_id) return;
+    // A copy: the listener may add listeners.
+    Listener listener = it->second;
+    return listener(from, payload.substr(newline + 1));
+  }
   if (channel != key("events")) return;
   auto newline = payload.find('\n');
   if (newline == std::string_view::npos) return;
@@ -326,7 +357,18 @@ void Node::on_answer(std::string_view payload) {
     pending.done.cancel();
 }
 
+void Node::maybe_joined() {
+  // Both: the others see this node alive (they may have forgotten it while it was away), and it
+  // hears what they answer.
+  if (!lease_ok_ || !subscribed_ || announced_ || stopping_) return;
+  announced_ = true;
+  if (on_joined_) on_joined_();
+}
+
 void Node::on_subscriber_state(bool connected) {
+  subscribed_ = connected;
+  if (connected) maybe_joined();
+  announced_ = announced_ && connected;
   if (!connected && !stopping_)
     log::warn(
         "cluster: the event channel is down: other nodes' events are not seen until it is "

@@ -102,6 +102,23 @@ class Node : public std::enable_shared_from_this<Node> {
   boost::asio::awaitable<Result<Answers>> ask(std::string op, boost::json::object args,
                                               bool first = false);
 
+  // Messages that other nodes send() on `<prefix><channel>`, with the sender's id (this node's
+  // own are not heard). Set before start().
+  using Listener = std::function<void(std::string_view from, std::string_view payload)>;
+  void listen(std::string channel, Listener listener);
+  // PUBLISHes `payload` on `<prefix><channel>` after every event and message that this node sent
+  // before it (one connection, in order). Lost for the others, and counted, as an event is when
+  // Redis is away or too many wait.
+  void send(std::string_view channel, std::string_view payload);
+  // Once this node's lease is renewed and its channels are subscribed, again after either failed
+  // (this node was away: the others may have forgotten what it told them, or it missed what they
+  // said).
+  void on_joined(std::function<void()> handler) { on_joined_ = std::move(handler); }
+  // With each other node that went away (its lease ended), before that round's each_round.
+  void on_gone(std::function<void(const std::string& node)> handler) {
+    on_gone_ = std::move(handler);
+  }
+
   NodeStatus status() const;
   const std::string& id() const { return options_.node_id; }
   // Events that could not be sent to the other nodes (Redis away, too many waiting).
@@ -121,6 +138,8 @@ class Node : public std::enable_shared_from_this<Node> {
   void on_ask_message(std::string_view payload);
   void on_answer(std::string_view payload);
   void on_subscriber_state(bool connected);
+  // Calls on_joined_ when this node is back in the cluster (above) and has not yet.
+  void maybe_joined();
 
   boost::asio::any_io_executor executor_;
   NodeOptions options_;
@@ -136,13 +155,18 @@ class Node : public std::enable_shared_from_this<Node> {
   std::string member_value_;  // what the node's key holds: its id and start time
   bool stopping_ = false;
   bool lease_ok_ = false;
-  bool was_down_ = false;  // Redis failed since the last good round
-  bool joined_ = false;    // a lease round passed once: nodes_ is known
+  bool was_down_ = false;    // Redis failed since the last good round
+  bool joined_ = false;      // a lease round passed once: nodes_ is known
+  bool subscribed_ = false;  // the subscriber's channels are subscribed
+  bool announced_ = false;   // on_joined_ was called since this node was last away
   std::optional<std::string> error_;
   std::set<std::string> nodes_;
   std::size_t in_flight_ = 0;
   std::uint64_t dropped_ = 0;
   AskHandler ask_handler_;
+  std::map<std::string, Listener> listeners_;  // by channel (with the prefix)
+  std::function<void()> on_joined_;
+  std::function<void(const std::string&)> on_gone_;
   // Asks of this node that wait for answers, by id.
   struct PendingAsk {
     std::set<std::string> waiting;  // the other live nodes when it was asked, until they answer

@@ -17,6 +17,7 @@
 #include "chat/service.hpp"
 #include "clienttool/credentials.hpp"
 #include "clienttool/registry.hpp"
+#include "cluster/client_relay.hpp"
 #include "cluster/node.hpp"
 #include "config/config.hpp"
 #include "mcp/manager.hpp"
@@ -144,6 +145,8 @@ struct ServerState {
   std::shared_ptr<store::FileLock> data_dir_lock;
   // This node of a cluster (cluster.redis); null for a single server.
   std::shared_ptr<cluster::Node> cluster;
+  // Its clients' tools, connections and requests shared with the other nodes; null as above.
+  std::shared_ptr<cluster::ClientRelay> client_relay;
   // Client tokens (clientTools.clientTokens); null when they are switched off.
   std::shared_ptr<clienttool::ClientCredentials> credentials;
   ConnectionSet connections;

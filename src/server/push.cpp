@@ -1,6 +1,7 @@
 #include "server/push.hpp"
 
 #include "server/api_doc.hpp"
+#include "server/cluster_asks.hpp"
 
 #include <optional>
 
@@ -304,73 +305,112 @@ std::string request_id_of(const json::object& msg) {
                                                     : std::string();
 }
 
-// Handles one client -> server message; replies go through the channel (the one writer).
-void handle_ws_message(ServerState& state, const std::string& client_id, PushChannel& channel,
-                       std::string_view text) {
+// A client's answer that this node's registry did not send: in a cluster, the node whose turn
+// sent it takes it (cluster_asks.cpp), as for one posted over HTTP.
+struct ForwardAnswer {
+  std::string op;  // "client.result" | "client.progress"
+  json::object body;
+  Error missing;  // this node's NotFound, when no node has it
+};
+
+// Posts `frame` and forwards nothing: handle_ws_message's own answers.
+std::optional<ForwardAnswer> post_nothing(PushChannel& channel,
+                                          std::shared_ptr<const std::string> frame) {
+  channel.post(std::move(frame));
+  return std::nullopt;
+}
+
+// The answer as forwarded, when `here` says this node does not know its request.
+std::optional<ForwardAnswer> forward_if_unknown(const ServerState& state, const Result<void>& here,
+                                                std::string op, const json::object& msg,
+                                                const std::string& client_id) {
+  if (here || here.error().code != ErrorCode::NotFound || !state.cluster) return std::nullopt;
+  json::object body(msg, json::storage_ptr());  // out of the message's buffer
+  body["clientID"] = client_id;
+  return ForwardAnswer{std::move(op), std::move(body), here.error()};
+}
+
+// Handles one client -> server message; replies go through the channel (the one writer). An
+// answer for another node is returned, to be forwarded.
+std::optional<ForwardAnswer> handle_ws_message(ServerState& state, const std::string& client_id,
+                                               PushChannel& channel, std::string_view text) {
   // The message is read and dropped here: its document lives in a buffer on this stack, and
   // what outlives the call is copied out (into the heap) field by field.
   unsigned char buffer[4096];
   json::monotonic_resource resource(buffer, sizeof buffer);
   auto doc = parse_request_json(state, text, json::storage_ptr(&resource));
-  if (!doc) return channel.post(ws_error(doc.error()));
+  if (!doc) return post_nothing(channel, ws_error(doc.error()));
   if (!doc->is_object())
-    return channel.post(
-        ws_error(make_error(ErrorCode::InvalidRequest, "a message must be a JSON object, got " +
-                                                           std::string(kind_name(*doc)))));
+    return post_nothing(channel, ws_error(make_error(ErrorCode::InvalidRequest,
+                                                     "a message must be a JSON object, got " +
+                                                         std::string(kind_name(*doc)))));
   const json::object& msg = doc->get_object();
   auto type = get_string(msg, "type");
-  if (!type) return channel.post(ws_error(type.error()));
+  if (!type) return post_nothing(channel, ws_error(type.error()));
   if (!*type)
-    return channel.post(ws_error(make_error(ErrorCode::InvalidRequest, "type is required")));
+    return post_nothing(channel,
+                        ws_error(make_error(ErrorCode::InvalidRequest, "type is required")));
 
   if (**type == "register") {
     auto request = decode_register(msg);
-    if (!request) return channel.post(ws_error(request.error()));
+    if (!request) return post_nothing(channel, ws_error(request.error()));
     if (request->session_id)
       if (auto own = state.sessions->validate_client_session(client_id, *request->session_id); !own)
-        return channel.post(ws_error(own.error()));
+        return post_nothing(channel, ws_error(own.error()));
     if (auto r = check_registration_limits(state, client_id, request->tools); !r)
-      return channel.post(ws_error(r.error()));
+      return post_nothing(channel, ws_error(r.error()));
     auto ids = state.registry->register_tools(client_id, std::move(request->tools),
                                               request->session_id.value_or(""));
-    if (!ids) return channel.post(ws_error(ids.error()));
-    return channel.post(std::make_shared<const std::string>(json::serialize(
-        json::object{{"type", "registered"}, {"toolIDs", clienttool::to_json(*ids)}})));
+    if (!ids) return post_nothing(channel, ws_error(ids.error()));
+    return post_nothing(channel,
+                        std::make_shared<const std::string>(json::serialize(json::object{
+                            {"type", "registered"}, {"toolIDs", clienttool::to_json(*ids)}})));
   }
   if (**type == "unregister") {
     auto request = decode_unregister(msg);
-    if (!request) return channel.post(ws_error(request.error()));
+    if (!request) return post_nothing(channel, ws_error(request.error()));
     auto removed = state.registry->unregister(client_id, request->tool_ids);
-    return channel.post(std::make_shared<const std::string>(json::serialize(
-        json::object{{"type", "unregistered"}, {"toolIDs", clienttool::to_json(removed)}})));
+    return post_nothing(channel,
+                        std::make_shared<const std::string>(json::serialize(json::object{
+                            {"type", "unregistered"}, {"toolIDs", clienttool::to_json(removed)}})));
   }
   if (**type == "result") {
     auto request = decode_result(msg);
     // An answer that names its request hears about its own failure under that id.
-    if (!request) return channel.post(ws_error(request.error(), request_id_of(msg)));
+    if (!request) return post_nothing(channel, ws_error(request.error(), request_id_of(msg)));
     auto r =
         state.registry->submit_result(request->request_id, client_id, std::move(request->response));
+    if (auto forward = forward_if_unknown(state, r, "client.result", msg, client_id))
+      return forward;
     if (!r) channel.post(ws_error(r.error(), request->request_id));
-    return;
+    return std::nullopt;
   }
   if (**type == "progress") {
     auto request = decode_progress(msg);
-    if (!request) return channel.post(ws_error(request.error(), request_id_of(msg)));
+    if (!request) return post_nothing(channel, ws_error(request.error(), request_id_of(msg)));
     auto r = state.registry->report_progress(request->request_id, client_id,
                                              std::move(request->progress));
+    if (auto forward = forward_if_unknown(state, r, "client.progress", msg, client_id))
+      return forward;
     if (!r) channel.post(ws_error(r.error(), request->request_id));
-    return;
+    return std::nullopt;
   }
   channel.post(ws_error(make_error(ErrorCode::InvalidRequest,
                                    "unknown message type \"" + **type +
                                        "\" (expected register, unregister, result or progress)")));
+  return std::nullopt;
 }
 
 // handle_ws_message as read_messages calls it.
 asio::awaitable<void> handle_client_text(ServerState& state, const std::string& client_id,
                                          WsConnection& conn, std::string text) {
-  handle_ws_message(state, client_id, conn, text);
-  co_return;
+  auto forward = handle_ws_message(state, client_id, conn, text);
+  if (!forward) co_return;
+  // Awaited here: the client's next message is read after it, so its answers stay in order.
+  std::string request_id = request_id_of(forward->body);
+  auto r = co_await ask_the_node_that_has_it(state, std::move(forward->op),
+                                             std::move(forward->body), std::move(forward->missing));
+  if (!r) conn.post(ws_error(r.error(), request_id));
 }
 
 }  // namespace

@@ -84,6 +84,13 @@ class ClusterTest : public testing::Test {
     return *node.server;
   }
   unsigned short port(const std::string& id) { return nodes_.at(id).server->port(); }
+  // Nodes a, b and c, each seeing the three.
+  void start_three() {
+    for (std::string id : {"a", "b", "c"})
+      start_node(id);
+    for (std::string id : {"a", "b", "c"})
+      wait_members(id, 3);
+  }
 
   // GET /health of node `id` until Redis answers it and it lists `count` live nodes; its last
   // answer.
@@ -125,6 +132,29 @@ class ClusterTest : public testing::Test {
     return ws;
   }
 
+  // A turn on node `on` whose model calls `tool` (as `call_id`) and then says `last`.
+  void start_tool_turn(const std::string& on, const std::string& sid, const std::string& call_id,
+                       const std::string& tool, const std::string& last) {
+    model_.push(FakeResponse::with_tool_call(call_id, tool, json::object{}));
+    model_.push(FakeResponse::with_text(last));
+    auto started = http_post(port(on), "/session/" + sid + "/prompt_async", text_prompt("go"));
+    ASSERT_EQ(started.status, 204u) << started.describe();
+  }
+
+  // Node `on` lists `count` messages of `sid` (within 10 s), the last with the text `last`.
+  testing::AssertionResult lists(const std::string& on, const std::string& sid, std::size_t count,
+                                 const std::string& last) {
+    json::array list;
+    if (wait_until(
+            [&] {
+              list = messages(on, sid);
+              return list.size() == count && text_of(list.back()) == last;
+            },
+            10s))
+      return testing::AssertionSuccess();
+    return testing::AssertionFailure() << "node " << on << " lists " << str(list);
+  }
+
   // The client answers `request_id` with `output` over `ws`; the turn (its second model request)
   // ends with `last`, its third message as node `on` lists it, and the model saw `output`.
   void answer_and_expect_end(WsClient& ws, const json::value& request_id, const std::string& output,
@@ -133,14 +163,7 @@ class ClusterTest : public testing::Test {
     ws.send_json(json::object{{"type", "result"},
                               {"requestID", request_id},
                               {"result", json::object{{"status", "success"}, {"output", output}}}});
-    json::array list;
-    ASSERT_TRUE(wait_until(
-        [&] {
-          list = messages(on, sid);
-          return list.size() == 3 && text_of(list[2]) == last;
-        },
-        10s))
-        << str(list);
+    ASSERT_TRUE(lists(on, sid, 3, last));
     auto sent = model_.wait_for_request(1, 1s);
     ASSERT_TRUE(sent);
     EXPECT_TRUE(contains(sent->body, output)) << sent->body;
@@ -256,13 +279,7 @@ TEST_F(ClusterTest, ASessionsTurnRunsOnOneNodeAtATime) {
                                              {"clientID", "c1"},
                                              {"result", json::object{{"status", "success"}}}}),
                       404, "NOT_FOUND"));
-  ASSERT_TRUE(wait_until(
-      [&] {
-        auto list = messages("a", sid);
-        return list.size() == 3 && text_of(list[2]) == "first turn done";
-      },
-      10s))
-      << str(messages("a", sid));
+  ASSERT_TRUE(lists("a", sid, 3, "first turn done"));
 
   model_.push(FakeResponse::with_text("second turn on b"));
   auto second = http_post(port("b"), "/session/" + sid + "/message", text_prompt("two"), 15s);
@@ -294,10 +311,7 @@ TEST_F(ClusterTest, ASessionsTurnRunsOnOneNodeAtATime) {
 // lists of what waits, and the busy sessions, are the cluster's on every node.
 TEST_F(ClusterTest, AsksQuestionsAndAbortsReachTheNodeThatRunsTheTurn) {
   extra_config_["permission"] = json::object{{"bash", "ask"}};
-  for (std::string id : {"a", "b", "c"})
-    start_node(id);
-  for (std::string id : {"a", "b", "c"})
-    wait_members(id, 3);
+  start_three();
   std::string sid = create_session("a");
   BusEvents on_c(port("c"));
   model_.push(FakeResponse::with_tool_call(
@@ -376,6 +390,99 @@ TEST_F(ClusterTest, AsksQuestionsAndAbortsReachTheNodeThatRunsTheTurn) {
 // kill -9 of the node running a turn that waits for its client: another node takes the turn over
 // from the store within the lease and a round; the client, reconnecting to that node, gets the
 // same request, and its answer ends the turn there as if nothing had happened.
+// A client connected to one node serves the turns of the others (issue 20): c1's tool, registered
+// over its WebSocket on node b, is offered to node a's turn, whose request reaches c1 there; its
+// answer on b ends a's turn. c2's tools, registered over HTTP on b, serve a's turns over an SSE
+// stream on node c, answered over HTTP on c. /event on c sees a's calls. When c2's stream moves
+// to node b, what waits for it comes again there.
+TEST_F(ClusterTest, AClientOnAnotherNodeAnswersATurnsCallsOverWebSocketAndSse) {
+  start_three();
+  std::string sid = create_session("a");
+  BusEvents on_c(port("c"));
+  auto knows = [&](const std::string& on, const std::string& client) {
+    return wait_until(
+        [&] {
+          return !http_get(port(on), "/client-tools/tools/" + client).json().as_array().empty();
+        },
+        5s);
+  };
+
+  auto ws = connect_c1("b", sid);
+  ASSERT_TRUE(knows("a", "c1")) << "node a did not hear of c1's tool";
+  start_tool_turn("a", sid, "call_w", "client_c1_wait", "answered on b");
+  json::object request = next_ws_request(*ws);
+  EXPECT_EQ(string_at(json::value(request), "/callID"), "call_w") << str(request);
+  EXPECT_EQ(string_at(json::value(request), "/sessionID"), sid) << str(request);
+  auto seen = on_c.next_where("client-tool.request", "/properties/request/requestID",
+                              request.at("requestID"));
+  EXPECT_TRUE(seen) << "/event on c did not see a's request";
+  answer_and_expect_end(*ws, request.at("requestID"), "over the websocket on b", "a", sid,
+                        "answered on b");
+  EXPECT_TRUE(
+      on_c.next_where("client-tool.completed", "/properties/requestID", request.at("requestID")));
+  // An answer to what no node asked is refused where it came in, under its id.
+  ws->send_json(json::object{{"type", "result"},
+                             {"requestID", "req_nowhere"},
+                             {"result", json::object{{"status", "success"}, {"output", "x"}}}});
+  auto refused = ws->next_message_of_type("error", 5s);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(string_at(*refused, "/requestID"), "req_nowhere") << str(*refused);
+  EXPECT_EQ(string_at(*refused, "/code"), "NOT_FOUND") << str(*refused);
+
+  register_tools(port("b"), "c2", {tool_def("ask")});
+  SseClient sse(port("c"), "/client-tools/pending/c2");
+  ASSERT_EQ(sse.status(), 200u);
+  ASSERT_TRUE(knows("a", "c2"));
+  start_tool_turn("a", sid, "call_s", "client_c2_ask", "answered on c");
+  auto second = sse.next_event_named("tool-request", 5s);
+  ASSERT_TRUE(second) << "c2's stream on c did not get a's request";
+  json::value second_request = second->json();
+  EXPECT_EQ(string_at(second_request, "/callID"), "call_s") << second->data;
+  auto posted = http_post(
+      port("c"), "/client-tools/result",
+      json::object{{"requestID", second_request.at("requestID")},
+                   {"clientID", "c2"},
+                   {"result", json::object{{"status", "success"}, {"output", "over sse on c"}}}});
+  ASSERT_TRUE(IsOk(posted)) << posted.describe();
+  ASSERT_TRUE(lists("a", sid, 6, "answered on c"));
+
+  // c2's third request reaches it on c; it goes away before answering and connects to b with
+  // the last event it had before that request: the request comes again, on b.
+  start_tool_turn("a", sid, "call_m", "client_c2_ask", "answered after the move");
+  auto third = sse.next_event_named("tool-request", 5s);
+  ASSERT_TRUE(third);
+  std::string third_id = string_at(third->json(), "/requestID");
+  sse.close();
+  SseClient::Options resume;
+  resume.last_event_id = second->id;
+  SseClient moved(port("b"), "/client-tools/pending/c2", resume);
+  ASSERT_EQ(moved.status(), 200u);
+  auto again = moved.next_event_named("tool-request", 5s);
+  ASSERT_TRUE(again) << "the request did not come again on b";
+  EXPECT_EQ(string_at(again->json(), "/requestID"), third_id) << again->data;
+  EXPECT_EQ(again->id, third->id);  // the same event
+  ASSERT_TRUE(IsOk(http_post(
+      port("b"), "/client-tools/result",
+      json::object{{"requestID", third_id},
+                   {"clientID", "c2"},
+                   {"result", json::object{{"status", "success"}, {"output", "after moving"}}}})));
+  ASSERT_TRUE(lists("a", sid, 9, "answered after the move"));
+  auto sent = model_.wait_for_request(5, 1s);
+  ASSERT_TRUE(sent);
+  EXPECT_TRUE(contains(sent->body, "after moving")) << sent->body;
+
+  // A node that joins later hears of every client from the others, and reaches c2 on b.
+  start_node("d");
+  wait_members("d", 4);
+  ASSERT_TRUE(knows("d", "c1"));
+  ASSERT_TRUE(knows("d", "c2"));
+  std::string on_d = create_session("d");
+  start_tool_turn("d", on_d, "call_d", "client_c2_ask", "answered for d");
+  auto from_d = moved.next_event_named("tool-request", 5s);
+  ASSERT_TRUE(from_d) << "node d's request did not reach c2 on b";
+  EXPECT_EQ(string_at(from_d->json(), "/sessionID"), on_d) << from_d->data;
+}
+
 TEST_F(ClusterTest, AKilledNodesWaitingTurnIsTakenOverAndEndsWithTheClientsResult) {
   start_node("a");
   start_node("b");
@@ -446,8 +553,6 @@ TEST_F(ClusterTest, ARedisOutageShowsOnHealthNamingItAndTheNodeKeepsServing) {
       << str(back);
 }
 
-// Two nodes may not share a node ID (the second refuses to start, naming it), and a cluster
-// needs the PostgreSQL store: a node on SQLite refuses to start, saying so.
 // PostgreSQL restarts while node a's turn waits for its client: every claim is free for a moment.
 // Node a connects again and takes its claim back, so node b still refuses a second turn on the
 // session; the client's result then ends node a's turn, stored as on one server.
@@ -459,10 +564,7 @@ TEST_F(ClusterTest, APostgresRestartLeavesAWaitingTurnWithItsNodeAndItEndsWithTh
   wait_members("b", 2);
   std::string sid = create_session("a");
   auto ws = connect_c1("a", sid);
-  model_.push(FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{}));
-  model_.push(FakeResponse::with_text("done after the restart"));
-  ASSERT_EQ(http_post(port("a"), "/session/" + sid + "/prompt_async", text_prompt("go")).status,
-            204u);
+  start_tool_turn("a", sid, "call_w", "client_c1_wait", "done after the restart");
   json::object request = next_ws_request(*ws);
   messages("a", sid);  // what waits is stored (listing stores it first)
 
@@ -487,6 +589,9 @@ TEST_F(ClusterTest, APostgresRestartLeavesAWaitingTurnWithItsNodeAndItEndsWithTh
   answer_and_expect_end(*ws, request.at("requestID"), "waited", "b", sid, "done after the restart");
 }
 
+// Two nodes may not share a node ID (the second refuses to start, naming it), and a cluster
+// needs the PostgreSQL store: a node on SQLite refuses to start, saying so; so does a node ID
+// that Redis would refuse in a client name.
 TEST_F(ClusterTest, ANodeIdInUseOrAClusterWithoutPostgresStopsStartUpSayingWhy) {
   start_node("a");
   try {
