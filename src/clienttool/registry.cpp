@@ -583,10 +583,13 @@ std::uint64_t ClientToolRegistry::attach(const std::string& client_id,
     --graces_;
   }
   // What it has not had: after its Last-Event-ID, or never sent by this process (a call made
-  // while it was away, whose id another node's clock may have put below what it saw since).
+  // while it was away, whose id another node's clock may have put below what it saw since). A
+  // call resumed after a restart may have reached it before: its Last-Event-ID says, unless it
+  // is announced by another node, which cannot tell what this node's calls were.
   for (const auto& [seq, request_id] : client.pending) {
     auto& call = pending_.at(request_id);
-    if (seq > last_seq || (!call.delivered && !call.resumed)) deliver(client, call, effects);
+    bool unsent = !call.delivered && (!call.resumed || origin == Origin::OtherNode);
+    if (seq > last_seq || unsent) deliver(client, call, effects);
   }
   if (replaced) replaced->close("superseded by a newer connection of client " + client_id);
   if (origin == Origin::Here) {
@@ -621,14 +624,15 @@ void ClientToolRegistry::detach(const std::string& client_id, std::uint64_t conn
     effect();
 }
 
-void ClientToolRegistry::cleanup(const std::string& client_id) {
+void ClientToolRegistry::cleanup(const std::string& client_id, Origin origin) {
   Effects effects;
-  cleanup_client(client_id, effects);
+  cleanup_client(client_id, effects, origin == Origin::OtherNode);
   for (auto& effect : effects)
     effect();
 }
 
-void ClientToolRegistry::cleanup_client(const std::string& client_id, Effects& effects) {
+void ClientToolRegistry::cleanup_client(const std::string& client_id, Effects& effects,
+                                        bool quiet) {
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return;
   std::vector<std::string> requests;
@@ -649,7 +653,7 @@ void ClientToolRegistry::cleanup_client(const std::string& client_id, Effects& e
     --graces_;
   }
   // Its home node tells those who watch that its tools went (every node ends its grace).
-  bool here = !client.elsewhere;
+  bool here = !client.elsewhere && !quiet;
   if (!client.sink) clients_.erase(it);
   if (!removed.empty() && here)
     effects.push_back([bus = bus_, client_id, removed] {
@@ -724,7 +728,12 @@ void ClientToolRegistry::on_tick() {
       auto it = clients_.find(client_id);
       it->second.grace.reset();
       --graces_;
-      if (!it->second.sink) cleanup_client(client_id, effects);
+      if (it->second.sink) continue;
+      bool here = !it->second.elsewhere;
+      cleanup_client(client_id, effects);
+      if (here)
+        if (auto mirror = mirror_.lock())
+          effects.push_back([mirror, client_id] { mirror->forgotten(client_id); });
     }
   }
   bool again = !pending_.empty() || graces_ > 0;

@@ -73,6 +73,8 @@ class RegistryMirror {
   virtual void attached(const std::string& client_id, std::shared_ptr<ClientSink> sink,
                         std::uint64_t last_seq, const std::string& transport) = 0;
   virtual void detached(const std::string& client_id) = 0;
+  // A client of this node whose reconnect grace ended: its tools and calls are gone here.
+  virtual void forgotten(const std::string& client_id) = 0;
 };
 
 struct ExecuteParams {
@@ -183,12 +185,13 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
   bool cancel(const std::string& request_id, const std::string& reason);
 
   // Removes the client's tools and fails its calls with "Client disconnected" (on this node
-  // alone: a chat's own client).
-  void cleanup(const std::string& client_id);
+  // alone: a chat's own client; from another node: its reconnect grace ended there).
+  void cleanup(const std::string& client_id, Origin origin = Origin::Here);
 
   // A connection of `client_id` opened (here, or on another node: `origin`). Replays its pending
-  // requests that it has not had (seq > last_seq, or never delivered), closes the connection it
-  // replaces, and stops a running reconnect grace. Returns a connection id.
+  // requests that it has not had (seq > last_seq, or never delivered; from another node also a
+  // call resumed after a restart and not delivered since), closes the connection it replaces,
+  // and stops a running reconnect grace. Returns a connection id.
   std::uint64_t attach(const std::string& client_id, std::shared_ptr<ClientSink> sink,
                        std::uint64_t last_seq, const std::string& transport,
                        Origin origin = Origin::Here);
@@ -266,7 +269,8 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
               std::optional<std::string> cancel_reason, std::string ended_how, Effects& effects,
               bool announce = true);
   void remember_ended(const std::string& request_id, std::string how);
-  void cleanup_client(const std::string& client_id, Effects& effects);
+  // `quiet`: no event (another node's client, or told by another node).
+  void cleanup_client(const std::string& client_id, Effects& effects, bool quiet = false);
   void deliver(ClientState& client, PendingCall& call, Effects& effects);
   // Starts the ticker unless it runs already (or the registry is shutting down).
   void ensure_ticking();

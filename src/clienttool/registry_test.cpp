@@ -217,6 +217,12 @@ class RegistryTest : public ::testing::Test {
     registry_ = ClientToolRegistry::create(io_.get_executor(), bus_, options);
   }
 
+  void restart_with_grace(std::chrono::milliseconds grace) {
+    RegistryOptions o;
+    o.reconnect_grace = grace;
+    restart(o);
+  }
+
   void register_ok(const std::string& client, std::vector<ToolSpec> specs) {
     auto r = registry_->register_tools(client, std::move(specs));
     ASSERT_TRUE(r.has_value()) << r.error().message;
@@ -1071,9 +1077,7 @@ TEST_F(RegistryTest, UnregisterFailsCallsWaitingOnTheRemovedTool) {
 }
 
 TEST_F(RegistryTest, DetachWithoutGraceFailsCallsAndRemovesTools) {
-  RegistryOptions o;
-  o.reconnect_grace = 0ms;
-  restart(o);
+  restart_with_grace(0ms);
   register_ok("c1", {spec("t")});
   register_ok("c2", {spec("t")});
   auto sink = std::make_shared<FakeSink>(io_);
@@ -1120,9 +1124,7 @@ TEST_F(RegistryTest, CleanupFailsCallsAndRemovesTools) {
 }
 
 TEST_F(RegistryTest, ReconnectWithinGraceReplaysPendingRequestsAfterLastSeq) {
-  RegistryOptions o;
-  o.reconnect_grace = 5s;
-  restart(o);
+  restart_with_grace(5s);
   register_ok("c1", {spec("t")});
   auto first = std::make_shared<FakeSink>(io_);
   auto conn = registry_->attach("c1", first, 0, "sse");
@@ -1192,9 +1194,7 @@ TEST_F(RegistryTest, EventIdsOfARestartedServerStayAboveTheOldOnes) {
 }
 
 TEST_F(RegistryTest, ReconnectWithinGraceKeepsToolsAndCallsAfterTheGraceWouldHaveEnded) {
-  RegistryOptions o;
-  o.reconnect_grace = 150ms;
-  restart(o);
+  restart_with_grace(150ms);
   register_ok("c1", {spec("t")});
   auto conn = registry_->attach("c1", std::make_shared<FakeSink>(io_), 0, "sse");
   Completion done(io_);
@@ -1214,9 +1214,7 @@ TEST_F(RegistryTest, ReconnectWithinGraceKeepsToolsAndCallsAfterTheGraceWouldHav
 }
 
 TEST_F(RegistryTest, GraceExpiryFailsCallsAndRemovesTools) {
-  RegistryOptions o;
-  o.reconnect_grace = 100ms;
-  restart(o);
+  restart_with_grace(100ms);
   register_ok("c1", {spec("t")});
   auto conn = registry_->attach("c1", std::make_shared<FakeSink>(io_), 0, "sse");
   Completion done(io_);
@@ -1431,9 +1429,7 @@ TEST_F(RegistryTest, ShutdownFailsEveryPendingCallAndRefusesNewOnes) {
 // ---- lifecycle as a whole ---------------------------------------------------------------------
 
 TEST_F(RegistryTest, EveryWayACallEndsCallsTheHandlerExactlyOnce) {
-  RegistryOptions o;
-  o.reconnect_grace = 0ms;
-  restart(o);
+  restart_with_grace(0ms);
   register_ok("c1", {spec("a"), spec("b")});
   register_ok("c2", {spec("t")});
   auto sink = std::make_shared<FakeSink>(io_);
@@ -1858,6 +1854,9 @@ class RecordingMirror : public RegistryMirror {
     told.push_back("attached " + client_id + " " + std::to_string(last_seq) + " " + transport);
   }
   void detached(const std::string& client_id) override { told.push_back("detached " + client_id); }
+  void forgotten(const std::string& client_id) override {
+    told.push_back("forgotten " + client_id);
+  }
   std::vector<std::string> told;
 };
 
@@ -1865,9 +1864,7 @@ class RecordingMirror : public RegistryMirror {
 // (Origin::OtherNode) changes this registry as well, quietly: its node announced it. A chat's
 // own tools (plain names) stay here.
 TEST_F(RegistryTest, ChangesOfThisNodeAreMirroredAndThoseOfAnotherNodeAreQuiet) {
-  RegistryOptions o;
-  o.reconnect_grace = 5s;
-  restart(o);
+  restart_with_grace(5s);
   auto mirror = std::make_shared<RecordingMirror>();
   registry_->set_mirror(mirror);
 
@@ -1919,6 +1916,51 @@ TEST_F(RegistryTest, ACallMadeWhileTheClientWasAwayIsDeliveredWhateverItsLastEve
   registry_->attach("c1", sink, std::numeric_limits<std::uint64_t>::max(), "sse");
   ASSERT_EQ(sink->requests().size(), 1u);
   EXPECT_EQ(sink->requests()[0]->request_id, call.request_id);
+}
+
+// The end of a client's reconnect grace is its home node's to tell: the other nodes forget it
+// then (quietly: the home announced it), with its tools and the calls that waited for it.
+TEST_F(RegistryTest, TheGraceOfAClientEndsOnItsHomeNodeAndIsToldToTheOthers) {
+  restart_with_grace(100ms);
+  auto mirror = std::make_shared<RecordingMirror>();
+  registry_->set_mirror(mirror);
+  register_ok("c1", {spec("t")});
+  registry_->detach("c1", registry_->attach("c1", std::make_shared<FakeSink>(io_), 0, "ws"));
+  ASSERT_TRUE(run_until(io_, [&] { return tool_ids("c1").empty(); }));
+  EXPECT_EQ(mirror->told.back(), "forgotten c1");
+
+  // Another node's client: forgotten when its home says so, without an event of this node's.
+  ASSERT_TRUE(registry_->register_tools("c2", {spec("t")}, {}, false, Origin::OtherNode));
+  Completion done(io_);
+  start(params("client_c2_t"), done);
+  auto unregistered = events_.of_type("client-tool.unregistered").size();
+  registry_->cleanup("c2", Origin::OtherNode);
+  ASSERT_TRUE(done.wait());
+  EXPECT_FALSE(done.wait()->has_value());
+  EXPECT_TRUE(tool_ids("c2").empty());
+  EXPECT_EQ(events_.of_type("client-tool.unregistered").size(), unregistered);
+  EXPECT_EQ(mirror->told.back(), "forgotten c1");  // nothing told back
+}
+
+// A call resumed after a restart and not delivered since goes to its client when another node
+// announces the client's connection, whatever Last-Event-ID that node can give (it cannot know
+// what this node's calls were); a connection of this node's own keeps the Last-Event-ID rule.
+TEST_F(RegistryTest, AResumedCallGoesToAClientThatAnotherNodeAnnounces) {
+  WaitingCall stored{"req_stored",     "c1",  "client_c1_t", "ses_1", "msg_1",
+                     "call_1",         false, 4242,          60000,   now_ms() + 60000,
+                     now_ms() + 600000};
+  ExecuteParams p;
+  p.resume = stored;
+  Completion done(io_);
+  start(p, done);
+  auto here = std::make_shared<FakeSink>(io_);
+  registry_->attach("c1", here, 5000, "sse");
+  EXPECT_TRUE(here->requests().empty());
+  auto elsewhere = std::make_shared<FakeSink>(io_);
+  registry_->attach("c1", elsewhere, std::numeric_limits<std::uint64_t>::max(), "relay",
+                    Origin::OtherNode);
+  ASSERT_EQ(elsewhere->requests().size(), 1u);
+  EXPECT_EQ(elsewhere->requests()[0]->request_id, "req_stored");
 }
 
 }  // namespace

@@ -69,8 +69,10 @@ std::shared_ptr<ClientRelay> ClientRelay::create(
   node->on_joined([weak] {
     auto self = weak.lock();
     if (!self) return;
-    self->announce_all();
+    // The hello first: the others forget what they knew of this node's clients, then hear what
+    // is true now.
     self->publish(json::object{{"op", "hello"}});
+    self->announce_all();
   });
   node->on_gone([weak](const std::string& gone) {
     if (auto self = weak.lock()) self->on_gone(gone);
@@ -92,6 +94,7 @@ void ClientRelay::registered(const std::string& client_id,
   // One registration per session and naming: what a registration of the registry takes.
   std::map<std::pair<std::string, bool>, json::array> groups;
   for (const auto& def : tools) {
+    if (def->plain_name) continue;  // a chat's own tools stay on the chat's node
     json::object spec{
         {"id", def->name}, {"description", def->description}, {"parameters", def->parameters}};
     if (def->interactive) spec["interactive"] = true;
@@ -117,8 +120,19 @@ void ClientRelay::attached(const std::string& client_id,
   home_[client_id] = node_->id();
   local_[client_id] = sink;
   remote_connection_.erase(client_id);
+  announce(client_id, last_seq, transport);
+}
+
+void ClientRelay::announce(const std::string& client_id, std::uint64_t last_seq,
+                           const std::string& transport) {
+  // Its tools with it: a node whose grace for the client ended has forgotten them.
+  if (auto tools = registry_->get_tools(client_id); !tools.empty()) registered(client_id, tools);
   publish(json::object{
       {"op", "attach"}, {"client", client_id}, {"lastSeq", last_seq}, {"transport", transport}});
+}
+
+void ClientRelay::forgotten(const std::string& client_id) {
+  publish(json::object{{"op", "forget"}, {"client", client_id}});
 }
 
 void ClientRelay::detached(const std::string& client_id) {
@@ -189,7 +203,10 @@ void ClientRelay::on_clients(std::string_view from_view, std::string_view payloa
     log::warn("cluster: a client message from node ", from, " does not read as one; dropped");
     return;
   }
-  if (*op == "hello") return announce_all();
+  if (*op == "hello") {
+    on_gone(from);
+    return announce_all();
+  }
   auto client_id = string_field(*o, "client");
   if (!client_id || !clienttool::valid_name(*client_id)) {
     log::warn("cluster: a client message from node ", from, " names no client; dropped");
@@ -239,6 +256,11 @@ void ClientRelay::on_clients(std::string_view from_view, std::string_view payloa
     }
     return;
   }
+  if (*op == "forget") {
+    // Its grace ended at its home, and it connected nowhere since.
+    if (!home_.count(*client_id)) registry_->cleanup(*client_id, Origin::OtherNode);
+    return;
+  }
   log::warn("cluster: node ", from, " sent the client message \"", *op,
             "\", which this node does not know");
 }
@@ -260,18 +282,11 @@ void ClientRelay::on_gone(const std::string& gone) {
 }
 
 void ClientRelay::announce_all() {
-  for (const auto& [client_id, tools] : registry_->all_clients()) {
+  for (const auto& [client_id, sink] : local_) {
     auto home = home_.find(client_id);
-    bool mine = home != home_.end() && home->second == node_->id();
-    // A client at home elsewhere is that node's to announce.
-    if (!mine && home != home_.end()) continue;
-    if (!tools.empty()) registered(client_id, tools);
-    // Only what it has not had yet: a request that was delivered waits for its answer there.
-    if (mine)
-      publish(json::object{{"op", "attach"},
-                           {"client", client_id},
-                           {"lastSeq", std::numeric_limits<std::uint64_t>::max()},
-                           {"transport", "relay"}});
+    if (sink.expired() || home == home_.end() || home->second != node_->id()) continue;
+    // Only what it has not had: a request that was delivered waits for its answer there.
+    announce(client_id, std::numeric_limits<std::uint64_t>::max(), "relay");
   }
 }
 

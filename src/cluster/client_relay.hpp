@@ -50,6 +50,7 @@ class ClientRelay : public clienttool::RegistryMirror,
   void attached(const std::string& client_id, std::shared_ptr<clienttool::ClientSink> sink,
                 std::uint64_t last_seq, const std::string& transport) override;
   void detached(const std::string& client_id) override;
+  void forgotten(const std::string& client_id) override;
 
   // The registry's message for `client_id`, whose home is `node`: published to that node.
   void forward(const std::string& node, const std::string& client_id,
@@ -59,9 +60,13 @@ class ClientRelay : public clienttool::RegistryMirror,
   ClientRelay(std::shared_ptr<Node> node, std::shared_ptr<clienttool::ClientToolRegistry> registry);
   void on_clients(std::string_view from, std::string_view payload);
   void on_deliver(std::string_view payload);
+  // The node went away, or came back (its hello): its clients are disconnected here (their
+  // grace starts), until it or another node announces them again.
   void on_gone(const std::string& node);
-  // Every client whose home is this node, and the tools of clients connected nowhere: to all.
+  // Every client connected to this node, with its tools: to all.
   void announce_all();
+  // The client's tools (but a chat's own) and its connection here: to all.
+  void announce(const std::string& client_id, std::uint64_t last_seq, const std::string& transport);
   void publish(const boost::json::object& message);
 
   std::shared_ptr<Node> node_;

@@ -159,6 +159,14 @@ asio::awaitable<bool> Node::renew_and_look() {
   std::vector<std::string> sadd{"SADD", key("nodes"), options_.node_id};
   auto added = co_await lease_redis_->command(std::move(sadd));
   if (auto why = failed(added)) co_return fail(*why);
+  // Not a member any more although every round went well: the others took this node for gone
+  // (its loop stood still longer than the lease) and let its clients and turns go.
+  if (joined_ && !was_down_ && added->integer == 1) {
+    log::warn("cluster: the other nodes took node ", options_.node_id,
+              " for gone (its lease ran out); it joins again");
+    was_down_ = true;
+    announced_ = false;
+  }
   std::vector<std::string> smembers{"SMEMBERS", key("nodes")};
   auto members = co_await lease_redis_->command(std::move(smembers));
   if (auto why = failed(members)) co_return fail(*why);

@@ -237,27 +237,32 @@ Result<void> PostgresDatabase::connect() {
     PQclear(res);
     return value;
   };
-  if (auto r = one("SELECT set_config('statement_timeout', '" +
-                   std::to_string(options_.statement_timeout.count()) +
-                   "ms', false) WHERE current_setting('statement_timeout') = '0'");
-      !r) {
-    PQfinish(conn_);
-    conn_ = nullptr;
-    return r.error();
-  }
-  // One server (or one cluster) per database and schema, one node per node ID (see the header);
-  // held while the connection lives.
-  auto refuse = [&](std::string why) -> Result<void> {
-    PQfinish(conn_);
-    conn_ = nullptr;
-    return make_error(ErrorCode::Conflict, "postgres: " + why);
-  };
   // A connection whose set-up failed half-way holds none of its locks: never used as it is.
   auto drop = [&](Error e) -> Result<void> {
     PQfinish(conn_);
     conn_ = nullptr;
     return e;
   };
+  auto refuse = [&](std::string why) -> Result<void> {
+    return drop(make_error(ErrorCode::Conflict, "postgres: " + why));
+  };
+  if (auto r = one("SELECT set_config('statement_timeout', '" +
+                   std::to_string(options_.statement_timeout.count()) +
+                   "ms', false) WHERE current_setting('statement_timeout') = '0'");
+      !r)
+    return drop(r.error());
+  // The server's side of the keepalives too (unless the URL set them): a backend whose client
+  // vanished would otherwise live on for hours, holding this node's locks against its next
+  // connection.
+  if (auto r =
+          one("SELECT set_config(v.name, v.value, false) FROM (VALUES "
+              "('tcp_keepalives_idle', '5'), ('tcp_keepalives_interval', '2'), "
+              "('tcp_keepalives_count', '3'), ('tcp_user_timeout', '15000')) AS v(name, value) "
+              "JOIN pg_settings s ON s.name = v.name WHERE s.source = 'default'");
+      !r)
+    return drop(r.error());
+  // One server (or one cluster) per database and schema, one node per node ID (see the header);
+  // held while the connection lives.
   bool clustered = !options_.node_id.empty();
   auto store =
       lock_call(clustered ? "pg_try_advisory_lock_shared" : "pg_try_advisory_lock", "store");

@@ -278,6 +278,25 @@ TEST(Postgres, AStatementOverItsTimeIsCancelled) {
   EXPECT_TRUE((*db)->run("SELECT 1"));  // the connection goes on
 }
 
+// Both ends of the connection notice a peer that vanished within seconds: the server's backend
+// would otherwise hold this server's locks for hours after a partition.
+TEST(Postgres, BothEndsOfTheConnectionSendKeepalives) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto db = PostgresDatabase::open({.url = *url});
+  ASSERT_TRUE(db) << db.error().message;
+  std::lock_guard lock((*db)->mutex());
+  auto st = (*db)->prepare(
+      "SELECT current_setting('tcp_keepalives_idle'), current_setting('tcp_keepalives_count'), "
+      "current_setting('tcp_user_timeout'), (SELECT client_addr IS NOT NULL FROM "
+      "pg_stat_activity WHERE pid = pg_backend_pid())");
+  ASSERT_TRUE(st);
+  ASSERT_TRUE(*st->step());
+  if (!st->integer(3)) GTEST_SKIP() << "a Unix socket: keepalives do not apply";
+  EXPECT_EQ(st->text(0), "5");
+  EXPECT_EQ(st->text(1), "3");
+  EXPECT_EQ(st->text(2), "15000");  // ms
+}
+
 TEST(Postgres, AServerThatIsNotThereIsUnavailableAndABadUrlIsInvalid) {
   // A port nothing listens on: refused at once.
   auto down = PostgresDatabase::open({.url = "postgresql://switchboard@127.0.0.1:1/none"});
