@@ -168,5 +168,56 @@ TEST_F(NodeTest, EventsReachEveryOtherNodeOnceInOrder) {
   }
 }
 
+// What a node send()s reaches the listeners of every other node, in order, with its id, and not
+// its own; a node says when it is in the cluster (on_joined, once), and the others say when its
+// lease ended (on_gone).
+TEST_F(NodeTest, MessagesReachTheOtherNodesListenersAndJoinsAndDeparturesAreTold) {
+  REQUIRE_REDIS();
+  std::map<std::string, std::vector<std::string>> heard;  // node -> "from:payload"
+  std::map<std::string, int> joined;
+  std::vector<std::string> gone_for_a;
+  auto make = [&](const std::string& id) {
+    NodeOptions options;
+    options.redis_url = fixture_url();
+    options.node_id = id;
+    options.key_prefix = key(::testing::UnitTest::GetInstance()->current_test_info()->name()) + ":";
+    options.lease = 1000ms;
+    auto node = Node::create(io_.get_executor(), options, bus::EventBus::create());
+    if (!node) throw std::runtime_error(node.error().message);
+    (*node)->listen("chat", [&heard, id](std::string_view from, std::string_view payload) {
+      heard[id].push_back(std::string(from) + ":" + std::string(payload));
+    });
+    (*node)->on_joined([&joined, id] { ++joined[id]; });
+    if (id == "a")
+      (*node)->on_gone([&gone_for_a](const std::string& node) { gone_for_a.push_back(node); });
+    (*node)->start([](bool) {});
+    nodes_[id] = *node;
+  };
+  make("a");
+  make("b");
+  make("c");
+  ASSERT_TRUE(all_see(3));
+  ASSERT_TRUE(run_until(io_, [&] { return joined["a"] && joined["b"] && joined["c"]; }));
+  for (int n = 0; n < 20; ++n)
+    nodes_["b"]->send("chat", std::to_string(n));
+  ASSERT_TRUE(run_until(io_, [&] { return heard["a"].size() == 20 && heard["c"].size() == 20; }));
+  run_for(io_, 200ms);
+  std::vector<std::string> expected;
+  for (int n = 0; n < 20; ++n)
+    expected.push_back("b:" + std::to_string(n));
+  EXPECT_EQ(heard["a"], expected);
+  EXPECT_EQ(heard["c"], expected);
+  EXPECT_TRUE(heard["b"].empty());  // not its own
+  EXPECT_EQ(joined["a"], 1);
+
+  // c stops (its key goes with it): a hears at its next round that c is gone.
+  run(io_, nodes_["c"]->stop());
+  nodes_.erase("c");
+  ASSERT_TRUE(run_until(
+      io_, [&] { return !gone_for_a.empty(); }, 5s));
+  EXPECT_EQ(gone_for_a, std::vector<std::string>{"c"});
+  EXPECT_EQ(joined["a"], 1);  // a itself never left
+}
+
 }  // namespace
 }  // namespace sb::cluster
