@@ -602,12 +602,14 @@ std::uint64_t ClientToolRegistry::attach(const std::string& client_id,
   return connection;
 }
 
-void ClientToolRegistry::detach(const std::string& client_id, std::uint64_t connection) {
+void ClientToolRegistry::detach(const std::string& client_id, std::uint64_t connection,
+                                bool adopt) {
   Effects effects;
   auto it = clients_.find(client_id);
   if (it == clients_.end() || it->second.connection != connection || !it->second.sink) return;
   ClientState& client = it->second;
   client.sink.reset();
+  if (adopt) client.elsewhere = false;
   bool here = !client.elsewhere;
   if (options_.reconnect_grace.count() == 0 || shutting_down_) {
     cleanup_client(client_id, effects);

@@ -196,7 +196,9 @@ class ClientToolRegistry : public std::enable_shared_from_this<ClientToolRegistr
                        std::uint64_t last_seq, const std::string& transport,
                        Origin origin = Origin::Here);
   // The connection closed. Starts the reconnect grace (or cleans up at once when it is 0).
-  void detach(const std::string& client_id, std::uint64_t connection);
+  // `adopt`: a connection on another node that went away with that node; this node speaks for
+  // the client from now on (its disconnect, the end of its grace).
+  void detach(const std::string& client_id, std::uint64_t connection, bool adopt = false);
 
   // The server stops and a stored call goes on after its restart (ExecuteParams::resume): the
   // call ends here with Unavailable "Server shutting down" and its client is not told (no

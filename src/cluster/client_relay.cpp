@@ -75,7 +75,7 @@ std::shared_ptr<ClientRelay> ClientRelay::create(
     self->announce_all();
   });
   node->on_gone([weak](const std::string& gone) {
-    if (auto self = weak.lock()) self->on_gone(gone);
+    if (auto self = weak.lock()) self->on_gone(gone, true);
   });
   registry->set_mirror(relay);
   return relay;
@@ -204,7 +204,7 @@ void ClientRelay::on_clients(std::string_view from_view, std::string_view payloa
     return;
   }
   if (*op == "hello") {
-    on_gone(from);
+    on_gone(from, false);
     return announce_all();
   }
   auto client_id = string_field(*o, "client");
@@ -265,14 +265,16 @@ void ClientRelay::on_clients(std::string_view from_view, std::string_view payloa
             "\", which this node does not know");
 }
 
-void ClientRelay::on_gone(const std::string& gone) {
+void ClientRelay::on_gone(const std::string& gone, bool lease_ended) {
+  auto live = node_->status().nodes;  // sorted; the gone node is not among them any more
+  bool speaks = lease_ended && !live.empty() && live.front() == node_->id();
   std::vector<std::string> clients;
   for (const auto& [client_id, home] : home_)
     if (home == gone) clients.push_back(client_id);
   for (const auto& client_id : clients) {
     home_.erase(client_id);
     if (auto conn = remote_connection_.find(client_id); conn != remote_connection_.end()) {
-      registry_->detach(client_id, conn->second);
+      registry_->detach(client_id, conn->second, speaks);
       remote_connection_.erase(conn);
     }
   }

@@ -60,9 +60,11 @@ class ClientRelay : public clienttool::RegistryMirror,
   ClientRelay(std::shared_ptr<Node> node, std::shared_ptr<clienttool::ClientToolRegistry> registry);
   void on_clients(std::string_view from, std::string_view payload);
   void on_deliver(std::string_view payload);
-  // The node went away, or came back (its hello): its clients are disconnected here (their
-  // grace starts), until it or another node announces them again.
-  void on_gone(const std::string& node);
+  // The node went away (`lease_ended`), or came back (its hello): its clients are disconnected
+  // here (their grace starts), until it or another node announces them again. For a node whose
+  // lease ended, the live node with the smallest id speaks for its clients from then on (their
+  // disconnect, the end of their grace), so that each is told once.
+  void on_gone(const std::string& node, bool lease_ended);
   // Every client connected to this node, with its tools: to all.
   void announce_all();
   // The client's tools (but a chat's own) and its connection here: to all.

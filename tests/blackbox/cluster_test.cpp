@@ -489,8 +489,12 @@ TEST_F(ClusterTest, AKilledNodesWaitingTurnIsTakenOverAndEndsWithTheClientsResul
   wait_members("b", 2);
   std::string sid = create_session("a");
   std::string request_id;
+  BusEvents on_b(port("b"));
   {
     auto ws = connect_c1("a", sid);
+    // A client of node a that does not come back.
+    WsClient c9(port("a"), "/client-tools/ws/c9");
+    ASSERT_TRUE(on_b.next_where("client-tool.connected", "/properties/clientID", "c9"));
     model_.push(
         FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{{"text", "x"}}));
     model_.push(FakeResponse::with_text("finished on b"));
@@ -511,6 +515,10 @@ TEST_F(ClusterTest, AKilledNodesWaitingTurnIsTakenOverAndEndsWithTheClientsResul
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed);
   EXPECT_LT(took.count(), 5000) << "the takeover took " << took.count() << " ms";
   std::cout << "takeover: " << took.count() << " ms\n";  // the figure docs/cluster.md states
+  // Node a cannot say that its client c9 went; node b, the live node with the smallest id, does
+  // (c1 connected to b again: its new connection is its news).
+  EXPECT_TRUE(on_b.next_where("client-tool.disconnected", "/properties/clientID", "c9", 10s))
+      << "no disconnect of c9 after its node was killed";
   EXPECT_EQ(string_at(json::value(again), "/requestID"), request_id) << str(again);
   EXPECT_EQ(string_at(json::value(again), "/callID"), "call_w") << str(again);
   answer_and_expect_end(*ws, json::value(request_id), "from c1", "b", sid, "finished on b");
