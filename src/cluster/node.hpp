@@ -57,7 +57,6 @@ struct NodeOptions {
   std::chrono::milliseconds lease{3000};
 };
 
-// GET /health's view of the cluster.
 // What a node answers to another's ask (Node::ask): null when it has nothing to do with it.
 using AskHandler =
     std::function<boost::json::value(std::string_view op, const boost::json::object& args)>;
@@ -68,6 +67,7 @@ struct Answers {
   std::vector<std::string> silent;          // nodes that did not answer in time, sorted
 };
 
+// GET /health's view of the cluster.
 struct NodeStatus {
   std::string node_id;
   bool ok = false;                   // Redis answers, and this node's lease is current
