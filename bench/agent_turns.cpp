@@ -132,16 +132,8 @@ struct Options {
 Options parse_options(int argc, char** argv) {
   Options o;
   o.server.path = default_server_path().string();
-  for (int i = 1; i < argc; ++i) {
-    std::string_view flag = argv[i];
-    auto value = [&]() -> std::string_view {
-      if (i + 1 >= argc) throw std::invalid_argument(std::string(flag) + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (flag == "--server") {
+  for_each_flag(argc, argv, kUsage, [&](std::string_view flag, const FlagValue& value) {
+    if (flag == "--server") {
       // The server starts in a temporary directory: a relative path would not be found there.
       o.server.path = fs::absolute(std::string(value())).string();
     } else if (flag == "--scenarios") {
@@ -199,9 +191,10 @@ Options parse_options(int argc, char** argv) {
     } else if (flag == "--keep-temp") {
       o.keep_temp = true;
     } else {
-      throw std::invalid_argument("unknown option " + std::string(flag));
+      return false;
     }
-  }
+    return true;
+  });
   if (o.throughput_warmup >= o.total_turns)
     throw std::invalid_argument("--throughput-warmup must be below --total-turns");
   if (o.kinds.empty()) throw std::invalid_argument("--kinds: name at least one kind");
@@ -1382,19 +1375,12 @@ asio::awaitable<void> run_all(asio::io_context& io, const Options& opt, RunDirec
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options opt;
-  try {
-    opt = parse_options(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "agent_turns: " << e.what() << "\n\n" << kUsage;
-    return 2;
-  }
+  Options opt = parse_or_exit("agent_turns", kUsage, [&] { return parse_options(argc, argv); });
   begin_run("agent_turns", opt.max_runtime_s);
   std::string load_before = load_average();
 
   try {
-    if (!fs::exists(opt.server.path))
-      throw Fatal("no server binary at " + opt.server.path + " (build it, or pass --server PATH)");
+    require_server(opt.server);
     RunDirectory temp("agent-turns", opt.keep_temp);
     FakeModel model;
     std::cerr << "fake model on http://127.0.0.1:" << model.port() << "/v1" << std::endl;

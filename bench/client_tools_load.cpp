@@ -103,16 +103,8 @@ struct Options {
 Options parse_options(int argc, char** argv) {
   Options o;
   o.server.path = default_server_path().string();
-  for (int i = 1; i < argc; ++i) {
-    std::string_view flag = argv[i];
-    auto value = [&]() -> std::string_view {
-      if (i + 1 >= argc) throw std::invalid_argument(std::string(flag) + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (flag == "--server") {
+  for_each_flag(argc, argv, kUsage, [&](std::string_view flag, const FlagValue& value) {
+    if (flag == "--server") {
       // Absolute: the server starts in a temporary working directory.
       o.server.path = fs::absolute(std::string(value())).string();
     } else if (flag == "--scenarios") {
@@ -174,9 +166,10 @@ Options parse_options(int argc, char** argv) {
     } else if (flag == "--keep-temp") {
       o.keep_temp = true;
     } else {
-      throw std::invalid_argument("unknown option " + std::string(flag));
+      return false;
     }
-  }
+    return true;
+  });
   return o;
 }
 
@@ -1172,28 +1165,6 @@ asio::awaitable<void> run_all(asio::io_context& io, const Options& opt, RunDirec
       co_await run_soak(io, opt, temp, t, results);
 }
 
-void raise_fd_limit(const Options& opt) {
-  rlimit lim{};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) throw Fatal("getrlimit failed");
-  // The server keeps 128 descriptors beyond server.maxConnections for itself.
-  std::size_t needed = descriptors_needed(opt) + 128;
-  // As root the hard limit can be raised too (up to fs.nr_open); otherwise this fails quietly
-  // and the check below explains.
-  if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < needed) {
-    rlimit higher{needed, needed};
-    if (::setrlimit(RLIMIT_NOFILE, &higher) == 0) lim = higher;
-  }
-  lim.rlim_cur = lim.rlim_max;
-  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0)
-    throw Fatal(std::string("setrlimit(RLIMIT_NOFILE): ") + std::strerror(errno));
-
-  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < needed)
-    throw Fatal("RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) + " (hard limit), " +
-                std::to_string(needed) + " needed: lower --idle-clients / --clients");
-  std::cerr << "open-file limit raised to " << lim.rlim_cur << " (the server inherits it)"
-            << std::endl;
-}
-
 // ---- the baseline echo server (this program run with --baseline-server) --------------------
 
 asio::awaitable<void> echo_websocket(beast::tcp_stream stream,
@@ -1262,19 +1233,15 @@ int run_baseline_server() {
 int main(int argc, char** argv) {
   if (argc == 2 && std::string_view(argv[1]) == "--baseline-server") return run_baseline_server();
 
-  Options opt;
-  try {
-    opt = parse_options(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "client_tools_load: " << e.what() << "\n\n" << kUsage;
-    return 2;
-  }
+  Options opt =
+      parse_or_exit("client_tools_load", kUsage, [&] { return parse_options(argc, argv); });
   begin_run("client_tools_load", opt.max_runtime_s);
 
   try {
-    if (!fs::exists(opt.server.path))
-      throw Fatal("no server binary at " + opt.server.path + " (build it, or pass --server PATH)");
-    raise_fd_limit(opt);  // before any child starts: children inherit it
+    require_server(opt.server);
+    // Before any child starts: children inherit it. The server keeps 128 descriptors beyond
+    // server.maxConnections for itself.
+    raise_fd_limit(descriptors_needed(opt) + 128, "lower --idle-clients / --clients");
     RunDirectory temp("client-tools-load", opt.keep_temp);
     Results results;
     asio::io_context io(1);

@@ -170,16 +170,8 @@ Options parse_options(int argc, char** argv) {
   o.server.path = default_server_path().string();
   for (const auto& k : kKinds)
     o.kinds.push_back(k.kind);
-  for (int i = 1; i < argc; ++i) {
-    std::string_view flag = argv[i];
-    auto value = [&]() -> std::string_view {
-      if (i + 1 >= argc) throw std::invalid_argument(std::string(flag) + " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (flag == "--server") {
+  for_each_flag(argc, argv, kUsage, [&](std::string_view flag, const FlagValue& value) {
+    if (flag == "--server") {
       o.server.path = fs::absolute(std::string(value())).string();
     } else if (flag == "--mcp-dir") {
       o.mcp_dir = fs::absolute(std::string(value()));
@@ -210,9 +202,10 @@ Options parse_options(int argc, char** argv) {
     } else if (flag == "--keep-temp") {
       o.keep_temp = true;
     } else {
-      throw std::invalid_argument("unknown option " + std::string(flag));
+      return false;
     }
-  }
+    return true;
+  });
   if (o.kinds.empty()) throw std::invalid_argument("--kinds: name at least one kind");
   return o;
 }
@@ -898,19 +891,12 @@ void print_report(const Options& opt, const Run& run, const std::string& load_be
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options opt;
-  try {
-    opt = parse_options(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "mcp_calls: " << e.what() << "\n\n" << kUsage;
-    return 2;
-  }
+  Options opt = parse_or_exit("mcp_calls", kUsage, [&] { return parse_options(argc, argv); });
   begin_run("mcp_calls", opt.max_runtime_s);
   std::string load_before = load_average();
 
   try {
-    if (!fs::exists(opt.server.path))
-      throw Fatal("no server binary at " + opt.server.path + " (build it, or pass --server PATH)");
+    require_server(opt.server);
     if (!fs::exists(everything_script(opt)))
       throw Fatal("no " + everything_script(opt).string() +
                   " (install the MCP test servers: scripts/npm-deps.sh tests/mcp)");

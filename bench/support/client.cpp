@@ -41,11 +41,16 @@ std::string assistant_text(const http::response<http::string_body>& res, std::st
   if (res.result() != http::status::ok)
     return "expected 200, got " + std::to_string(res.result_int()) + " " + clip(res.body());
   auto body = parse_json(res.body());
-  const json::object* o = body ? body->if_object() : nullptr;
+  if (!body) return "expected {info, parts}, got " + clip(res.body());
+  return assistant_text(*body, text);
+}
+
+std::string assistant_text(const json::value& message, std::string& text) {
+  const json::object* o = message.if_object();
   const json::value* info = o ? o->if_contains("info") : nullptr;
   const json::value* parts = o ? o->if_contains("parts") : nullptr;
   if (!info || !info->is_object() || !parts || !parts->is_array())
-    return "expected {info, parts}, got " + clip(res.body());
+    return "expected {info, parts}, got " + clip(json::serialize(message));
   auto* role = string_field(*info, "role");
   auto* finish = string_field(*info, "finish");
   if (!role || *role != "assistant" || !finish || *finish != "stop" ||

@@ -69,6 +69,8 @@ std::optional<json::value> parse_json(std::string_view text);
 // finished with "stop" and no error. Its text parts, joined, go to `text`; returns "" or what is
 // wrong.
 std::string assistant_text(const http::response<http::string_body>& res, std::string& text);
+// The same check of one message {info, parts} (an element of GET /session/{id}/message).
+std::string assistant_text(const json::value& message, std::string& text);
 
 // A keep-alive request with the program's User-Agent, and a JSON Content-Type if it has a body.
 http::request<http::string_body> make_request(http::verb verb, std::string_view target,

@@ -1,11 +1,14 @@
 #include "support/run.hpp"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 
@@ -71,6 +74,22 @@ void leave(int status) {
 
 // ---- the command line -----------------------------------------------------------------------
 
+void for_each_flag(int argc, char** argv, std::string_view usage,
+                   const std::function<bool(std::string_view flag, const FlagValue& value)>& each) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::cout << usage;
+      std::exit(0);
+    }
+    FlagValue value = [&]() -> std::string_view {
+      if (i + 1 >= argc) throw std::invalid_argument(std::string(flag) + " needs a value");
+      return argv[++i];
+    };
+    if (!each(flag, value)) throw std::invalid_argument("unknown option " + std::string(flag));
+  }
+}
+
 std::vector<std::string> split_list(std::string_view s, char separator) {
   std::vector<std::string> out;
   while (!s.empty()) {
@@ -120,6 +139,26 @@ fs::path default_server_path() {
   return fs::path("build/release/switchboard");
 }
 
+void raise_fd_limit(std::size_t needed, std::string_view advice) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) throw Fatal("getrlimit failed");
+  // As root the hard limit can be raised too (up to fs.nr_open); otherwise this fails quietly
+  // and the check below explains.
+  if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < needed) {
+    rlimit higher{needed, needed};
+    if (::setrlimit(RLIMIT_NOFILE, &higher) == 0) lim = higher;
+  }
+  lim.rlim_cur = lim.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0)
+    throw Fatal(std::string("setrlimit(RLIMIT_NOFILE): ") + std::strerror(errno));
+
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < needed)
+    throw Fatal("RLIMIT_NOFILE is " + std::to_string(lim.rlim_cur) + " (hard limit), " +
+                std::to_string(needed) + " needed: " + std::string(advice));
+  std::cerr << "open-file limit raised to " << lim.rlim_cur << " (the servers inherit it)"
+            << std::endl;
+}
+
 // ---- the server under test ------------------------------------------------------------------
 
 std::chrono::milliseconds ServerCommand::patience() const {
@@ -138,6 +177,11 @@ ServerProcess::Options server_options(const ServerCommand& command, const fs::pa
   o.env.emplace_back("SWITCHBOARD_LOOP_LAG=1");
   o.env.insert(o.env.end(), command.env.begin(), command.env.end());
   return o;
+}
+
+void require_server(const ServerCommand& command) {
+  if (!fs::exists(command.path))
+    throw Fatal("no server binary at " + command.path + " (build it, or pass --server PATH)");
 }
 
 std::unique_ptr<ServerProcess> start_server(const ServerCommand& command,

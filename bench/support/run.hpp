@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <exception>
 #include <filesystem>
+#include <functional>
+#include <iostream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -67,6 +69,14 @@ const std::string& program_name();
 
 // ---- the command line -----------------------------------------------------------------------
 
+// The program's `--flag [value]` arguments, one at a time: `each(flag, value)`, where value()
+// takes the argument after the flag (std::invalid_argument when there is none) and `each`
+// returns false for a flag it does not know (std::invalid_argument naming it). --help and -h
+// print `usage` and exit with status 0.
+using FlagValue = std::function<std::string_view()>;
+void for_each_flag(int argc, char** argv, std::string_view usage,
+                   const std::function<bool(std::string_view flag, const FlagValue& value)>& each);
+
 std::vector<std::string> split_list(std::string_view s, char separator = ',');
 // "--server-prefix" words.
 std::vector<std::string> split_words(std::string_view s);
@@ -91,6 +101,23 @@ double parse_seconds(std::string_view flag, std::string_view text);
 // The switchboard beside this program, else build/release/switchboard.
 fs::path default_server_path();
 
+// What `parse` reads from the command line; on a usage error (std::invalid_argument, or any
+// exception) its message and `usage` go to stderr and the program exits with status 2.
+template <class Parse>
+auto parse_or_exit(std::string_view program, std::string_view usage, Parse parse) {
+  try {
+    return parse();
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << "\n\n" << usage;
+    std::exit(2);
+  }
+}
+
+// Raises RLIMIT_NOFILE to its hard limit (as root, the hard limit too) for at least `needed`
+// descriptors; call it before any child starts, as children inherit it. Fatal, ending with
+// `advice`, when it cannot.
+void raise_fd_limit(std::size_t needed, std::string_view advice);
+
 // ---- the server under test ------------------------------------------------------------------
 
 // How to run the server: --server and --server-prefix.
@@ -107,6 +134,9 @@ struct ServerCommand {
 // due timer (src/app/loop_lag.hpp).
 ServerProcess::Options server_options(const ServerCommand& command, const fs::path& dir,
                                       boost::json::object config);
+
+// Fatal unless the --server binary exists.
+void require_server(const ServerCommand& command);
 
 // Starts a server and says so on stderr ("started PATH (pid, port, log)").
 std::unique_ptr<ServerProcess> start_server(const ServerCommand& command,

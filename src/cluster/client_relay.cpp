@@ -73,6 +73,12 @@ std::shared_ptr<ClientRelay> ClientRelay::create(
     // is true now.
     self->publish(json::object{{"op", "hello"}});
     self->announce_all();
+    if (!self->joined_once_) {
+      self->joined_once_ = true;
+      for (const auto& id : self->node_->status().nodes)
+        if (id != self->node_->id()) self->awaited_.insert(id);
+      self->ready_by_ = std::chrono::steady_clock::now() + kReadyWait;
+    }
   });
   node->on_gone([weak](const std::string& gone) {
     if (auto self = weak.lock()) self->on_gone(gone, true);
@@ -204,8 +210,15 @@ void ClientRelay::on_clients(std::string_view from_view, std::string_view payloa
     return;
   }
   if (*op == "hello") {
+    node_->met(from);
     on_gone(from, false);
-    return announce_all();
+    announce_all();
+    // After its clients, on the same connection: the newcomer has them all when this comes.
+    return publish(json::object{{"op", "announced"}, {"to", from}});
+  }
+  if (*op == "announced") {
+    if (string_field(*o, "to") == node_->id()) awaited_.erase(from);
+    return;
   }
   auto client_id = string_field(*o, "client");
   if (!client_id || !clienttool::valid_name(*client_id)) {
@@ -265,8 +278,18 @@ void ClientRelay::on_clients(std::string_view from_view, std::string_view payloa
             "\", which this node does not know");
 }
 
+std::vector<std::string> ClientRelay::waiting_for() const {
+  if (!joined_once_) return {"the cluster"};
+  if (std::chrono::steady_clock::now() >= ready_by_) return {};
+  std::vector<std::string> out;
+  for (const auto& id : awaited_)
+    if (id != node_->id()) out.push_back(id);
+  return out;
+}
+
 void ClientRelay::on_gone(const std::string& gone, bool lease_ended) {
-  auto live = node_->status().nodes;  // sorted; the gone node is not among them any more
+  if (lease_ended) awaited_.erase(gone);  // it will not answer
+  auto live = node_->status().nodes;      // sorted; the gone node is not among them any more
   bool speaks = lease_ended && !live.empty() && live.front() == node_->id();
   std::vector<std::string> clients;
   for (const auto& [client_id, home] : home_)

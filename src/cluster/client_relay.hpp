@@ -18,7 +18,9 @@
 //   which starts their reconnect grace; they keep their tools and calls if they connect to
 //   another node in time.
 // - A node that joins (or whose Redis came back) says hello; every node answers with its own
-//   clients, so that the newcomer's registry has them all.
+//   clients, then with `announced` to it, so that the newcomer's registry has them all. Until
+//   the nodes it saw at its first join have all answered (or kReadyWait passed), the newcomer is
+//   not ready: GET /health answers 503, so that a load balancer sends it nothing yet.
 //
 // Order: a node's messages (events, these, asks) go out on one connection in the order they were
 // made; two nodes' messages have no order between them, so a client's disconnect from its old
@@ -26,8 +28,10 @@
 // and ignored.
 //
 // Not thread-safe: the server's executor only, as the registry and the node.
+#include <chrono>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -56,6 +60,14 @@ class ClientRelay : public clienttool::RegistryMirror,
   void forward(const std::string& node, const std::string& client_id,
                const clienttool::ClientMessage& message);
 
+  // How long a node that joined waits at most for the others' clients.
+  static constexpr std::chrono::seconds kReadyWait{5};
+  // Empty once this node has heard the clients of every node it saw when it first joined (or
+  // kReadyWait passed since); before, the nodes it still waits for, or "the cluster" before its
+  // first join. Joins after the first (Redis was away) do not count: its registry has the
+  // clients already, and every node rejoins at once after a Redis outage.
+  std::vector<std::string> waiting_for() const;
+
  private:
   ClientRelay(std::shared_ptr<Node> node, std::shared_ptr<clienttool::ClientToolRegistry> registry);
   void on_clients(std::string_view from, std::string_view payload);
@@ -73,6 +85,9 @@ class ClientRelay : public clienttool::RegistryMirror,
 
   std::shared_ptr<Node> node_;
   std::shared_ptr<clienttool::ClientToolRegistry> registry_;
+  bool joined_once_ = false;
+  std::set<std::string> awaited_;  // nodes whose `announced` has not come yet
+  std::chrono::steady_clock::time_point ready_by_;
   // Where each client known to be connected is: its home node (this one's id for its own).
   std::map<std::string, std::string> home_;
   // This node's own connections, for what other nodes deliver to them.

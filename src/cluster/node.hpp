@@ -119,6 +119,14 @@ class Node : public std::enable_shared_from_this<Node> {
     on_gone_ = std::move(handler);
   }
 
+  // Node `id` said it has joined (its hello reached this node): counted among the live nodes
+  // now, before this node's next lease round reads it from Redis. Else, for up to a round, this
+  // node's asks would not wait for its reply: a client's answer that the new node's call waits
+  // for would be refused as unknown while the new node takes it.
+  void met(const std::string& id) {
+    if (id != options_.node_id) nodes_.insert(id);
+  }
+
   NodeStatus status() const;
   const std::string& id() const { return options_.node_id; }
   // Events that could not be sent to the other nodes (Redis away, too many waiting).

@@ -24,12 +24,13 @@ class NodeTest : public ::testing::Test {
   }
 
   // Node `id` started, answering asks with `handler`.
-  Node& start(const std::string& id, AskHandler handler = {}) {
+  Node& start(const std::string& id, AskHandler handler = {},
+              std::chrono::milliseconds lease = 1000ms) {
     NodeOptions options;
     options.redis_url = fixture_url();
     options.node_id = id;
     options.key_prefix = key(::testing::UnitTest::GetInstance()->current_test_info()->name()) + ":";
-    options.lease = 1000ms;
+    options.lease = lease;
     auto bus = bus::EventBus::create();
     auto node = Node::create(io_.get_executor(), options, bus);
     if (!node) throw std::runtime_error(node.error().message);
@@ -129,6 +130,30 @@ TEST_F(NodeTest, ANodeThatDoesNotAnswerCostsTheAskTimeoutAndNoMore) {
   EXPECT_TRUE(first->silent.empty());
   run(io_, (*redis)->command({"DEL", prefix + "node:ghost"}));
   (*redis)->close();
+}
+
+// A node that joined after the asker's last lease round is asked as soon as the asker has met it
+// (its hello): a reply that only the new node has is not missed for up to a round.
+TEST_F(NodeTest, ANodeThatWasMetIsAskedBeforeTheNextLeaseRound) {
+  REQUIRE_REDIS();
+  // Rounds every 10 s: the test ends long before a's second one.
+  Node& a = start("a", {}, 30s);
+  ASSERT_TRUE(all_see(1));
+  Node& b = start(
+      "b", [](std::string_view, const json::object&) -> json::value { return "b has it"; }, 30s);
+  ASSERT_TRUE(run_until(io_, [&] { return b.status().nodes.size() == 2; }));
+  ASSERT_EQ(a.status().nodes.size(), 1u) << "a's second round came early";
+  auto before = run(io_, a.ask("anything", json::object{}, true));
+  ASSERT_TRUE(before);
+  EXPECT_TRUE(before->replies.empty());  // a does not know b yet
+
+  a.met("b");
+  a.met("a");  // itself: no change
+  EXPECT_EQ(a.status().nodes, (std::vector<std::string>{"a", "b"}));
+  auto after = run(io_, a.ask("anything", json::object{}, true));
+  ASSERT_TRUE(after) << after.error().message;
+  EXPECT_EQ(after->replies, std::vector<json::value>{"b has it"});
+  EXPECT_TRUE(after->silent.empty());
 }
 
 // Each node's events reach every other node's bus once, in order, marked with their origin, and

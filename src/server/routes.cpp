@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "clienttool/wire.hpp"
 #include "server/access.hpp"
 #include "server/api_doc.hpp"
 #include "server/decode.hpp"
@@ -165,9 +166,18 @@ asio::awaitable<Reply> health(Call& c) {
                          {"node", status.node_id},
                          {"nodes", std::move(nodes)}};
     if (status.error) cluster["error"] = *status.error;
+    // Redis is not part of `healthy`: without it a node still serves sessions and turns (the
+    // store's), and a Redis outage would otherwise take every node out of its load balancer at
+    // once. A node that has not yet heard the cluster's clients is not ready, though: it would
+    // refuse their tools.
+    auto waiting =
+        c.state.client_relay ? c.state.client_relay->waiting_for() : std::vector<std::string>{};
+    cluster["ready"] = waiting.empty();
+    if (!waiting.empty()) {
+      cluster["waitingFor"] = clienttool::to_json(waiting);
+      healthy = false;
+    }
     body["cluster"] = std::move(cluster);
-    // Not part of `healthy`: without Redis a node still serves sessions and turns (the store's),
-    // and a Redis outage would otherwise take every node out of its load balancer at once.
   }
   body["healthy"] = healthy;
   co_return json_response(healthy ? http::status::ok : http::status::service_unavailable, body,

@@ -26,6 +26,7 @@
 #include "fake_model_server.hpp"
 #include "net_client.hpp"
 #include "server_process.hpp"
+#include "test_services.hpp"
 
 namespace sb::test {
 
@@ -269,40 +270,6 @@ inline testing::AssertionResult IsOk(const HttpResponse& res) {
   if (ec) return testing::AssertionFailure() << "200 without a JSON body: " << res.describe();
   return testing::AssertionSuccess();
 }
-
-// A PostgreSQL or Redis of the test's own (scripts/test-services.sh), for tests that stop and
-// start it under a running server: the run's shared one serves other tests meanwhile.
-class OwnService {
- public:
-  explicit OwnService(std::string service) : service_(std::move(service)) { run("start"); }
-  ~OwnService() {
-    try {
-      run("stop");
-    } catch (const std::exception& e) {
-      std::cerr << e.what() << "\n";
-    }
-  }
-  OwnService(const OwnService&) = delete;
-  OwnService& operator=(const OwnService&) = delete;
-  // postgresql://... or redis://...
-  std::string url() const {
-    std::ifstream in(state_.path() / (service_ + ".url"));
-    std::string url;
-    std::getline(in, url);
-    return url;
-  }
-  // start, stop, down (stopped, its data kept), up (again on the same port), restart.
-  void run(const std::string& action) {
-    std::string command = std::string(SWITCHBOARD_SOURCE_DIR) + "/scripts/test-services.sh " +
-                          action + " " + service_ + " " + state_.path().string() + " 2>/dev/null";
-    if (std::system(command.c_str()) != 0)
-      throw std::runtime_error("setup: test-services.sh " + action + " " + service_ + " failed");
-  }
-
- private:
-  std::string service_;
-  TempDir state_{"switchboard-service-state"};
-};
 
 // Runs one server per test. At the end of every test the server must shut down cleanly on
 // SIGTERM (exit code 0) with no sanitizer report in its log; a failing test prints the log.

@@ -483,6 +483,50 @@ TEST_F(ClusterTest, AClientOnAnotherNodeAnswersATurnsCallsOverWebSocketAndSse) {
   EXPECT_EQ(string_at(from_d->json(), "/sessionID"), on_d) << from_d->data;
 }
 
+// A node that joins is not ready (GET /health 503, cluster.ready false) until it has heard the
+// clients of the nodes already there: at its first 200 it knows every one of their tools, so a
+// load balancer never sends it a call it would refuse as unknown.
+TEST_F(ClusterTest, ANodeIsReadyOnlyOnceItKnowsTheOtherNodesClients) {
+  start_node("a");
+  start_node("b");
+  wait_members("a", 2);
+  wait_members("b", 2);
+  std::vector<std::unique_ptr<WsClient>> clients;
+  for (int i = 0; i < 80; ++i) {
+    std::string on = i % 2 ? "b" : "a";
+    clients.push_back(
+        std::make_unique<WsClient>(port(on), "/client-tools/ws/k" + std::to_string(i)));
+    clients.back()->send_json(
+        json::object{{"type", "register"}, {"tools", json::array{tool_def("t")}}});
+    ASSERT_TRUE(clients.back()->next_message_of_type("registered", 5s)) << "client k" << i;
+  }
+  ASSERT_TRUE(wait_until(
+      [&] { return http_get(port("a"), "/client-tools/tools").json().as_object().size() == 80; },
+      5s));
+
+  start_node("c");
+  std::size_t not_ready = 0;
+  json::value health;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto res = http_get(port("c"), "/health");
+        health = res.json();
+        if (res.status == 200) return true;
+        EXPECT_EQ(res.status, 503u) << res.describe();
+        const auto* ready = find(health, "/cluster/ready");
+        EXPECT_TRUE(ready && ready->is_bool() && !ready->as_bool()) << str(health);
+        EXPECT_TRUE(find(health, "/cluster/waitingFor")) << str(health);
+        ++not_ready;
+        return false;
+      },
+      10s));
+  auto tools = http_get(port("c"), "/client-tools/tools");
+  EXPECT_EQ(tools.json().as_object().size(), 80u) << "at the first 200: " << str(health);
+  EXPECT_EQ(find(health, "/cluster/ready")->as_bool(), true) << str(health);
+  EXPECT_EQ(find(health, "/cluster/waitingFor"), nullptr) << str(health);
+  std::cerr << "node c answered 503 " << not_ready << " time(s) before it was ready\n";
+}
+
 TEST_F(ClusterTest, AKilledNodesWaitingTurnIsTakenOverAndEndsWithTheClientsResult) {
   start_node("a");
   start_node("b");
