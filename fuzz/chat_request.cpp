@@ -16,6 +16,8 @@ void check(const sb::Result<sb::chat::ChatRequest>& request, const sb::json::obj
     return;
   }
   if (request->chat_id.size() > 256) sb::fuzz::fail("a chat id over 256 characters accepted");
+  if (request->chat_id.find('\0') != std::string::npos)
+    sb::fuzz::fail("a chat id with a NUL character accepted");
   // The last message is the user's (its text is what it asks) or the app's answers.
   const auto* messages = doc.if_contains("messages");
   if (!messages || !messages->is_array()) sb::fuzz::fail("a request without messages accepted");

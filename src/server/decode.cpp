@@ -435,6 +435,9 @@ Result<chat::ChatRequest> decode_chat_request(const json::object& request,
   chat::ChatRequest out;
   if (auto r = take(require_string(request, "id"), out.chat_id); !r) return r.error();
   if (out.chat_id.size() > 256) return invalid("id must be at most 256 characters");
+  // The same on both stores: PostgreSQL's TEXT cannot hold a NUL.
+  if (out.chat_id.find('\0') != std::string::npos)
+    return invalid("id must not contain a NUL character");
   auto trigger = get_string(request, "trigger");
   if (!trigger) return trigger.error();
   if (!*trigger || **trigger == "submit-message")

@@ -91,7 +91,12 @@ class PostgresDatabase::PgCursor final : public Cursor {
   }
   ~PgCursor() override { clear_result(); }
 
-  void bind_text(int index, std::string_view text) override { set(index, text, 0); }
+  // A text parameter goes as a C string: libpq would cut it at a NUL, and TEXT cannot hold one.
+  // Such a value is refused (at step()) rather than stored cut short.
+  void bind_text(int index, std::string_view text) override {
+    if (text.find('\0') != std::string_view::npos) has_nul_ = true;
+    set(index, text, 0);
+  }
   void bind_integer(int index, std::int64_t value) override {
     set(index, std::to_string(value), 0);
   }
@@ -102,6 +107,9 @@ class PostgresDatabase::PgCursor final : public Cursor {
 
   Result<bool> step() override {
     if (result_) return ++row_ < PQntuples(result_);
+    if (has_nul_)
+      return make_error(ErrorCode::InvalidRequest,
+                        "postgres: text with a NUL character cannot be stored");
     if (auto r = db_.ensure_connected(sql_); !r) return r.error();
     // What the connection is in: a transaction begins with a BEGIN that succeeded (one that
     // failed opened none, and its guard sends no ROLLBACK) and ends at COMMIT or ROLLBACK, failed
@@ -135,6 +143,7 @@ class PostgresDatabase::PgCursor final : public Cursor {
     for (auto& v : values_)
       v.reset();
     std::fill(formats_.begin(), formats_.end(), 0);
+    has_nul_ = false;
   }
 
   std::string text(int column) const override {
@@ -181,6 +190,7 @@ class PostgresDatabase::PgCursor final : public Cursor {
   std::string sql_;
   std::vector<std::optional<std::string>> values_;
   std::vector<int> formats_;  // 0 text, 1 binary (a blob)
+  bool has_nul_ = false;      // a text parameter of this run holds a NUL
   PGresult* result_ = nullptr;
   int row_ = 0;
 };

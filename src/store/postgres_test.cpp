@@ -119,6 +119,24 @@ TEST(Postgres, ValuesComeBackAsTheyWentIn) {
   ASSERT_TRUE(row);
   EXPECT_FALSE(*row);
 
+  // Text cannot hold a NUL (TEXT refuses it, and libpq would cut the value there): such a value is
+  // refused, not stored cut short, and the statement can be run again with another.
+  {
+    auto nul = db->prepare("INSERT INTO t(id, name) VALUES(?1, ?2)");
+    ASSERT_TRUE(nul);
+    nul->bind(1, std::int64_t{3}).bind(2, std::string("a\0b", 3));
+    auto refused = nul->run();
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::InvalidRequest);
+    EXPECT_NE(refused.error().message.find("NUL"), std::string::npos) << refused.error().message;
+    nul->reset();
+    nul->bind(1, std::int64_t{3}).bind(2, "ab");
+    auto ok = nul->run();
+    ASSERT_TRUE(ok) << ok.error().message;
+    auto del = db->prepare("DELETE FROM t WHERE id = 3");
+    ASSERT_TRUE(del && del->run());
+  }
+
   auto update = db->prepare("UPDATE t SET n = n + 1");
   ASSERT_TRUE(update);
   ASSERT_TRUE(update->run());

@@ -579,6 +579,12 @@ describe('bad input (plain fetch)', () => {
     assertJsonError(await answer(await postChat(h.server, '{"id": "x", "messages": [')), 400);
   });
 
+  test('a chat id with a NUL character is 400 (PostgreSQL could not store it, SQLite would)', CASE, async () => {
+    const a = await answer(await postChat(h.server, { id: newChatId('nul') + '\u0000x', messages: [userMessage('hi')], trigger: 'submit-message' }));
+    assertJsonError(a, 400);
+    assert.match(a.body.error.message, /NUL/);
+  });
+
   test('messages that are not an array are 400', CASE, async () => {
     const a = await answer(await postChat(h.server, { id: newChatId('bad'), messages: 'hello', trigger: 'submit-message' }));
     assertJsonError(a, 400);
