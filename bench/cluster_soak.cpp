@@ -187,7 +187,6 @@ struct NodeState {
   pid_t pid = -1;
   std::uint64_t rss_idle = 0, rss_max = 0, rss_end = 0;
   std::size_t fds_idle = 0, fds_end = 0;
-  std::uint64_t rss_restarted = 0;  // its RSS 10 s after the restart, all load on
 };
 
 // What every call ended as.
@@ -308,7 +307,6 @@ class RoamingClient : public std::enable_shared_from_this<RoamingClient> {
   const std::string& id() const { return id_; }
   // The node it is connected to; -1 while it reconnects.
   int node() const { return node_; }
-  std::size_t answered() const { return answered_; }
 
   // Connects to node `k` and registers; "" or what went wrong.
   asio::awaitable<std::string> connect_to(int k) {
@@ -409,7 +407,6 @@ class RoamingClient : public std::enable_shared_from_this<RoamingClient> {
       auto [wec, wn] = co_await ws_->async_write(asio::buffer(reply_), tuple_awaitable);
       beast::get_lowest_layer(*ws_).expires_never();
       if (wec) co_return "WebSocket write: " + wec.message();
-      ++answered_;
     } else if (type && *type == "registered") {
       const json::array* ids = nullptr;
       if (auto* f = msg->get_object().if_contains("toolIDs")) ids = f->if_array();
@@ -447,7 +444,6 @@ class RoamingClient : public std::enable_shared_from_this<RoamingClient> {
   std::string reply_;
   // While connecting: "" until the `registered` answer, then "ok" or what was wrong with it.
   std::string registered_ = "ok";
-  std::size_t answered_ = 0;
 };
 
 using Clients = std::vector<std::shared_ptr<RoamingClient>>;
@@ -523,6 +519,21 @@ class Connection {
   beast::flat_buffer buffer_;
 };
 
+// A paced driver's k-th call: its time (start + k × interval) has come and its connection is up
+// (Go); the run is over (Stop); or no node could be reached: no call is made, which is a problem
+// outside the kill's window (Skip).
+enum class Slot { Go, Skip, Stop };
+asio::awaitable<Slot> next_slot(Soak& soak, Connection& conn, Clock::duration interval,
+                                std::uint64_t k, Clock::time_point stop_at, std::string who) {
+  co_await sleep_until(soak.start + interval * static_cast<std::int64_t>(k));
+  if (Clock::now() >= stop_at) co_return Slot::Stop;
+  if (auto err = co_await conn.ensure(); !err.empty()) {
+    if (!soak.disturbed(Clock::now())) problems().add(who + ": " + err);
+    co_return Slot::Skip;
+  }
+  co_return Slot::Go;
+}
+
 // Why a call sent at `sent` got no answer until now: its caller's node died under it, or it is
 // lost.
 enum class NoAnswer { CallerDied, Lost };
@@ -542,14 +553,10 @@ asio::awaitable<void> execute_driver(Soak& soak, const Clients& clients, int ind
   req.set(http::field::content_type, "application/json");
   const auto timeout = milliseconds(opt.call_timeout_ms) + opt.op_timeout;
   for (std::uint64_t k = 0;; ++k) {
-    co_await sleep_until(soak.start + interval * static_cast<std::int64_t>(k));
-    if (Clock::now() >= stop_at) break;
-    if (auto err = co_await conn.ensure(); !err.empty()) {
-      // No call was sent: not a call of the tally, but a problem outside the kill.
-      if (!soak.disturbed(Clock::now()))
-        problems().add("driver " + std::to_string(index) + ": " + err);
-      continue;
-    }
+    auto slot =
+        co_await next_slot(soak, conn, interval, k, stop_at, "driver " + std::to_string(index));
+    if (slot == Slot::Stop) break;
+    if (slot == Slot::Skip) continue;
     const auto& client = clients[soak.next_client++ % clients.size()];
     std::string text = "x" + std::to_string(index) + "#" + std::to_string(k);
     req.body() = R"({"clientID":")" + client->id() + R"(","tool":"echo","input":{"text":")" + text +
@@ -655,13 +662,10 @@ asio::awaitable<void> turn_driver(Soak& soak, int index, Clock::time_point stop_
   const auto timeout = milliseconds(opt.call_timeout_ms) + opt.op_timeout * 2;
   const std::string tool = "client_turn-" + std::to_string(index) + "_echo";
   for (std::uint64_t k = 0;; ++k) {
-    co_await sleep_until(soak.start + interval * static_cast<std::int64_t>(k));
-    if (Clock::now() >= stop_at) break;
-    if (auto err = co_await conn.ensure(); !err.empty()) {
-      if (!soak.disturbed(Clock::now()))
-        problems().add("turn driver " + std::to_string(index) + ": " + err);
-      continue;
-    }
+    auto slot = co_await next_slot(soak, conn, interval, k, stop_at,
+                                   "turn driver " + std::to_string(index));
+    if (slot == Slot::Stop) break;
+    if (slot == Slot::Skip) continue;
     auto create = make_request(http::verb::post, "/session", "", "{}");
     auto made = co_await conn.call(create, opt.op_timeout);
     auto made_body = made.error.empty() ? parse_json(made.res.body()) : std::nullopt;

@@ -278,13 +278,8 @@ void ClientRelay::on_clients(std::string_view from_view, std::string_view payloa
             "\", which this node does not know");
 }
 
-std::vector<std::string> ClientRelay::waiting_for() const {
-  if (!joined_once_) return {"the cluster"};
-  if (std::chrono::steady_clock::now() >= ready_by_) return {};
-  std::vector<std::string> out;
-  for (const auto& id : awaited_)
-    if (id != node_->id()) out.push_back(id);
-  return out;
+bool ClientRelay::ready() const {
+  return joined_once_ && (awaited_.empty() || std::chrono::steady_clock::now() >= ready_by_);
 }
 
 void ClientRelay::on_gone(const std::string& gone, bool lease_ended) {

@@ -62,11 +62,12 @@ class ClientRelay : public clienttool::RegistryMirror,
 
   // How long a node that joined waits at most for the others' clients.
   static constexpr std::chrono::seconds kReadyWait{5};
-  // Empty once this node has heard the clients of every node it saw when it first joined (or
-  // kReadyWait passed since); before, the nodes it still waits for, or "the cluster" before its
-  // first join. Joins after the first (Redis was away) do not count: its registry has the
-  // clients already, and every node rejoins at once after a Redis outage.
-  std::vector<std::string> waiting_for() const;
+  // Whether this node has joined once and heard the clients of every node it saw then (or
+  // kReadyWait passed since). Joins after the first (Redis was away) do not count: its registry
+  // has the clients already, and every node rejoins at once after a Redis outage.
+  bool ready() const;
+  // While not ready after the first join: the nodes whose clients it still waits for.
+  std::vector<std::string> awaited() const { return {awaited_.begin(), awaited_.end()}; }
 
  private:
   ClientRelay(std::shared_ptr<Node> node, std::shared_ptr<clienttool::ClientToolRegistry> registry);

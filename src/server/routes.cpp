@@ -170,11 +170,10 @@ asio::awaitable<Reply> health(Call& c) {
     // store's), and a Redis outage would otherwise take every node out of its load balancer at
     // once. A node that has not yet heard the cluster's clients is not ready, though: it would
     // refuse their tools.
-    auto waiting =
-        c.state.client_relay ? c.state.client_relay->waiting_for() : std::vector<std::string>{};
-    cluster["ready"] = waiting.empty();
-    if (!waiting.empty()) {
-      cluster["waitingFor"] = clienttool::to_json(waiting);
+    bool ready = !c.state.client_relay || c.state.client_relay->ready();
+    cluster["ready"] = ready;
+    if (!ready) {
+      cluster["waitingFor"] = clienttool::to_json(c.state.client_relay->awaited());
       healthy = false;
     }
     body["cluster"] = std::move(cluster);
