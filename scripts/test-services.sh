@@ -15,6 +15,8 @@
 # restart restarts that server on the same port (tests of "PostgreSQL restarted mid-run").
 # down    stops that server and keeps its data (redis: none, it has no persistence); up starts
 #         it again on the same port (an outage).
+# freeze  (postgres) stops the server's processes with SIGSTOP (a server that hangs: its machine still
+#         accepts connections and acknowledges what is sent, nothing answers); thaw resumes them.
 # stop    stops it and removes its temp dir and the state files; does nothing when none runs.
 #
 # The server lives in /tmp/switchboard-pg.XXXXXX (/tmp/switchboard-redis.XXXXXX), not in
@@ -30,12 +32,13 @@ set -euo pipefail
 me=test-services
 say() { echo "$me: $*" >&2; }
 die() { echo "$me: $*" >&2; exit 1; }
-usage() { echo "usage: $0 start|stop|restart|down|up postgres|redis STATE_DIR" >&2; exit 2; }
+usage() { echo "usage: $0 start|stop|restart|down|up|freeze|thaw postgres|redis STATE_DIR" >&2; exit 2; }
 
 [ $# -eq 3 ] || usage
 action=$1 service=$2 state=$3
-case "$action" in start|stop|restart|down|up) ;; *) usage ;; esac
+case "$action" in start|stop|restart|down|up|freeze|thaw) ;; *) usage ;; esac
 case "$service" in postgres|redis) ;; *) usage ;; esac
+case "$action:$service" in freeze:redis|thaw:redis) die "redis: $action is for postgres only" ;; esac
 mkdir -p "$state"
 state=$(cd "$state" && pwd)
 
@@ -123,6 +126,12 @@ postgres_stop() {
   fi
   if [ -f "$pgdir/data/postmaster.pid" ]; then
     bin=$(pg_bindir)
+    # A server left frozen (freeze without thaw) would not hear the stop.
+    pid=$(head -n 1 "$pgdir/data/postmaster.pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && grep -q postgres "/proc/$pid/cmdline" 2>/dev/null; then
+      # shellcheck disable=SC2046  # one pid a line
+      kill -CONT "$pid" $(ps -o pid= --ppid "$pid") 2>/dev/null || true
+    fi
     rc=0; as_pg "$bin/pg_ctl" -D "$pgdir/data" status >/dev/null 2>&1 || rc=$?
     if [ "$rc" -eq 0 ]; then
       if ! as_pg "$bin/pg_ctl" -D "$pgdir/data" -m immediate -w -t 30 stop >/dev/null 2>&1; then
@@ -240,6 +249,29 @@ postgres_up() {
     die "postgres: the server did not start again on port $port"
   fi
   say "postgres: up again on port $port"
+}
+
+# The postmaster of the recorded PostgreSQL and its children (the backends and helpers).
+postgres_pids() {
+  local pid
+  pgdir=$(recorded_dir postgres pg)
+  [ -n "$pgdir" ] && [ -f "$pgdir/data/postmaster.pid" ] || die "postgres: none runs"
+  pid=$(head -n 1 "$pgdir/data/postmaster.pid")
+  grep -q postgres "/proc/$pid/cmdline" 2>/dev/null || die "postgres: pid $pid is not the server"
+  echo "$pid"
+  ps -o pid= --ppid "$pid"
+}
+
+postgres_freeze() {
+  # shellcheck disable=SC2046  # one pid a line
+  kill -STOP $(postgres_pids) || die "postgres: could not freeze the server"
+  say "postgres: frozen"
+}
+
+postgres_thaw() {
+  # shellcheck disable=SC2046
+  kill -CONT $(postgres_pids) || die "postgres: could not thaw the server"
+  say "postgres: thawed"
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -84,8 +84,9 @@ struct StorageOptions {
   std::string url;           // storage.url (or $SWITCHBOARD_DATABASE_URL, which also makes the type
                              // postgres): postgresql://user:password@host:port/database?options
   milliseconds connect_timeout{5000};  // storage.connectTimeout: PostgreSQL's connection attempt
-  milliseconds statement_timeout{
-      30000};  // storage.statementTimeout: PostgreSQL cancels a statement that runs longer
+  // storage.statementTimeout: PostgreSQL cancels a statement that runs longer. Short: the event
+  // loop waits for a statement, so a server that hangs holds it up this long (plus 2 s).
+  milliseconds statement_timeout{5000};
 };
 
 // Several nodes on one PostgreSQL store and one Redis (docs/cluster.md). Off while `redis` is

@@ -360,7 +360,7 @@ TEST_F(ConfigTest, StorageIsSqliteUnlessSetAndItsUrlIsShownWithoutSecrets) {
   EXPECT_EQ(plain->storage.type, StorageOptions::Type::Sqlite);
   EXPECT_EQ(
       to_json(*plain).at("storage"),
-      (json::object{{"type", "sqlite"}, {"connectTimeout", 5000}, {"statementTimeout", 30000}}));
+      (json::object{{"type", "sqlite"}, {"connectTimeout", 5000}, {"statementTimeout", 5000}}));
 
   write(work_file(), R"({"storage": {"type": "postgres", "statementTimeout": 2500,
                           "url": "postgresql://sb:S3cret@db:5432/sb?sslpassword=S4"}})");

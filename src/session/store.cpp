@@ -375,9 +375,7 @@ std::vector<std::string> SessionStore::lost_claims() {
 
 Result<void> SessionStore::check_connection() {
   std::lock_guard lock(db_->mutex());
-  auto r = db_->run("SELECT 1");
-  if (!r && r.error().code == ErrorCode::Unavailable) r = db_->run("SELECT 1");
-  return r;
+  return db_->run("SELECT 1");
 }
 
 Result<void> SessionStore::put_session(const SessionInfo& s) {

@@ -114,9 +114,9 @@ class SessionStore {
   // Sessions whose claim was lost with the store's connection and taken by another node meanwhile:
   // their turns are no longer this node's. Emptied by the call.
   std::vector<std::string> lost_claims();
-  // Runs a statement, and again when the connection had broken (the second connects anew): a
-  // node whose turns only wait sends nothing else, and would not learn of claims it lost until
-  // its next write. Read lost_claims() after it.
+  // Runs a statement: a node whose turns only wait sends nothing else, and would not learn that
+  // its connection broke (a new one is made in the background, and the next call takes it) or of
+  // claims it lost until its next write. Read lost_claims() after it.
   Result<void> check_connection();
 
   Result<void> put_session(const SessionInfo& s);  // insert or replace

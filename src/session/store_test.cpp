@@ -810,11 +810,17 @@ TEST(SessionStorePostgres, ATurnsWriteIsRefusedOnceAnotherNodeTookItsClaim) {
   renamed.title = "a's late copy";
   late.session = renamed;
   late.add({a_turn, {}});
-  // The first statement finds the broken connection; the write after it connects again.
+  // The first statement finds the broken connection; a new one is made in the background (the
+  // writes meanwhile fail as unavailable), and the first write on it is refused.
   auto first = (*a)->write(late);
   ASSERT_FALSE(first);
   EXPECT_EQ(first.error().code, ErrorCode::Unavailable) << first.error().message;
   auto refused = (*a)->write(late);
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+       !refused && refused.error().code == ErrorCode::Unavailable &&
+       std::chrono::steady_clock::now() < until;
+       refused = (*a)->write(late))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::Conflict) << refused.error().message;
   EXPECT_NE(refused.error().message.find("no longer holds"), std::string::npos)

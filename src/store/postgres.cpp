@@ -1,9 +1,17 @@
 #include "store/postgres.hpp"
 
 #include <libpq-fe.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <condition_variable>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "util/log.hpp"
@@ -16,7 +24,14 @@ namespace {
 // fixed across versions).
 constexpr Oid kBool = 16, kInt8 = 20, kInt2 = 21, kInt4 = 23;
 
+using Clock = std::chrono::steady_clock;
+
+// Between two tries to connect while the server is away.
 constexpr std::chrono::seconds kRetryEvery{1};
+// How long past statement_timeout a statement's answer may take: the server answers a statement
+// it cancelled at once, so one that does not answer by then is gone (frozen, or cut off without a
+// reset) and its connection is given up.
+constexpr std::chrono::seconds kAnswerGrace{2};
 
 // libpq's messages end with a newline.
 std::string trimmed(const char* message) {
@@ -78,7 +93,306 @@ std::string lock_key_sql(std::string_view name) {
 void on_notice(void*, const char* message) {
   log::debug("postgres: ", trimmed(message));
 }
+
+enum class Waited { Ready, Late, Woken, Failed };
+
+// Waits until `fd` is ready for `events`, `deadline` passes, or `wake` (an eventfd; -1: none) is
+// signalled.
+Waited wait_for_socket(int fd, short events, Clock::time_point deadline, int wake) {
+  if (fd < 0) return Waited::Failed;
+  for (;;) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return Waited::Late;
+    // poll() skips a negative fd: without `wake` only the socket is watched.
+    pollfd fds[2] = {{fd, events, 0}, {wake, POLLIN, 0}};
+    int n = ::poll(fds, 2, static_cast<int>(std::min<long long>(left, INT_MAX)));
+    if (n < 0 && errno != EINTR) return Waited::Failed;
+    if (n <= 0) continue;
+    if (fds[1].revents) return Waited::Woken;
+    return Waited::Ready;  // also on an error or a hang-up: libpq's next call reports it
+  }
+}
+
+// A statement's parameters as libpq takes them.
+struct Parameters {
+  int count = 0;
+  const char* const* values = nullptr;
+  const int* lengths = nullptr;
+  const int* formats = nullptr;  // null: all text
+  int result_format = 0;         // 0 text, 1 binary
+};
+
+// What a statement sent on a connection came to.
+struct Reply {
+  PGresult* result = nullptr;  // owned by the caller; null when `late` or the connection broke
+  bool late = false;           // no answer by the deadline (or woken): the connection is unusable
+  bool ok() const {
+    auto status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+    return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+  }
+};
+
+// Sends `sql` on `conn` (in non-blocking mode) and reads its results until `deadline`: libpq's
+// asynchronous calls, so that a server that stopped answering costs at most the deadline, where
+// PQexec would wait for the TCP timeouts (or, for a server that is frozen but whose machine
+// answers, for ever). With `parameters` one statement is sent (the extended protocol);
+// without, several separated by ';' may be (a schema). The result kept is the last one, as
+// PQexec keeps it: after a statement that failed, none of the later ones runs.
+Reply send_and_read(PGconn* conn, const std::string& sql, const Parameters* parameters,
+                    Clock::time_point deadline, int wake) {
+  Reply reply;
+  int sent = parameters ? PQsendQueryParams(conn, sql.c_str(), parameters->count, nullptr,
+                                            parameters->values, parameters->lengths,
+                                            parameters->formats, parameters->result_format)
+                        : PQsendQuery(conn, sql.c_str());
+  if (!sent) return reply;
+  auto waited = [&](short events) {
+    auto w = wait_for_socket(PQsocket(conn), events, deadline, wake);
+    reply.late = w == Waited::Late || w == Waited::Woken;
+    return w == Waited::Ready;
+  };
+  // All of it sent first; while the socket takes no more, what the server sends is read (it may
+  // be waiting for us to read before it reads on: libpq's documentation of PQflush).
+  for (int left = PQflush(conn); left != 0; left = PQflush(conn))
+    if (left < 0 || !waited(POLLIN | POLLOUT) || !PQconsumeInput(conn)) return reply;
+  for (;;) {
+    while (PQisBusy(conn))
+      if (!waited(POLLIN) || !PQconsumeInput(conn)) {
+        if (reply.result) PQclear(reply.result);
+        reply.result = nullptr;
+        return reply;
+      }
+    PGresult* next = PQgetResult(conn);
+    if (!next) return reply;
+    if (reply.result) PQclear(reply.result);
+    reply.result = next;
+  }
+}
+
+// The error of a reply that is not a success, naming postgres and `what`. Unavailable exactly
+// when the connection cannot go on (it broke, or the server did not answer in time).
+Error reply_error(PGconn* conn, std::string_view what, const Reply& reply,
+                  std::chrono::milliseconds waited) {
+  if (reply.late)
+    return make_error(ErrorCode::Unavailable, "postgres: " + std::string(what) +
+                                                  ": no answer within " +
+                                                  std::to_string(waited.count()) + " ms");
+  const char* message = reply.result ? PQresultErrorMessage(reply.result) : nullptr;
+  std::string text = trimmed(message && *message ? message : PQerrorMessage(conn));
+  bool broken = PQstatus(conn) != CONNECTION_OK;
+  return make_error(broken ? ErrorCode::Unavailable : ErrorCode::Internal,
+                    "postgres: " + std::string(what) + ": " + text);
+}
+
+// How long a statement's answer may take (see kAnswerGrace).
+std::chrono::milliseconds answer_time(const PostgresOptions& options) {
+  return options.statement_timeout + kAnswerGrace;
+}
+
+// The first column of the first row of `sql` with its parameters ($1, ...), as text (nullopt: no
+// row); `what` names it in an error. `parameters` empty: sent as a simple query (it may be
+// several statements).
+Result<std::optional<std::string>> value_on(PGconn* conn, const PostgresOptions& options,
+                                            const std::string& sql,
+                                            const std::vector<std::string>& parameters,
+                                            std::string_view what, int wake = -1) {
+  std::vector<const char*> values;
+  for (const auto& p : parameters)
+    values.push_back(p.c_str());
+  Parameters bound{.count = static_cast<int>(values.size()), .values = values.data()};
+  auto waited = answer_time(options);
+  Reply reply =
+      send_and_read(conn, sql, parameters.empty() ? nullptr : &bound, Clock::now() + waited, wake);
+  if (!reply.ok()) {
+    auto error = reply_error(conn, what, reply, waited);
+    if (reply.result) PQclear(reply.result);
+    return error;
+  }
+  std::optional<std::string> out;
+  if (PQntuples(reply.result) > 0) out = PQgetvalue(reply.result, 0, 0);
+  PQclear(reply.result);
+  return out;
+}
+
+// Runs an advisory lock function (pg_try_advisory_lock, ..._shared, pg_advisory_unlock) on the
+// lock named `name` in this store; what it returned.
+Result<bool> lock_call_on(PGconn* conn, const PostgresOptions& options, std::string_view function,
+                          const std::string& name, int wake = -1) {
+  // The store's own lock keeps the key servers before the cluster used (a 32-bit hash of the
+  // store alone), so that an older server and a newer one still exclude each other on one store.
+  bool store = name == "store";
+  std::string key = store ? "hashtext('switchboard:' || current_database() || ':' || "
+                            "coalesce(current_schema(), ''))"
+                          : lock_key_sql("$1");
+  std::vector<std::string> parameters;
+  if (!store) parameters.push_back(name);
+  auto value = value_on(conn, options, "SELECT " + std::string(function) + "(" + key + ")::int",
+                        parameters, "lock", wake);
+  if (!value) return value.error();
+  return *value == "1";
+}
+
+// Connects and sets the connection up as the header says, holding the store's lock (and the
+// node's): what open() and every reconnect make. `wake` (an eventfd; -1: none) ends a connect
+// or a set-up statement that is still waiting. On a failure nothing is left open.
+Result<PGconn*> open_connection(const PostgresOptions& options, int wake) {
+  // Ours first, the URL last: what the URL says wins (libpq keeps the last value of a keyword).
+  // Keepalives (idle 5 s, then 3 probes 2 s apart) and the TCP user timeout end a connection
+  // whose server's machine vanished, which would otherwise hold a statement for many minutes.
+  // connect_timeout is not libpq's to keep here (PQconnectPoll ignores it): the wait below is
+  // bounded by it.
+  const char* keys[] = {
+      "application_name",    "keepalives",       "keepalives_idle", "keepalives_count",
+      "keepalives_interval", "tcp_user_timeout", "dbname",          nullptr};
+  const char* values[] = {"switchboard", "1", "5", "3", "2", "15000", options.url.c_str(), nullptr};
+  PGconn* conn = PQconnectStartParams(keys, values, 1);
+  if (!conn) return make_error(ErrorCode::Unavailable, "postgres: out of memory");
+  auto fail = [&](Error e) -> Result<PGconn*> {
+    PQfinish(conn);
+    return e;
+  };
+  auto cannot = [&](std::string why) {
+    return fail(make_error(ErrorCode::Unavailable, "postgres: cannot connect: " + why));
+  };
+  // libpq's own loop (PQconnectPoll: it may move on to another address or host, and with it to
+  // another socket), waited for with a deadline and a way to be woken.
+  auto deadline = Clock::now() + options.connect_timeout;
+  auto polled = PQstatus(conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
+  while (polled != PGRES_POLLING_OK) {
+    if (polled == PGRES_POLLING_FAILED) return cannot(trimmed(PQerrorMessage(conn)));
+    auto w = wait_for_socket(PQsocket(conn), polled == PGRES_POLLING_READING ? POLLIN : POLLOUT,
+                             deadline, wake);
+    if (w == Waited::Late) return cannot("timeout expired");
+    if (w == Waited::Woken) return cannot("the server is stopping");
+    polled = PQconnectPoll(conn);
+  }
+  if (PQsetnonblocking(conn, 1) != 0) return cannot(trimmed(PQerrorMessage(conn)));
+  PQsetNoticeProcessor(conn, on_notice, nullptr);
+  auto one = [&](const std::string& sql) {
+    return value_on(conn, options, sql, {}, "setup", wake);
+  };
+  if (auto r = one("SELECT set_config('statement_timeout', '" +
+                   std::to_string(options.statement_timeout.count()) +
+                   "ms', false) WHERE current_setting('statement_timeout') = '0'");
+      !r)
+    return fail(r.error());
+  // The server's side of the keepalives too (unless the URL set them): a backend whose client
+  // vanished would otherwise live on for hours, holding this node's locks against its next
+  // connection.
+  if (auto r =
+          one("SELECT set_config(v.name, v.value, false) FROM (VALUES "
+              "('tcp_keepalives_idle', '5'), ('tcp_keepalives_interval', '2'), "
+              "('tcp_keepalives_count', '3'), ('tcp_user_timeout', '15000')) AS v(name, value) "
+              "JOIN pg_settings s ON s.name = v.name WHERE s.source = 'default'");
+      !r)
+    return fail(r.error());
+  // One server (or one cluster) per database and schema, one node per node ID (see the header);
+  // held while the connection lives.
+  auto refuse = [&](std::string why) {
+    return fail(make_error(ErrorCode::Conflict, "postgres: " + why));
+  };
+  bool clustered = !options.node_id.empty();
+  auto store = lock_call_on(conn, options,
+                            clustered ? "pg_try_advisory_lock_shared" : "pg_try_advisory_lock",
+                            "store", wake);
+  if (!store) return fail(store.error());
+  if (!*store)
+    return refuse(clustered ? "the store (this database and schema) is in use by a Switchboard "
+                              "server that is not a node of a cluster"
+                            : "the store (this database and schema) is in use by another "
+                              "Switchboard server");
+  if (clustered) {
+    auto node =
+        lock_call_on(conn, options, "pg_try_advisory_lock", "node:" + options.node_id, wake);
+    if (!node) return fail(node.error());
+    if (!*node)
+      return refuse("another node of this store's cluster has the node ID \"" + options.node_id +
+                    "\"; give each node its own cluster.nodeID");
+    // The epochs of the named locks (take_lock). Nodes may start at once on a new store: the
+    // table is made under a lock of its own. A failure closes the connection, and the
+    // transaction with it.
+    std::string made = "BEGIN; SELECT pg_advisory_xact_lock(" + lock_key_sql("'schema'") +
+                       "); CREATE TABLE IF NOT EXISTS switchboard_lock (name TEXT COLLATE \"C\" "
+                       "PRIMARY KEY, epoch BIGINT NOT NULL); COMMIT";
+    if (auto r = one(made); !r) return fail(r.error());
+  }
+  return conn;
+}
 }  // namespace
+
+// Makes connections on a thread of its own, so that a caller (the server's event loop) never
+// waits for a connect: up to connect_timeout for a server that does not answer, tried again every
+// kRetryEvery until one is made.
+class PostgresDatabase::Connector {
+ public:
+  explicit Connector(PostgresOptions options)
+      : options_(std::move(options)), wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  ~Connector() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    // Ends a connect or a set-up statement in flight at once.
+    std::uint64_t one = 1;
+    if (wake_ >= 0 && ::write(wake_, &one, sizeof one) < 0) log::debug("postgres: wake failed");
+    if (thread_.joinable()) thread_.join();
+    if (ready_) PQfinish(ready_);
+    if (wake_ >= 0) ::close(wake_);
+  }
+  Connector(const Connector&) = delete;
+  Connector& operator=(const Connector&) = delete;
+
+  // A connection is wanted (again): one is made unless one is being made or waits to be taken.
+  void want() {
+    std::lock_guard lock(mutex_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    wanted_ = true;
+    changed_.notify_all();
+  }
+  // The connection made since it was wanted (null: none yet), and the error of the last try
+  // that failed since (nullopt: none).
+  PGconn* take() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(ready_, nullptr);
+  }
+  std::optional<Error> last_error() {
+    std::lock_guard lock(mutex_);
+    return error_;
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return stop_ || (wanted_ && !ready_); });
+      if (stop_) return;
+      lock.unlock();
+      auto made = open_connection(options_, wake_);
+      lock.lock();
+      if (made) {
+        ready_ = *made;
+        wanted_ = false;
+        error_.reset();
+        continue;
+      }
+      // Said once per outage (and again when the reason changes), not every second.
+      if (!error_ || error_->message != made.error().message) log::warn(made.error().message);
+      error_ = made.error();
+      changed_.wait_for(lock, kRetryEvery, [&] { return stop_; });
+    }
+  }
+
+  const PostgresOptions options_;
+  const int wake_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::thread thread_;
+  bool stop_ = false;
+  bool wanted_ = false;
+  PGconn* ready_ = nullptr;
+  std::optional<Error> error_;
+};
 
 // One statement's SQL (as sent) and what the current run bound and read.
 class PostgresDatabase::PgCursor final : public Cursor {
@@ -110,12 +424,16 @@ class PostgresDatabase::PgCursor final : public Cursor {
     if (has_nul_)
       return make_error(ErrorCode::InvalidRequest,
                         "postgres: text with a NUL character cannot be stored");
-    if (auto r = db_.ensure_connected(sql_); !r) return r.error();
     // What the connection is in: a transaction begins with a BEGIN that succeeded (one that
     // failed opened none, and its guard sends no ROLLBACK) and ends at COMMIT or ROLLBACK, failed
-    // or not (the Transaction guard sends ROLLBACK after a failed COMMIT).
+    // or not (the Transaction guard sends ROLLBACK after a failed COMMIT). A transaction whose
+    // connection is gone ended with it: its ROLLBACK has nothing to do, and needs no server.
     bool begin = sql_ == "BEGIN" || sql_ == "BEGIN IMMEDIATE";
-    if (sql_ == "ROLLBACK") db_.in_transaction_ = false;
+    if (sql_ == "ROLLBACK") {
+      db_.in_transaction_ = false;
+      if (!db_.connected()) return false;
+    }
+    if (auto r = db_.ensure_connected(sql_); !r) return r.error();
     std::vector<const char*> values(values_.size());
     std::vector<int> lengths(values_.size());
     for (std::size_t i = 0; i < values_.size(); ++i) {
@@ -123,18 +441,24 @@ class PostgresDatabase::PgCursor final : public Cursor {
       values[i] = values_[i]->data();
       lengths[i] = static_cast<int>(values_[i]->size());
     }
-    result_ = PQexecParams(db_.conn_, sql_.c_str(), static_cast<int>(values_.size()), nullptr,
-                           values.data(), lengths.data(), formats_.data(), 1);
-    auto status = result_ ? PQresultStatus(result_) : PGRES_FATAL_ERROR;
-    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) {
+    Parameters bound{.count = static_cast<int>(values_.size()),
+                     .values = values.data(),
+                     .lengths = lengths.data(),
+                     .formats = formats_.data(),
+                     .result_format = 1};
+    auto waited = answer_time(db_.options_);
+    Reply reply = send_and_read(db_.conn_, sql_, &bound, Clock::now() + waited, -1);
+    if (reply.ok()) {
+      result_ = reply.result;
       db_.changes_ = std::atoll(PQcmdTuples(result_));
       if (begin) db_.in_transaction_ = true;
       if (sql_ == "COMMIT") db_.in_transaction_ = false;
       row_ = 0;
       return PQntuples(result_) > 0;
     }
-    auto error = db_.failure("statement", result_ ? PQresultErrorMessage(result_) : nullptr);
-    clear_result();
+    auto error = reply_error(db_.conn_, "statement", reply, waited);
+    if (reply.result) PQclear(reply.result);
+    db_.give_up_if_unusable(error);
     return error;
   }
 
@@ -204,107 +528,53 @@ Result<std::unique_ptr<PostgresDatabase>> PostgresDatabase::open(PostgresOptions
     PQfreemem(parse_error);
     return make_error(ErrorCode::InvalidRequest, "postgres: the storage URL is not valid: " + why);
   }
+  // A connect_timeout in the URL wins over the option, as libpq's own would; the connects are
+  // ours to time (open_connection).
+  for (auto* o = parsed; o->keyword; ++o)
+    if (std::string_view(o->keyword) == "connect_timeout" && o->val && std::atoi(o->val) > 0)
+      options.connect_timeout = std::chrono::seconds(std::atoi(o->val));
   PQconninfoFree(parsed);
+  // The first connection is made by the caller (a server that starts waits for its store).
+  auto conn = open_connection(options, -1);
+  if (!conn) return conn.error();
   std::unique_ptr<PostgresDatabase> db(new PostgresDatabase(std::move(options)));
-  if (auto r = db->connect(); !r) return r.error();
+  db->conn_ = *conn;
   return db;
 }
 
-PostgresDatabase::PostgresDatabase(PostgresOptions options) : options_(std::move(options)) {}
+PostgresDatabase::PostgresDatabase(PostgresOptions options)
+    : options_(std::move(options)), connector_(std::make_unique<Connector>(options_)) {}
 
 PostgresDatabase::~PostgresDatabase() {
   forget_statements();
+  connector_.reset();
   if (conn_) PQfinish(conn_);
 }
 
-Result<void> PostgresDatabase::connect() {
-  if (conn_) PQfinish(conn_);
-  // Ours first, the URL last: what the URL says wins (libpq keeps the last value of a keyword).
-  // Keepalives (idle 5 s, then 3 probes 2 s apart) and the TCP user timeout end a connection
-  // whose server's machine vanished, which would otherwise hold a statement for many minutes.
-  std::string timeout = std::to_string(options_.connect_timeout.count());
-  const char* keys[] = {"connect_timeout",  "application_name", "keepalives",
-                        "keepalives_idle",  "keepalives_count", "keepalives_interval",
-                        "tcp_user_timeout", "dbname",           nullptr};
-  const char* values[] = {timeout.c_str(), "switchboard",        "1",    "5", "3", "2",
-                          "15000",         options_.url.c_str(), nullptr};
-  conn_ = PQconnectdbParams(keys, values, 1);
-  if (!conn_) return make_error(ErrorCode::Unavailable, "postgres: out of memory");
-  if (PQstatus(conn_) != CONNECTION_OK)
-    return make_error(ErrorCode::Unavailable,
-                      "postgres: cannot connect: " + trimmed(PQerrorMessage(conn_)));
-  PQsetNoticeProcessor(conn_, on_notice, nullptr);
-  // The statements run below are not cached: a reconnect must not reuse results of the old one.
-  auto one = [&](std::string_view sql) -> Result<std::string> {
-    PGresult* res = PQexec(conn_, std::string(sql).c_str());
-    auto status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
-      auto error = failure("setup", res ? PQresultErrorMessage(res) : nullptr);
-      if (res) PQclear(res);
-      return error;
-    }
-    std::string value = PQntuples(res) > 0 ? PQgetvalue(res, 0, 0) : "";
-    PQclear(res);
-    return value;
-  };
-  // A connection whose set-up failed half-way holds none of its locks: never used as it is.
-  auto drop = [&](Error e) -> Result<void> {
-    PQfinish(conn_);
-    conn_ = nullptr;
-    return e;
-  };
-  auto refuse = [&](std::string why) -> Result<void> {
-    return drop(make_error(ErrorCode::Conflict, "postgres: " + why));
-  };
-  if (auto r = one("SELECT set_config('statement_timeout', '" +
-                   std::to_string(options_.statement_timeout.count()) +
-                   "ms', false) WHERE current_setting('statement_timeout') = '0'");
-      !r)
-    return drop(r.error());
-  // The server's side of the keepalives too (unless the URL set them): a backend whose client
-  // vanished would otherwise live on for hours, holding this node's locks against its next
-  // connection.
-  if (auto r =
-          one("SELECT set_config(v.name, v.value, false) FROM (VALUES "
-              "('tcp_keepalives_idle', '5'), ('tcp_keepalives_interval', '2'), "
-              "('tcp_keepalives_count', '3'), ('tcp_user_timeout', '15000')) AS v(name, value) "
-              "JOIN pg_settings s ON s.name = v.name WHERE s.source = 'default'");
-      !r)
-    return drop(r.error());
-  // One server (or one cluster) per database and schema, one node per node ID (see the header);
-  // held while the connection lives.
-  bool clustered = !options_.node_id.empty();
-  auto store =
-      lock_call(clustered ? "pg_try_advisory_lock_shared" : "pg_try_advisory_lock", "store");
-  if (!store) return drop(store.error());
-  if (!*store)
-    return refuse(clustered ? "the store (this database and schema) is in use by a Switchboard "
-                              "server that is not a node of a cluster"
-                            : "the store (this database and schema) is in use by another "
-                              "Switchboard server");
-  if (clustered) {
-    auto node = lock_call("pg_try_advisory_lock", "node:" + options_.node_id);
-    if (!node) return drop(node.error());
-    if (!*node)
-      return refuse("another node of this store's cluster has the node ID \"" + options_.node_id +
-                    "\"; give each node its own cluster.nodeID");
-  }
-  if (clustered) {
-    // The epochs of the named locks (take_lock). Nodes may start at once on a new store: the
-    // table is made under a lock of its own.
-    std::string made = "BEGIN; SELECT pg_advisory_xact_lock(" + lock_key_sql("'schema'") +
-                       "); CREATE TABLE IF NOT EXISTS switchboard_lock (name TEXT COLLATE \"C\" "
-                       "PRIMARY KEY, epoch BIGINT NOT NULL); COMMIT";
-    if (auto r = one(made); !r) {
-      (void)one("ROLLBACK");
-      return drop(r.error());
-    }
-  }
-  // What this connection held before it broke; another server may have taken some meanwhile,
-  // or taken and given up (their epoch moved on).
+bool PostgresDatabase::connected() const {
+  return conn_ && PQstatus(conn_) == CONNECTION_OK;
+}
+
+void PostgresDatabase::give_up_if_unusable(const Error& error) {
+  // Unavailable is what a broken connection, or one whose server did not answer in time, fails
+  // with (reply_error); the latter's state is out of step with the server's, so it is not used
+  // again either.
+  if (error.code == ErrorCode::Unavailable) drop_connection();
+}
+
+void PostgresDatabase::drop_connection() {
+  if (!conn_) return;
+  PQfinish(conn_);
+  conn_ = nullptr;
+  connector_->want();
+}
+
+Result<void> PostgresDatabase::take_locks_again() {
+  // What the last connection held before it broke; another server may have taken some
+  // meanwhile, or taken and given up (their epoch moved on).
   for (auto it = locks_.begin(); it != locks_.end();) {
     auto again = take_lock(it->first, it->second);
-    if (!again) return drop(again.error());
+    if (!again) return again.error();
     if (*again) {
       ++it;
       continue;
@@ -331,7 +601,7 @@ Result<std::optional<std::int64_t>> PostgresDatabase::take_lock(const std::strin
                          {name}, "lock");
   if (!value) {
     // Not held without its epoch (a broken connection gave it up already).
-    (void)lock_call("pg_advisory_unlock", name);
+    if (conn_) (void)lock_call("pg_advisory_unlock", name);
     return value.error();
   }
   std::int64_t now = *value ? std::atoll((*value)->c_str()) : 0;
@@ -343,35 +613,19 @@ Result<std::optional<std::int64_t>> PostgresDatabase::take_lock(const std::strin
 
 Result<std::optional<std::string>> PostgresDatabase::value_of(
     const std::string& sql, const std::vector<std::string>& parameters, std::string_view what) {
-  std::vector<const char*> values;
-  for (const auto& p : parameters)
-    values.push_back(p.c_str());
-  PGresult* res = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                               values.data(), nullptr, nullptr, 0);
-  if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-    auto error = failure(what, res ? PQresultErrorMessage(res) : nullptr);
-    if (res) PQclear(res);
-    return error;
-  }
-  std::optional<std::string> out;
-  if (PQntuples(res) > 0) out = PQgetvalue(res, 0, 0);
-  PQclear(res);
-  return out;
+  if (!conn_)
+    return make_error(ErrorCode::Unavailable,
+                      "postgres: " + std::string(what) + ": the connection was lost");
+  auto value = value_on(conn_, options_, sql, parameters, what);
+  if (!value) give_up_if_unusable(value.error());
+  return value;
 }
 
 Result<bool> PostgresDatabase::lock_call(std::string_view function, const std::string& name) {
-  // The store's own lock keeps the key servers before the cluster used (a 32-bit hash of the
-  // store alone), so that an older server and a newer one still exclude each other on one store.
-  bool store = name == "store";
-  std::string key = store ? "hashtext('switchboard:' || current_database() || ':' || "
-                            "coalesce(current_schema(), ''))"
-                          : lock_key_sql("$1");
-  std::vector<std::string> parameters;
-  if (!store) parameters.push_back(name);
-  auto value =
-      value_of("SELECT " + std::string(function) + "(" + key + ")::int", parameters, "lock");
-  if (!value) return value.error();
-  return *value == "1";
+  if (!conn_) return make_error(ErrorCode::Unavailable, "postgres: lock: the connection was lost");
+  auto called = lock_call_on(conn_, options_, function, name);
+  if (!called) give_up_if_unusable(called.error());
+  return called;
 }
 
 Result<void> PostgresDatabase::lock_until_commit(const std::string& name) {
@@ -394,7 +648,7 @@ Result<bool> PostgresDatabase::try_lock(const std::string& name) {
 void PostgresDatabase::unlock(const std::string& name) {
   if (!locks_.erase(name)) return;
   // A broken connection gave the lock up already; the next connection does not take it again.
-  if (!conn_ || PQstatus(conn_) != CONNECTION_OK) return;
+  if (!connected()) return;
   if (auto r = lock_call("pg_advisory_unlock", name); !r)
     log::warn("postgres: could not give the lock ", name, " up: ", r.error().message);
 }
@@ -404,46 +658,46 @@ std::vector<std::string> PostgresDatabase::take_lost_locks() {
 }
 
 Result<void> PostgresDatabase::ensure_connected(std::string_view next) {
-  if (conn_ && PQstatus(conn_) == CONNECTION_OK) return {};
+  if (connected()) return {};
+  drop_connection();
   // A connection that broke in a transaction took it with it (the server rolled it back): the
   // rest of it must not run on a new connection, each statement on its own, until it ends.
   if (in_transaction_ && next != "ROLLBACK")
     return make_error(ErrorCode::Unavailable,
                       "postgres: the connection was lost during a transaction");
-  // While the server is away a statement fails at once, and connecting is tried again only so
-  // often: each try blocks for up to connect_timeout (a refused connection returns at once).
-  if (std::chrono::steady_clock::now() < retry_at_) return last_failure_;
-  if (auto r = connect(); !r) {
-    // From the failure on: a try that waited out connect_timeout is not followed by another at
-    // once.
-    retry_at_ = std::chrono::steady_clock::now() + kRetryEvery;
-    last_failure_ = r.error();
-    // Another server took the store while this one was cut off: for this server's requests the
-    // store is gone, not a conflict of theirs.
-    if (last_failure_.code == ErrorCode::Conflict) last_failure_.code = ErrorCode::Unavailable;
-    log::warn(last_failure_.message);
-    return last_failure_;
+  // Connecting is the connector's (on its thread): the caller takes a connection it made, or
+  // fails at once, never waiting for the server.
+  if (PGconn* made = connector_->take()) {
+    conn_ = made;
+    if (auto r = take_locks_again(); !r) {
+      drop_connection();
+      return r;
+    }
+    log::info("postgres: connected again");
+    return {};
   }
-  log::info("postgres: connected again");
-  return {};
-}
-
-Error PostgresDatabase::failure(std::string_view what, const char* message) const {
-  std::string text = trimmed(message && *message ? message : PQerrorMessage(conn_));
-  bool broken = !conn_ || PQstatus(conn_) != CONNECTION_OK;
-  return make_error(broken ? ErrorCode::Unavailable : ErrorCode::Internal,
-                    "postgres: " + std::string(what) + ": " + text);
+  connector_->want();
+  auto error = connector_->last_error();
+  if (!error)
+    return make_error(ErrorCode::Unavailable,
+                      "postgres: the connection was lost; connecting again");
+  // Another server took the store while this one was cut off: for this server's requests the
+  // store is gone, not a conflict of theirs.
+  if (error->code == ErrorCode::Conflict) error->code = ErrorCode::Unavailable;
+  return *error;
 }
 
 Result<void> PostgresDatabase::exec(std::string_view sql) {
   if (auto r = ensure_connected(sql); !r) return r;
-  // PQexec runs several statements separated by ';' (the simple protocol), as a schema needs.
-  PGresult* res = PQexec(conn_, std::string(sql).c_str());
-  auto status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  // A simple query: it may be several statements separated by ';', as a schema is.
+  auto waited = answer_time(options_);
+  Reply reply = send_and_read(conn_, std::string(sql), nullptr, Clock::now() + waited, -1);
   Result<void> out;
-  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
-    out = failure("exec", res ? PQresultErrorMessage(res) : nullptr);
-  if (res) PQclear(res);
+  if (!reply.ok()) {
+    out = reply_error(conn_, "exec", reply, waited);
+    give_up_if_unusable(out.error());
+  }
+  if (reply.result) PQclear(reply.result);
   return out;
 }
 

@@ -10,17 +10,21 @@
 // its node's lock alone (so two nodes with one node ID refuse each other). try_lock()'s named
 // locks are advisory locks too, each with an epoch (the table switchboard_lock) that taking it
 // counts up. A connection that breaks fails the statement in flight with Unavailable
-// ("postgres: ..."), and the next statement connects again and takes every lock again: one that
-// another server took meanwhile (held still, or taken and given up: its epoch moved) is reported
-// by take_lost_locks(), so a server cut off for a while never writes over what another server
-// did with the lock in between. Nothing is
-// retried behind the caller's back, so a write that failed is the writer's to keep
-// (session::TurnWriter keeps and retries it).
+// ("postgres: ..."), and a new one is made in the background; the first statement after it is
+// made takes every lock again: one that another server took meanwhile (held still, or taken and
+// given up: its epoch moved) is reported by take_lost_locks(), so a server cut off for a while
+// never writes over what another server did with the lock in between. Nothing is retried behind
+// the caller's back, so a write that failed is the writer's to keep (session::TurnWriter keeps
+// and retries it).
 //
-// libpq's calls block: a statement waits for its round trip (a fraction of a millisecond on
-// loopback), a reconnect for up to `connect_timeout` (and is tried at most once a second).
-// Statements run longer than `statement_timeout` are cancelled by the server, and TCP keepalives
-// (unless the URL sets its own) end a connection whose server vanished within about 15 s.
+// What a caller (the server's event loop) may wait for: a statement's round trip (a fraction of a
+// millisecond on loopback), and never longer than statement_timeout + 2 s: the server cancels a
+// statement at statement_timeout, and one that has not answered 2 s later is gone (frozen, or its
+// machine cut off), so its connection is given up. Never for a connect: connections are made on
+// a thread of the database's own (at most connect_timeout each, tried again every second while
+// wanted), and until one is made a statement fails at once with Unavailable, naming the cause.
+// TCP keepalives (unless the URL sets its own) end an idle connection whose server vanished
+// within about 15 s.
 #include <chrono>
 #include <map>
 #include <memory>
@@ -39,7 +43,7 @@ struct PostgresOptions {
   std::string url;  // postgresql://user:password@host:port/dbname?options (libpq's URI)
   std::chrono::seconds connect_timeout{5};
   // Set on the connection unless the URL sets one (options=-c statement_timeout=...).
-  std::chrono::milliseconds statement_timeout{30000};
+  std::chrono::milliseconds statement_timeout{5000};
   // A node of a cluster (issue 20): the store is shared with the other nodes, and this ID is
   // this node's alone. Empty: a single server, the store is its alone.
   std::string node_id;
@@ -55,8 +59,9 @@ class PostgresDatabase final : public Database {
   Engine engine() const override { return Engine::Postgres; }
   Result<void> exec(std::string_view sql) override;
   std::int64_t changes() const override { return changes_; }
-  // Before `next` is sent: connects again when the connection broke; Unavailable when it cannot,
-  // or when it broke inside a transaction (only its ROLLBACK may go on).
+  // Before `next` is sent: takes the connection the connector made when the last one broke;
+  // Unavailable while there is none yet, or when it broke inside a transaction (only its ROLLBACK
+  // may go on).
   Result<void> ensure_connected(std::string_view next);
   Result<bool> try_lock(const std::string& name) override;
   void unlock(const std::string& name) override;
@@ -70,10 +75,17 @@ class PostgresDatabase final : public Database {
 
  private:
   class PgCursor;
+  class Connector;
   explicit PostgresDatabase(PostgresOptions options);
-  Result<void> connect();
-  // Runs an advisory lock function (pg_try_advisory_lock, ..._shared, pg_advisory_unlock) on
-  // the lock named `name` in this store, on the open connection; what it returned.
+  bool connected() const;
+  // The connection is closed (it broke, or its server did not answer in time) and a new one is
+  // wanted.
+  void drop_connection();
+  void give_up_if_unusable(const Error& error);
+  // On a new connection: the locks the last one held (see the header).
+  Result<void> take_locks_again();
+  // An advisory lock function (pg_try_advisory_lock, ..._shared, pg_advisory_unlock) run on the
+  // lock named `name` in this store, on the open connection; what it returned.
   Result<bool> lock_call(std::string_view function, const std::string& name);
   // The first column of the first row of `sql` with its parameters ($1, ...), as text (nullopt:
   // no row); `what` names it in an error.
@@ -84,20 +96,16 @@ class PostgresDatabase final : public Database {
   // (`epoch` set), only if its epoch is still that one; a new epoch otherwise. Nullopt: not taken.
   Result<std::optional<std::int64_t>> take_lock(const std::string& name,
                                                 std::optional<std::int64_t> epoch);
-  // The error of the connection's last failure: Unavailable when it broke.
-  Error failure(std::string_view what, const char* message) const;
 
-  PostgresOptions options_;
-  PGconn* conn_ = nullptr;
+  const PostgresOptions options_;
+  std::unique_ptr<Connector> connector_;
+  PGconn* conn_ = nullptr;  // null once given up, until the connector's next one is taken
   std::int64_t changes_ = 0;
   // try_lock()'s, held (taken again after a reconnect), with the epoch this server took.
   std::map<std::string, std::int64_t> locks_;
   std::vector<std::string> lost_locks_;
+  // Between a BEGIN and its ROLLBACK (or a COMMIT that worked).
   bool in_transaction_ = false;
-  // After a failed reconnect: until when statements fail at once, and with what.
-  std::chrono::steady_clock::time_point retry_at_;
-  Error last_failure_{ErrorCode::Unavailable,
-                      ""};  // between a BEGIN and its ROLLBACK (or a COMMIT that worked)
 };
 
 }  // namespace sb::store

@@ -1622,6 +1622,27 @@ class SessionRestart : public SessionTest {
     ASSERT_TRUE(part) << "the call is gone after the restart: " << str(list);
     EXPECT_EQ(string_at(json::value(*part), "/state/status"), "error") << str(*part);
   }
+
+  // A config whose model answers "first answer", then "second answer".
+  json::object two_answers_config() {
+    json::object cfg = test_config();
+    cfg["provider"] = json::object{
+        {"s", json::object{{"type", "scripted"},
+                           {"script", json::array{json::object{{"text", "first answer"}},
+                                                  json::object{{"text", "second answer"}}}}}}};
+    cfg["model"] = "s/default";
+    return cfg;
+  }
+
+  // Starts the server with `cfg` on the test's own PostgreSQL.
+  void start_on(const OwnService& pg, const json::object& cfg) {
+    ServerProcess::Options options;
+    options.config = cfg;
+    options.data_dir = data_.path();
+    options.directory = project_.path();
+    options.env = {"SWITCHBOARD_DATABASE_URL=" + pg.url()};
+    server_.emplace(std::move(options));
+  }
 };
 
 // A turn that waits for its model when the server crashes ends failed after the restart (a
@@ -1760,20 +1781,8 @@ TEST_F(SessionRestart, ATurnInProgressIsStoredWithoutBeingAskedFor) {
 // it is back the server reconnects by itself, and nothing stored before or after is missing.
 TEST_F(SessionRestart, APostgresOutageIs503NamingItAndTheServerReconnectsWithEverything) {
   OwnService pg("postgres");
-  json::object cfg = test_config();
-  cfg["provider"] = json::object{
-      {"s", json::object{{"type", "scripted"},
-                         {"script", json::array{json::object{{"text", "first answer"}},
-                                                json::object{{"text", "second answer"}}}}}}};
-  cfg["model"] = "s/default";
-  auto start = [&] {
-    ServerProcess::Options options;
-    options.config = cfg;
-    options.data_dir = data_.path();
-    options.directory = project_.path();
-    options.env = {"SWITCHBOARD_DATABASE_URL=" + pg.url()};
-    server_.emplace(std::move(options));
-  };
+  json::object cfg = two_answers_config();
+  auto start = [&] { start_on(pg, cfg); };
   start();
   std::string sid = create_session();
   ASSERT_TRUE(IsOk(prompt(sid, "hello")));
@@ -1802,6 +1811,54 @@ TEST_F(SessionRestart, APostgresOutageIs503NamingItAndTheServerReconnectsWithEve
   start();
   list = messages(sid);
   ASSERT_EQ(list.size(), 4u) << str(list);
+  EXPECT_EQ(text_of(list[3]), "second answer");
+}
+
+// A PostgreSQL that hangs (its processes stopped: connections are accepted and what is sent is
+// acknowledged, nothing answers) holds the server up for one statement's time at most: the
+// request that finds it fails with a 503 naming postgres once statementTimeout + 2 s have passed.
+// From then on nothing waits for it (a new connection is made in the background, for up to
+// connectTimeout a try): what needs the store fails at once, what does not is served, /health
+// says so; once it answers again the server goes on by itself, with everything.
+TEST_F(SessionRestart, AHungPostgresHoldsTheServerUpForOneStatementAtMost) {
+  OwnService pg("postgres");
+  json::object cfg = two_answers_config();
+  cfg["storage"] = json::object{{"statementTimeout", 500}, {"connectTimeout", 20000}};
+  start_on(pg, cfg);
+  std::string sid = create_session();
+  ASSERT_TRUE(IsOk(prompt(sid, "hello")));
+
+  pg.run("freeze");
+  auto took = [](const std::function<void()>& request) {
+    auto started = Clock::now();
+    request();
+    return Clock::now() - started;
+  };
+  auto first = took([&] {
+    EXPECT_TRUE(IsError(http_get(port(), "/session/" + sid + "/message"), 503, "UNAVAILABLE",
+                        {"postgres", "no answer within 2500 ms"}));
+  });
+  EXPECT_LT(first, 6s) << "the statement waited past its time";
+  // A connect to the hung server waits for up to 20 s: none of these does.
+  for (int i = 0; i < 3; ++i) {
+    auto next = took([&] {
+      EXPECT_TRUE(IsError(http_get(port(), "/session/" + sid + "/message"), 503, "UNAVAILABLE",
+                          {"postgres"}));
+      auto health = http_get(port(), "/health");
+      EXPECT_EQ(health.status, 503u) << health.describe();
+      EXPECT_EQ(health.json().at_pointer("/storage/ok"), json::value(false)) << health.describe();
+      EXPECT_TRUE(IsOk(http_get(port(), "/config"))) << "what needs no store is served";
+    });
+    EXPECT_LT(next, 2s) << "a request waited for the hung server";
+  }
+
+  pg.run("thaw");
+  ASSERT_TRUE(wait_until([&] { return http_get(port(), "/health").status == 200; }, 30s))
+      << "the server did not connect again";
+  ASSERT_TRUE(IsOk(prompt(sid, "again")));
+  auto list = messages(sid);
+  ASSERT_EQ(list.size(), 4u) << str(list);
+  EXPECT_EQ(text_of(list[1]), "first answer");
   EXPECT_EQ(text_of(list[3]), "second answer");
 }
 
@@ -1869,14 +1926,18 @@ class SessionDurableWait : public SessionRestart {
     return cfg;
   }
 
-  // Waits until the session's last message is a completed assistant message.
+  // Waits until the session is idle and its last message is a completed assistant message.
+  // The status is read first: a turn is idle only once its last message is listed, whereas a
+  // list read first may be of the moment between two steps (the first completed, the next not
+  // yet begun) and the status read after it of the moment the turn has ended.
   json::array wait_turn_end(const std::string& sid, std::chrono::milliseconds timeout = 15s) {
     json::array list;
     bool ended = wait_until(
         [&] {
+          bool idle = status().empty();
           list = messages(sid);
-          return !list.empty() && string_at(list.back(), "/info/role") == "assistant" &&
-                 find(list.back(), "/info/time/completed") != nullptr && status().empty();
+          return idle && !list.empty() && string_at(list.back(), "/info/role") == "assistant" &&
+                 find(list.back(), "/info/time/completed") != nullptr;
         },
         timeout);
     if (!ended) throw std::runtime_error("the turn of " + sid + " did not end: " + str(list));
