@@ -294,6 +294,7 @@ void PermissionService::initiate_ask(AskParams params, Layers layers, AskHandler
   // Swapped in: Boost 1.81's move assignment of any_completion_handler wraps the handler in
   // itself, without end.
   pending.done.swap(done);
+  pending.on_always = std::move(params.on_always);
   pending.timeout = params.timeout.value_or(options_.timeout);
   bool rearm = false;
   if (pending.timeout.count() > 0) {
@@ -354,9 +355,13 @@ Result<void> PermissionService::reply(const std::string& request_id, Reply reply
       break;
     }
     case Reply::Always: {
-      Ruleset& approved = approved_[session_id];
+      Ruleset added;
       for (const auto& pattern : it->second.request.always)
-        approved.push_back({it->second.request.permission, pattern, Action::Allow});
+        added.push_back({it->second.request.permission, pattern, Action::Allow});
+      Ruleset& approved = approved_[session_id];
+      approved.insert(approved.end(), added.begin(), added.end());
+      if (it->second.on_always)
+        effects.push_back([told = std::move(it->second.on_always), added] { told(added); });
       finish(it, Reply::Always, AskOutcome{}, effects);
       // Other asks of the session that the new rules settle need no second answer.
       for (const auto& other : session_asks(session_id)) {

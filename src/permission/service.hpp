@@ -63,6 +63,10 @@ struct AskParams {
   // Told once the ask waits for a person, before it is published: what to store so that the
   // wait outlives a restart.
   std::function<void(const PermissionRequest&)> on_waiting;
+  // Told when a person answers this ask "always", with the rules that answer added to the
+  // session's: what to store with the session, so that a restart (or another node of a cluster)
+  // asks no more either.
+  std::function<void(const Ruleset&)> on_always;
 };
 
 // An ask that waits for a person: OpenCode's PermissionRequest.
@@ -181,6 +185,7 @@ class PermissionService : public std::enable_shared_from_this<PermissionService>
     PermissionRequest request;
     std::vector<Ruleset> layers;  // kept to re-evaluate after an "always" of another ask
     AskHandler done;
+    std::function<void(const Ruleset&)> on_always;
     milliseconds timeout{0};
     std::optional<Deadlines::iterator> deadline;
   };

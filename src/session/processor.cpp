@@ -181,6 +181,8 @@ Result<void> Processor::prepare(Turn& turn, ResolvedPrompt& prompt,
   turn.offered = std::move(*offered);
   turn.switches = switches;
   turn.session_rules = turn.session.permission;
+  turn.session_rules.insert(turn.session_rules.end(), turn.session.approved.begin(),
+                            turn.session.approved.end());
   return {};
 }
 
@@ -516,6 +518,15 @@ asio::awaitable<void> Processor::run_step(std::shared_ptr<Step> step) {
   }
 }
 
+void Processor::approve(const std::shared_ptr<Turn>& turn, const permission::Ruleset& added) {
+  // Later asks of this turn see them in its rules; the session's row keeps them (stored within
+  // the write delay, with the turn's other changes).
+  turn->session.approved.insert(turn->session.approved.end(), added.begin(), added.end());
+  turn->session_rules.insert(turn->session_rules.end(), added.begin(), added.end());
+  turn->unsaved_session = turn->session;
+  deps_.writer->flush(turn, false);
+}
+
 asio::awaitable<Result<void>> Processor::ask(std::shared_ptr<Step> step, const std::string& call_id,
                                              tool::PermissionRequest request) {
   Turn& turn = *step->turn;
@@ -549,6 +560,9 @@ asio::awaitable<Result<void>> Processor::ask(std::shared_ptr<Step> step, const s
     auto self = shared_from_this();
     params.on_waiting = [self, step, call_id](const permission::PermissionRequest& r) {
       self->begin_wait(*step, call_id, Wait::of(r));
+    };
+    params.on_always = [self, step](const permission::Ruleset& added) {
+      self->approve(step->turn, added);
     };
     awaiting_person(turn, true);
     settled = co_await deps_.permissions->async_ask(std::move(params), std::move(layers),

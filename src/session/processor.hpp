@@ -167,6 +167,9 @@ class Processor : public std::enable_shared_from_this<Processor> {
                    Result<tool::ToolResult> result);
   boost::asio::awaitable<Result<void>> ask(std::shared_ptr<Step> step, const std::string& call_id,
                                            tool::PermissionRequest request);
+  // A person answered an ask of the turn "always": `added` joins the turn's rules and its
+  // session's approved ones (stored).
+  void approve(const std::shared_ptr<Turn>& turn, const permission::Ruleset& added);
   // A permission ask or an interactive tool starts (`waiting`) or stops waiting for a person:
   // the session awaits input while any does.
   void awaiting_person(Turn& turn, bool waiting);

@@ -84,6 +84,8 @@ Result<SessionInfo> SessionService::update_session(const std::string& id, Sessio
   // A write on the writer's thread may carry a running turn's older copy of the session: it
   // lands first, so that it does not cover this change.
   writer_->write_pending();
+  // What a running turn's asks approved is the turn's to know (it may not be stored yet).
+  if (auto t = turns_.find(id); t != turns_.end()) s->approved = t->second->session.approved;
   if (auto r = deps_.store->put_session(*s); !r) return r.error();
   // A running turn keeps the session it began with (and stores it at its end): it takes the
   // change too, so that its end does not write the old title back.

@@ -29,6 +29,8 @@ Result<std::vector<tool::ToolPtr>> offered_tools(const Agent& agent, const Sessi
     if (auto rules = readable_rules(*session); !rules) return rules.error();
     owner = session->client_id;
     session_rules = session->permission;
+    session_rules.insert(session_rules.end(), session->approved.begin(), session->approved.end());
+    // Approved by a reply of a turn still running (stored with the session at its next write).
     auto approved = permissions.session_rules(session_id);
     session_rules.insert(session_rules.end(), approved.begin(), approved.end());
   }

@@ -105,6 +105,20 @@ void append_tokens(std::string& out, const Tokens& t) {
   o.close();
 }
 
+// A ruleset as OpenCode's PermissionRuleset: [{permission, pattern, action}].
+void append_rules(std::string& out, const permission::Ruleset& rules) {
+  out.push_back('[');
+  for (const auto& r : rules) {
+    if (out.back() != '[') out.push_back(',');
+    ObjectWriter(out)
+        .string("permission", r.permission)
+        .string("pattern", r.pattern)
+        .string("action", permission::action_name(r.action))
+        .close();
+  }
+  out.push_back(']');
+}
+
 // The tree of a text that append_json wrote. Its values came from JSON parsed with a depth
 // limit (tool inputs, metadata) and sit at most a few levels deeper here, hence the wider limit.
 json::object tree_of(const std::string& text, json::storage_ptr sp) {
@@ -134,18 +148,9 @@ void append_json(std::string& out, const SessionInfo& s) {
   if (s.unreadable_permission) {
     o.value("permission", s.unreadable_permission->stored);
   } else if (!s.permission.empty()) {
-    auto& rules = o.key("permission");
-    rules.push_back('[');
-    for (const auto& r : s.permission) {
-      if (rules.back() != '[') rules.push_back(',');
-      ObjectWriter(rules)
-          .string("permission", r.permission)
-          .string("pattern", r.pattern)
-          .string("action", permission::action_name(r.action))
-          .close();
-    }
-    rules.push_back(']');
+    append_rules(o.key("permission"), s.permission);
   }
+  if (!s.approved.empty()) append_rules(o.key("approved"), s.approved);
   if (s.revert) {
     ObjectWriter revert(o.key("revert"));
     revert.string("messageID", s.revert->message_id);
@@ -178,6 +183,16 @@ Result<SessionInfo> session_from_json(const json::object& o) {
       s.permission = std::move(*rules);
     else
       s.unreadable_permission = SessionInfo::UnreadableRules{it->value(), rules.error().message};
+  }
+  // Only ever written by this server from rules it read: one that does not read is dropped (the
+  // session asks again), never a reason to refuse the session.
+  if (auto it = o.find("approved"); it != o.end()) {
+    auto rules = permission::parse_rules(it->value());
+    if (rules)
+      s.approved = std::move(*rules);
+    else
+      log::warn("session ", s.id, ": its approved rules do not read (", rules.error().message,
+                "); they are asked again");
   }
   const auto& time = obj(o, "time");
   s.created = num(time, "created");

@@ -26,6 +26,9 @@ struct SessionInfo {
   std::string parent_id;           // set for sub-sessions of the task tool
   std::string client_id;           // the client that created it, when one did
   permission::Ruleset permission;  // the session's own rules, as created
+  // What a person allowed with "always" in this session: kept with it, so that a restart or
+  // another node of a cluster does not ask again.
+  permission::Ruleset approved;
   std::int64_t created = 0;
   std::int64_t updated = 0;
   std::optional<std::int64_t> archived;  // time.archived: when it was archived (PATCH)

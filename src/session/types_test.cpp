@@ -221,14 +221,17 @@ TEST(SessionJson, SessionsReadBackWithTheirOptionalFields) {
   SessionInfo plain = read_back(s, session_from_json);
   EXPECT_EQ(plain.title, s.title);
   EXPECT_FALSE(to_json(s).contains("parentID")) << "absent, not empty";
+  EXPECT_FALSE(to_json(s).contains("approved")) << "absent, not empty";
   s.parent_id = "ses_0";
   s.client_id = "ide";
   s.permission = {{"bash", "*", permission::Action::Ask},
                   {"edit", "src/*", permission::Action::Deny}};
+  s.approved = {{"bash", "git status", permission::Action::Allow}};
   SessionInfo full = read_back(s, session_from_json);
   EXPECT_EQ(full.parent_id, "ses_0");
   EXPECT_EQ(full.client_id, "ide");
   EXPECT_EQ(full.permission, s.permission);
+  EXPECT_EQ(full.approved, s.approved);
   EXPECT_EQ(full.updated, 2);
   EXPECT_EQ(to_json(s).at("permission"),
             json::parse(R"([{"permission":"bash","pattern":"*","action":"ask"},)"
@@ -238,17 +241,20 @@ TEST(SessionJson, SessionsReadBackWithTheirOptionalFields) {
 
 // An older build stored rules as given, e.g. a number as a pattern. Such a session is read (the
 // server starts, lists it, shows it), keeps its rules as stored when written back, and says why
-// they do not decode; it is the service that refuses to run it (SessionService tests).
+// they do not decode; it is the service that refuses to run it (SessionService tests). Approved
+// rules that do not read (no build writes such) are dropped: the session asks again.
 TEST(SessionJson, StoredRulesThatDoNotDecodeAreKeptAsStoredWithWhy) {
   auto stored =
       json::parse(R"({"id":"ses_1","title":"t","directory":"/p","time":{"created":1,"updated":2},)"
-                  R"("permission":[{"permission":"bash","pattern":7,"action":"deny"}]})");
+                  R"("permission":[{"permission":"bash","pattern":7,"action":"deny"}],)"
+                  R"("approved":[{"permission":"bash","pattern":7,"action":"allow"}]})");
   auto s = session_from_json(stored.as_object());
   ASSERT_TRUE(s) << s.error().message;
   ASSERT_TRUE(s->unreadable_permission);
   EXPECT_EQ(s->unreadable_permission->why, "permission[0].pattern must be a string, got number");
   EXPECT_TRUE(s->permission.empty());
   EXPECT_EQ(to_json(*s).at("permission"), stored.at("permission")) << "written back unchanged";
+  EXPECT_TRUE(s->approved.empty());
 }
 
 TEST(SessionJson, AMessageWithPartsIsInfoAndPartsInOrder) {

@@ -52,6 +52,26 @@ inline std::string string_at(const json::value& v, std::string_view pointer) {
   return p && p->is_string() ? std::string(p->get_string()) : std::string();
 }
 
+// The text of the text parts of a {info, parts} message.
+inline std::string text_of(const json::value& message) {
+  std::string out;
+  if (const auto* parts = find(message, "/parts"); parts && parts->is_array())
+    for (const auto& p : parts->get_array())
+      if (string_at(p, "/type") == "text") out += string_at(p, "/text");
+  return out;
+}
+
+// The tool part of the call `call_id` in a list of {info, parts} messages.
+inline std::optional<json::object> tool_part(const json::array& messages,
+                                             std::string_view call_id) {
+  for (const auto& m : messages)
+    if (const auto* parts = find(m, "/parts"); parts && parts->is_array())
+      for (const auto& p : parts->get_array())
+        if (string_at(p, "/type") == "tool" && string_at(p, "/callID") == call_id)
+          return p.get_object();
+  return std::nullopt;
+}
+
 // Polls `done` every 10 ms until it holds or the timeout passes; for state that has no event.
 inline bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
   auto deadline = Clock::now() + timeout;

@@ -14,14 +14,6 @@ json::object text_prompt(std::string_view text) {
   return json::object{{"parts", json::array{json::object{{"type", "text"}, {"text", text}}}}};
 }
 
-std::string text_of(const json::value& message) {
-  std::string out;
-  if (const auto* parts = find(message, "/parts"); parts && parts->is_array())
-    for (const auto& p : parts->get_array())
-      if (string_at(p, "/type") == "text") out += string_at(p, "/text");
-  return out;
-}
-
 // The Redis the fixture started next to its PostgreSQL (the same state directory).
 std::optional<std::string> test_redis_url() {
   const char* dir = std::getenv("SWITCHBOARD_TEST_POSTGRES");
@@ -385,6 +377,39 @@ TEST_F(ClusterTest, AsksQuestionsAndAbortsReachTheNodeThatRunsTheTurn) {
   auto again = http_post(port("c"), "/session/" + sid + "/abort", json::object{});
   ASSERT_TRUE(IsOk(again));
   EXPECT_EQ(again.json(), json::value(false));
+}
+
+// What a person allowed with "always" in a turn on node a is the session's, stored with it: the
+// session's next turn, on node b, runs such a call without asking.
+TEST_F(ClusterTest, AnAlwaysAnsweredOnOneNodeHoldsForTheSessionsTurnsOnTheOthers) {
+  extra_config_["permission"] = json::object{{"bash", "ask"}};
+  start_node("a");
+  start_node("b");
+  wait_members("b", 2);
+  std::string sid = create_session("a");
+  BusEvents on_b(port("b"));
+  model_.push(FakeResponse::with_tool_call(
+      "call_1", "bash", json::object{{"command", "echo one"}, {"description", "echo"}}));
+  model_.push(FakeResponse::with_text("Ran one."));
+  ASSERT_EQ(http_post(port("a"), "/session/" + sid + "/prompt_async", text_prompt("go")).status,
+            204u);
+  auto asked = on_b.next("permission.asked");
+  ASSERT_TRUE(asked);
+  auto replied = http_post(
+      port("b"), "/permission/" + string_at(json::value(*asked), "/properties/id") + "/reply",
+      json::object{{"reply", "always"}});
+  ASSERT_TRUE(IsOk(replied)) << replied.describe();
+  on_b.until_idle(sid, 10s);
+
+  model_.push(FakeResponse::with_tool_call(
+      "call_2", "bash", json::object{{"command", "echo two"}, {"description", "echo"}}));
+  model_.push(FakeResponse::with_text("Ran two."));
+  auto reply = http_post(port("b"), "/session/" + sid + "/message", text_prompt("again"), 15s);
+  ASSERT_TRUE(IsOk(reply)) << reply.describe();
+  EXPECT_EQ(text_of(reply.json()), "Ran two.");
+  auto part = tool_part(messages("a", sid), "call_2");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
 }
 
 // kill -9 of the node running a turn that waits for its client: another node takes the turn over

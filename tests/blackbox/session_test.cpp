@@ -103,22 +103,6 @@ std::vector<std::string> user_texts(const RecordedRequest& r) {
   return out;
 }
 
-std::optional<json::object> tool_part(const json::array& messages, std::string_view call_id) {
-  for (auto& p : parts_of(messages))
-    if (string_at(json::value(p), "/type") == "tool" &&
-        string_at(json::value(p), "/callID") == call_id)
-      return p;
-  return std::nullopt;
-}
-
-// The text of the text parts of a {info, parts} message.
-std::string text_of(const json::value& message) {
-  std::string out;
-  for (const auto& p : array_at(message, "/parts"))
-    if (string_at(p, "/type") == "text") out += string_at(p, "/text");
-  return out;
-}
-
 class SessionTest : public ServerTest {
  protected:
   // A config with the fake model as the OpenAI-compatible provider "fake" (the default model),
@@ -867,6 +851,52 @@ TEST_F(SessionPermission, AlwaysAllowsTheSameKindOfCallForTheRestOfTheSession) {
     EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
   }
   EXPECT_EQ(model_.request_count(), 3u);
+}
+
+// What "always" allowed is the session's, stored with it (its `approved` rules): after a restart
+// the session's next turn runs such a call without asking.
+TEST_F(SessionPermission, AlwaysOutlivesARestart) {
+  start_server(ask_bash_config());
+  std::string sid = create_session();
+  std::vector<std::string> always;
+  {
+    BusEvents bus(port());
+    model_.push(FakeResponse::with_tool_call(
+        "call_1", "bash", json::object{{"command", "echo one"}, {"description", "first"}}));
+    model_.push(FakeResponse::with_text("Ran one."));
+    prompt_async(sid, "echo once");
+    auto asked = bus.next("permission.asked");
+    ASSERT_TRUE(asked);
+    json::value event(*asked);  // named: the loop below reads into it
+    for (const auto& p : array_at(event, "/properties/always"))
+      always.emplace_back(p.as_string());
+    ASSERT_FALSE(always.empty()) << str(*asked);
+    ASSERT_TRUE(IsOk(http_post(
+        port(), "/permission/" + string_at(json::value(*asked), "/properties/id") + "/reply",
+        json::object{{"reply", "always"}})));
+    bus.until_idle(sid);
+  }
+  auto shown = http_get(port(), "/session/" + sid);
+  ASSERT_TRUE(IsOk(shown));
+  json::array approved;
+  for (const auto& pattern : always)
+    approved.push_back(
+        json::object{{"permission", "bash"}, {"pattern", pattern}, {"action", "allow"}});
+  EXPECT_EQ(shown.json().at("approved"), approved) << shown.describe();
+
+  server_.reset();
+  start_server(ask_bash_config());
+  BusEvents bus(port());
+  model_.push(FakeResponse::with_tool_call(
+      "call_2", "bash", json::object{{"command", "echo two"}, {"description", "second"}}));
+  model_.push(FakeResponse::with_text("Ran two."));
+  prompt_async(sid, "echo again");
+  for (const auto& e : bus.until_idle(sid))
+    EXPECT_NE(string_at(json::value(e), "/type"), "permission.asked")
+        << "asked again after the restart: " << str(e);
+  auto part = tool_part(messages(sid), "call_2");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
 }
 
 TEST_F(SessionPermission, DoomLoopAsksOnTheThirdIdenticalCall) {

@@ -60,6 +60,8 @@ export interface Session {
   parentID?: string;
   clientID?: string;
   permission?: PermissionRule[];
+  /** What a person allowed with an "always" reply in this session (kept with it). */
+  approved?: PermissionRule[];
   time: { created: number; updated: number };
 }
 
