@@ -2,7 +2,7 @@
 // from a JSON Schema, a choice. Each panel submits a result to the model or cancels with a reason.
 import type { InteractiveToolCall, JSONObject } from '@switchboard/sdk';
 import type { ComponentChildren } from 'preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 
 interface PanelProps {
   call: InteractiveToolCall;
@@ -59,7 +59,11 @@ function useCallState<T>(call: InteractiveToolCall, name: string, initial: () =>
   const state = callState(call);
   if (!state.values.has(name)) state.values.set(name, initial());
   const [, rerender] = useState(0);
-  useEffect(() => {
+  // Listening from the render's commit on (a layout effect runs in the same task), not from after
+  // the next paint: a panel mounted anew (moved into its card) that the person types into before
+  // then would not re-render, and its handlers would answer with what it showed before (a cancel
+  // without the reason typed; seen in web_e2e on a loaded machine).
+  useLayoutEffect(() => {
     const listener = () => rerender((n) => n + 1);
     state.listeners.add(listener);
     return () => {
