@@ -32,6 +32,8 @@ constexpr std::chrono::seconds kRetryEvery{1};
 // it cancelled at once, so one that does not answer by then is gone (frozen, or cut off without a
 // reset) and its connection is given up.
 constexpr std::chrono::seconds kAnswerGrace{2};
+// How often a statement's wait looks at what libpq holds (see send_and_read).
+constexpr std::chrono::milliseconds kSlice{100};
 
 // libpq's messages end with a newline.
 std::string trimmed(const char* message) {
@@ -99,10 +101,10 @@ enum class Waited { Ready, Late, Woken, Failed };
 // Waits until `fd` is ready for `events`, `deadline` passes, or `wake` (an eventfd; -1: none) is
 // signalled.
 Waited wait_for_socket(int fd, short events, Clock::time_point deadline, int wake) {
-  if (fd < 0) return Waited::Failed;
   for (;;) {
     auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return Waited::Late;
+    if (fd < 0) return Waited::Failed;
     // poll() skips a negative fd: without `wake` only the socket is watched.
     pollfd fds[2] = {{fd, events, 0}, {wake, POLLIN, 0}};
     int n = ::poll(fds, 2, static_cast<int>(std::min<long long>(left, INT_MAX)));
@@ -124,8 +126,11 @@ struct Parameters {
 
 // What a statement sent on a connection came to.
 struct Reply {
-  PGresult* result = nullptr;  // owned by the caller; null when `late` or the connection broke
-  bool late = false;           // no answer by the deadline (or woken): the connection is unusable
+  PGresult* result = nullptr;  // owned by the caller; null when `unusable`
+  // The statement's results were not all read (it was not sent, the connection broke, or it was
+  // `late`): the connection is out of step with the server, and is not used again.
+  bool unusable = false;
+  bool late = false;  // no answer by the deadline (or woken)
   bool ok() const {
     auto status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
     return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
@@ -141,27 +146,33 @@ struct Reply {
 Reply send_and_read(PGconn* conn, const std::string& sql, const Parameters* parameters,
                     Clock::time_point deadline, int wake) {
   Reply reply;
+  auto give_up = [&] {
+    if (reply.result) PQclear(reply.result);
+    reply.result = nullptr;
+    reply.unusable = true;
+    return reply;
+  };
   int sent = parameters ? PQsendQueryParams(conn, sql.c_str(), parameters->count, nullptr,
                                             parameters->values, parameters->lengths,
                                             parameters->formats, parameters->result_format)
                         : PQsendQuery(conn, sql.c_str());
-  if (!sent) return reply;
+  if (!sent) return give_up();
+  // Waited for in slices: with TLS, libpq may hold bytes already decrypted that the socket no
+  // longer shows, which only PQconsumeInput finds.
   auto waited = [&](short events) {
-    auto w = wait_for_socket(PQsocket(conn), events, deadline, wake);
+    auto w =
+        wait_for_socket(PQsocket(conn), events, std::min(deadline, Clock::now() + kSlice), wake);
+    if (w == Waited::Late && Clock::now() < deadline) w = Waited::Ready;
     reply.late = w == Waited::Late || w == Waited::Woken;
     return w == Waited::Ready;
   };
   // All of it sent first; while the socket takes no more, what the server sends is read (it may
   // be waiting for us to read before it reads on: libpq's documentation of PQflush).
   for (int left = PQflush(conn); left != 0; left = PQflush(conn))
-    if (left < 0 || !waited(POLLIN | POLLOUT) || !PQconsumeInput(conn)) return reply;
+    if (left < 0 || !waited(POLLIN | POLLOUT) || !PQconsumeInput(conn)) return give_up();
   for (;;) {
     while (PQisBusy(conn))
-      if (!waited(POLLIN) || !PQconsumeInput(conn)) {
-        if (reply.result) PQclear(reply.result);
-        reply.result = nullptr;
-        return reply;
-      }
+      if (!waited(POLLIN) || !PQconsumeInput(conn)) return give_up();
     PGresult* next = PQgetResult(conn);
     if (!next) return reply;
     if (reply.result) PQclear(reply.result);
@@ -179,20 +190,28 @@ Error reply_error(PGconn* conn, std::string_view what, const Reply& reply,
                                                   std::to_string(waited.count()) + " ms");
   const char* message = reply.result ? PQresultErrorMessage(reply.result) : nullptr;
   std::string text = trimmed(message && *message ? message : PQerrorMessage(conn));
-  bool broken = PQstatus(conn) != CONNECTION_OK;
+  bool broken = reply.unusable || PQstatus(conn) != CONNECTION_OK;
   return make_error(broken ? ErrorCode::Unavailable : ErrorCode::Internal,
                     "postgres: " + std::string(what) + ": " + text);
 }
 
-// How long a statement's answer may take (see kAnswerGrace).
-std::chrono::milliseconds answer_time(const PostgresOptions& options) {
-  return options.statement_timeout + kAnswerGrace;
+// How long a statement's answer may take, given the statement_timeout the server keeps (see
+// kAnswerGrace). With none (0: the URL or the server's configuration turned it off), the option's.
+std::chrono::milliseconds answer_time(std::chrono::milliseconds server_timeout,
+                                      const PostgresOptions& options) {
+  return (server_timeout.count() > 0 ? server_timeout : options.statement_timeout) + kAnswerGrace;
 }
+
+// A connection set up, and how long its statements' answers may take.
+struct Connection {
+  PGconn* conn = nullptr;
+  std::chrono::milliseconds answer_within{0};
+};
 
 // The first column of the first row of `sql` with its parameters ($1, ...), as text (nullopt: no
 // row); `what` names it in an error. `parameters` empty: sent as a simple query (it may be
 // several statements).
-Result<std::optional<std::string>> value_on(PGconn* conn, const PostgresOptions& options,
+Result<std::optional<std::string>> value_on(PGconn* conn, std::chrono::milliseconds waited,
                                             const std::string& sql,
                                             const std::vector<std::string>& parameters,
                                             std::string_view what, int wake = -1) {
@@ -200,7 +219,6 @@ Result<std::optional<std::string>> value_on(PGconn* conn, const PostgresOptions&
   for (const auto& p : parameters)
     values.push_back(p.c_str());
   Parameters bound{.count = static_cast<int>(values.size()), .values = values.data()};
-  auto waited = answer_time(options);
   Reply reply =
       send_and_read(conn, sql, parameters.empty() ? nullptr : &bound, Clock::now() + waited, wake);
   if (!reply.ok()) {
@@ -216,7 +234,7 @@ Result<std::optional<std::string>> value_on(PGconn* conn, const PostgresOptions&
 
 // Runs an advisory lock function (pg_try_advisory_lock, ..._shared, pg_advisory_unlock) on the
 // lock named `name` in this store; what it returned.
-Result<bool> lock_call_on(PGconn* conn, const PostgresOptions& options, std::string_view function,
+Result<bool> lock_call_on(PGconn* conn, std::chrono::milliseconds waited, std::string_view function,
                           const std::string& name, int wake = -1) {
   // The store's own lock keeps the key servers before the cluster used (a 32-bit hash of the
   // store alone), so that an older server and a newer one still exclude each other on one store.
@@ -226,7 +244,7 @@ Result<bool> lock_call_on(PGconn* conn, const PostgresOptions& options, std::str
                           : lock_key_sql("$1");
   std::vector<std::string> parameters;
   if (!store) parameters.push_back(name);
-  auto value = value_on(conn, options, "SELECT " + std::string(function) + "(" + key + ")::int",
+  auto value = value_on(conn, waited, "SELECT " + std::string(function) + "(" + key + ")::int",
                         parameters, "lock", wake);
   if (!value) return value.error();
   return *value == "1";
@@ -235,7 +253,7 @@ Result<bool> lock_call_on(PGconn* conn, const PostgresOptions& options, std::str
 // Connects and sets the connection up as the header says, holding the store's lock (and the
 // node's): what open() and every reconnect make. `wake` (an eventfd; -1: none) ends a connect
 // or a set-up statement that is still waiting. On a failure nothing is left open.
-Result<PGconn*> open_connection(const PostgresOptions& options, int wake) {
+Result<Connection> open_connection(const PostgresOptions& options, int wake) {
   // Ours first, the URL last: what the URL says wins (libpq keeps the last value of a keyword).
   // Keepalives (idle 5 s, then 3 probes 2 s apart) and the TCP user timeout end a connection
   // whose server's machine vanished, which would otherwise hold a statement for many minutes.
@@ -247,7 +265,7 @@ Result<PGconn*> open_connection(const PostgresOptions& options, int wake) {
   const char* values[] = {"switchboard", "1", "5", "3", "2", "15000", options.url.c_str(), nullptr};
   PGconn* conn = PQconnectStartParams(keys, values, 1);
   if (!conn) return make_error(ErrorCode::Unavailable, "postgres: out of memory");
-  auto fail = [&](Error e) -> Result<PGconn*> {
+  auto fail = [&](Error e) -> Result<Connection> {
     PQfinish(conn);
     return e;
   };
@@ -264,18 +282,26 @@ Result<PGconn*> open_connection(const PostgresOptions& options, int wake) {
                              deadline, wake);
     if (w == Waited::Late) return cannot("timeout expired");
     if (w == Waited::Woken) return cannot("the server is stopping");
+    if (w == Waited::Failed) return cannot("its socket failed");
     polled = PQconnectPoll(conn);
   }
   if (PQsetnonblocking(conn, 1) != 0) return cannot(trimmed(PQerrorMessage(conn)));
   PQsetNoticeProcessor(conn, on_notice, nullptr);
+  Connection made{conn, answer_time(std::chrono::milliseconds(0), options)};
   auto one = [&](const std::string& sql) {
-    return value_on(conn, options, sql, {}, "setup", wake);
+    return value_on(conn, made.answer_within, sql, {}, "setup", wake);
   };
   if (auto r = one("SELECT set_config('statement_timeout', '" +
                    std::to_string(options.statement_timeout.count()) +
                    "ms', false) WHERE current_setting('statement_timeout') = '0'");
       !r)
     return fail(r.error());
+  // The timeout the server keeps (the URL's or its configuration's wins over ours), in ms: the
+  // answers are waited for by it.
+  auto kept = one("SELECT setting FROM pg_settings WHERE name = 'statement_timeout'");
+  if (!kept) return fail(kept.error());
+  made.answer_within =
+      answer_time(std::chrono::milliseconds(*kept ? std::atoll((*kept)->c_str()) : 0), options);
   // The server's side of the keepalives too (unless the URL set them): a backend whose client
   // vanished would otherwise live on for hours, holding this node's locks against its next
   // connection.
@@ -292,7 +318,7 @@ Result<PGconn*> open_connection(const PostgresOptions& options, int wake) {
     return fail(make_error(ErrorCode::Conflict, "postgres: " + why));
   };
   bool clustered = !options.node_id.empty();
-  auto store = lock_call_on(conn, options,
+  auto store = lock_call_on(conn, made.answer_within,
                             clustered ? "pg_try_advisory_lock_shared" : "pg_try_advisory_lock",
                             "store", wake);
   if (!store) return fail(store.error());
@@ -302,8 +328,8 @@ Result<PGconn*> open_connection(const PostgresOptions& options, int wake) {
                             : "the store (this database and schema) is in use by another "
                               "Switchboard server");
   if (clustered) {
-    auto node =
-        lock_call_on(conn, options, "pg_try_advisory_lock", "node:" + options.node_id, wake);
+    auto node = lock_call_on(conn, made.answer_within, "pg_try_advisory_lock",
+                             "node:" + options.node_id, wake);
     if (!node) return fail(node.error());
     if (!*node)
       return refuse("another node of this store's cluster has the node ID \"" + options.node_id +
@@ -316,7 +342,7 @@ Result<PGconn*> open_connection(const PostgresOptions& options, int wake) {
                        "PRIMARY KEY, epoch BIGINT NOT NULL); COMMIT";
     if (auto r = one(made); !r) return fail(r.error());
   }
-  return conn;
+  return made;
 }
 }  // namespace
 
@@ -337,7 +363,7 @@ class PostgresDatabase::Connector {
     std::uint64_t one = 1;
     if (wake_ >= 0 && ::write(wake_, &one, sizeof one) < 0) log::debug("postgres: wake failed");
     if (thread_.joinable()) thread_.join();
-    if (ready_) PQfinish(ready_);
+    if (ready_.conn) PQfinish(ready_.conn);
     if (wake_ >= 0) ::close(wake_);
   }
   Connector(const Connector&) = delete;
@@ -352,9 +378,9 @@ class PostgresDatabase::Connector {
   }
   // The connection made since it was wanted (null: none yet), and the error of the last try
   // that failed since (nullopt: none).
-  PGconn* take() {
+  Connection take() {
     std::lock_guard lock(mutex_);
-    return std::exchange(ready_, nullptr);
+    return std::exchange(ready_, Connection{});
   }
   std::optional<Error> last_error() {
     std::lock_guard lock(mutex_);
@@ -365,7 +391,7 @@ class PostgresDatabase::Connector {
   void run() {
     std::unique_lock lock(mutex_);
     for (;;) {
-      changed_.wait(lock, [&] { return stop_ || (wanted_ && !ready_); });
+      changed_.wait(lock, [&] { return stop_ || (wanted_ && !ready_.conn); });
       if (stop_) return;
       lock.unlock();
       auto made = open_connection(options_, wake_);
@@ -390,7 +416,7 @@ class PostgresDatabase::Connector {
   std::thread thread_;
   bool stop_ = false;
   bool wanted_ = false;
-  PGconn* ready_ = nullptr;
+  Connection ready_;
   std::optional<Error> error_;
 };
 
@@ -446,7 +472,7 @@ class PostgresDatabase::PgCursor final : public Cursor {
                      .lengths = lengths.data(),
                      .formats = formats_.data(),
                      .result_format = 1};
-    auto waited = answer_time(db_.options_);
+    auto waited = db_.answer_within_;
     Reply reply = send_and_read(db_.conn_, sql_, &bound, Clock::now() + waited, -1);
     if (reply.ok()) {
       result_ = reply.result;
@@ -538,7 +564,8 @@ Result<std::unique_ptr<PostgresDatabase>> PostgresDatabase::open(PostgresOptions
   auto conn = open_connection(options, -1);
   if (!conn) return conn.error();
   std::unique_ptr<PostgresDatabase> db(new PostgresDatabase(std::move(options)));
-  db->conn_ = *conn;
+  db->conn_ = conn->conn;
+  db->answer_within_ = conn->answer_within;
   return db;
 }
 
@@ -616,14 +643,14 @@ Result<std::optional<std::string>> PostgresDatabase::value_of(
   if (!conn_)
     return make_error(ErrorCode::Unavailable,
                       "postgres: " + std::string(what) + ": the connection was lost");
-  auto value = value_on(conn_, options_, sql, parameters, what);
+  auto value = value_on(conn_, answer_within_, sql, parameters, what);
   if (!value) give_up_if_unusable(value.error());
   return value;
 }
 
 Result<bool> PostgresDatabase::lock_call(std::string_view function, const std::string& name) {
   if (!conn_) return make_error(ErrorCode::Unavailable, "postgres: lock: the connection was lost");
-  auto called = lock_call_on(conn_, options_, function, name);
+  auto called = lock_call_on(conn_, answer_within_, function, name);
   if (!called) give_up_if_unusable(called.error());
   return called;
 }
@@ -667,8 +694,9 @@ Result<void> PostgresDatabase::ensure_connected(std::string_view next) {
                       "postgres: the connection was lost during a transaction");
   // Connecting is the connector's (on its thread): the caller takes a connection it made, or
   // fails at once, never waiting for the server.
-  if (PGconn* made = connector_->take()) {
-    conn_ = made;
+  if (Connection made = connector_->take(); made.conn) {
+    conn_ = made.conn;
+    answer_within_ = made.answer_within;
     if (auto r = take_locks_again(); !r) {
       drop_connection();
       return r;
@@ -690,7 +718,7 @@ Result<void> PostgresDatabase::ensure_connected(std::string_view next) {
 Result<void> PostgresDatabase::exec(std::string_view sql) {
   if (auto r = ensure_connected(sql); !r) return r;
   // A simple query: it may be several statements separated by ';', as a schema is.
-  auto waited = answer_time(options_);
+  auto waited = answer_within_;
   Reply reply = send_and_read(conn_, std::string(sql), nullptr, Clock::now() + waited, -1);
   Result<void> out;
   if (!reply.ok()) {

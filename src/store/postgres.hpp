@@ -1,8 +1,8 @@
 #pragma once
 // store::Database on PostgreSQL (libpq): one connection, used by whoever holds mutex() as the
-// SQLite one is. Statements are sent with their parameters (PQexecParams: parameters as text,
-// blobs as binary bytea) and read back in binary, so that a bytea column reads as its bytes and
-// an integer column as its value; `?N` in the SQL is sent as `$N`.
+// SQLite one is. Statements are sent with their parameters (PQsendQueryParams: parameters as
+// text, blobs as binary bytea) and read back in binary, so that a bytea column reads as its bytes
+// and an integer column as its value; `?N` in the SQL is sent as `$N`.
 //
 // A store is one server's, or one cluster's (issue 20): session-level advisory locks named after
 // the database and schema (search_path) keep a second server off it, as SQLite's lock file does.
@@ -18,11 +18,14 @@
 // and retries it).
 //
 // What a caller (the server's event loop) may wait for: a statement's round trip (a fraction of a
-// millisecond on loopback), and never longer than statement_timeout + 2 s: the server cancels a
-// statement at statement_timeout, and one that has not answered 2 s later is gone (frozen, or its
-// machine cut off), so its connection is given up. Never for a connect: connections are made on
-// a thread of the database's own (at most connect_timeout each, tried again every second while
-// wanted), and until one is made a statement fails at once with Unavailable, naming the cause.
+// millisecond on loopback), and never longer than the server's statement_timeout (ours unless
+// the URL or the server's configuration sets one) + 2 s: the server cancels a statement then, and
+// one that has not answered 2 s later is gone (frozen, or its machine cut off), so its connection
+// is given up (closed: a backend that is still alive ends when it notices). Never for a connect:
+// connections are made on a thread of the database's own (connect_timeout for the connect, then
+// a few set-up statements, each bounded as above; a host name's lookup is libpq's, unbounded),
+// tried again every second while wanted, and until one is made a statement fails at once with
+// Unavailable, naming the cause.
 // TCP keepalives (unless the URL sets its own) end an idle connection whose server vanished
 // within about 15 s.
 #include <chrono>
@@ -100,6 +103,8 @@ class PostgresDatabase final : public Database {
   const PostgresOptions options_;
   std::unique_ptr<Connector> connector_;
   PGconn* conn_ = nullptr;  // null once given up, until the connector's next one is taken
+  // How long conn_'s answers may take: its server's statement_timeout + 2 s.
+  std::chrono::milliseconds answer_within_{0};
   std::int64_t changes_ = 0;
   // try_lock()'s, held (taken again after a reconnect), with the epoch this server took.
   std::map<std::string, std::int64_t> locks_;

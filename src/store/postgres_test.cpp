@@ -352,6 +352,19 @@ TEST(Postgres, AStatementOverItsTimeIsCancelled) {
   EXPECT_TRUE((*db)->run("SELECT 1"));  // the connection goes on
 }
 
+// A statement_timeout that the URL sets is the server's, and the answer is waited for by it, not
+// by the option's (which the server does not use then): a statement that runs past the option's
+// time + 2 s but within the URL's is answered, and the connection goes on.
+TEST(Postgres, TheAnswerIsWaitedForByTheTimeoutTheServerKeeps) {
+  SKIP_WITHOUT_POSTGRES(url);
+  auto db = PostgresDatabase::open({.url = *url + "%20-cstatement_timeout%3D6000",
+                                    .statement_timeout = std::chrono::milliseconds(100)});
+  ASSERT_TRUE(db) << db.error().message;
+  auto slept = (*db)->run("SELECT pg_sleep(2.5)");
+  EXPECT_TRUE(slept) << slept.error().message;
+  EXPECT_TRUE((*db)->run("SELECT 1"));
+}
+
 // Both ends of the connection notice a peer that vanished within seconds: the server's backend
 // would otherwise hold this server's locks for hours after a partition.
 TEST(Postgres, BothEndsOfTheConnectionSendKeepalives) {
