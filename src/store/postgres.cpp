@@ -195,6 +195,17 @@ Error reply_error(PGconn* conn, std::string_view what, const Reply& reply,
                     "postgres: " + std::string(what) + ": " + text);
 }
 
+// `sql` sent on `conn` and answered within `waited`: its result (the caller's to PQclear), or the
+// error (reply_error).
+Result<PGresult*> run_on(PGconn* conn, const std::string& sql, const Parameters* parameters,
+                         std::chrono::milliseconds waited, std::string_view what, int wake) {
+  Reply reply = send_and_read(conn, sql, parameters, Clock::now() + waited, wake);
+  if (reply.ok()) return reply.result;
+  auto error = reply_error(conn, what, reply, waited);
+  if (reply.result) PQclear(reply.result);
+  return error;
+}
+
 // How long a statement's answer may take, given the statement_timeout the server keeps (see
 // kAnswerGrace). With none (0: the URL or the server's configuration turned it off), the option's.
 std::chrono::milliseconds answer_time(std::chrono::milliseconds server_timeout,
@@ -219,16 +230,11 @@ Result<std::optional<std::string>> value_on(PGconn* conn, std::chrono::milliseco
   for (const auto& p : parameters)
     values.push_back(p.c_str());
   Parameters bound{.count = static_cast<int>(values.size()), .values = values.data()};
-  Reply reply =
-      send_and_read(conn, sql, parameters.empty() ? nullptr : &bound, Clock::now() + waited, wake);
-  if (!reply.ok()) {
-    auto error = reply_error(conn, what, reply, waited);
-    if (reply.result) PQclear(reply.result);
-    return error;
-  }
+  auto result = run_on(conn, sql, parameters.empty() ? nullptr : &bound, waited, what, wake);
+  if (!result) return result.error();
   std::optional<std::string> out;
-  if (PQntuples(reply.result) > 0) out = PQgetvalue(reply.result, 0, 0);
-  PQclear(reply.result);
+  if (PQntuples(*result) > 0) out = PQgetvalue(*result, 0, 0);
+  PQclear(*result);
   return out;
 }
 
@@ -337,10 +343,11 @@ Result<Connection> open_connection(const PostgresOptions& options, int wake) {
     // The epochs of the named locks (take_lock). Nodes may start at once on a new store: the
     // table is made under a lock of its own. A failure closes the connection, and the
     // transaction with it.
-    std::string made = "BEGIN; SELECT pg_advisory_xact_lock(" + lock_key_sql("'schema'") +
-                       "); CREATE TABLE IF NOT EXISTS switchboard_lock (name TEXT COLLATE \"C\" "
-                       "PRIMARY KEY, epoch BIGINT NOT NULL); COMMIT";
-    if (auto r = one(made); !r) return fail(r.error());
+    std::string lock_table =
+        "BEGIN; SELECT pg_advisory_xact_lock(" + lock_key_sql("'schema'") +
+        "); CREATE TABLE IF NOT EXISTS switchboard_lock (name TEXT COLLATE \"C\" "
+        "PRIMARY KEY, epoch BIGINT NOT NULL); COMMIT";
+    if (auto r = one(lock_table); !r) return fail(r.error());
   }
   return made;
 }
@@ -376,12 +383,12 @@ class PostgresDatabase::Connector {
     wanted_ = true;
     changed_.notify_all();
   }
-  // The connection made since it was wanted (null: none yet), and the error of the last try
-  // that failed since (nullopt: none).
+  // The connection made since it was wanted (conn null: none yet).
   Connection take() {
     std::lock_guard lock(mutex_);
     return std::exchange(ready_, Connection{});
   }
+  // The error of the last try since the last connection was made (nullopt: none).
   std::optional<Error> last_error() {
     std::lock_guard lock(mutex_);
     return error_;
@@ -472,20 +479,17 @@ class PostgresDatabase::PgCursor final : public Cursor {
                      .lengths = lengths.data(),
                      .formats = formats_.data(),
                      .result_format = 1};
-    auto waited = db_.answer_within_;
-    Reply reply = send_and_read(db_.conn_, sql_, &bound, Clock::now() + waited, -1);
-    if (reply.ok()) {
-      result_ = reply.result;
-      db_.changes_ = std::atoll(PQcmdTuples(result_));
-      if (begin) db_.in_transaction_ = true;
-      if (sql_ == "COMMIT") db_.in_transaction_ = false;
-      row_ = 0;
-      return PQntuples(result_) > 0;
+    auto result = run_on(db_.conn_, sql_, &bound, db_.answer_within_, "statement", -1);
+    if (!result) {
+      db_.give_up_if_unusable(result.error());
+      return result.error();
     }
-    auto error = reply_error(db_.conn_, "statement", reply, waited);
-    if (reply.result) PQclear(reply.result);
-    db_.give_up_if_unusable(error);
-    return error;
+    result_ = *result;
+    db_.changes_ = std::atoll(PQcmdTuples(result_));
+    if (begin) db_.in_transaction_ = true;
+    if (sql_ == "COMMIT") db_.in_transaction_ = false;
+    row_ = 0;
+    return PQntuples(result_) > 0;
   }
 
   void reset() override {
@@ -717,16 +721,10 @@ Result<void> PostgresDatabase::ensure_connected(std::string_view next) {
 
 Result<void> PostgresDatabase::exec(std::string_view sql) {
   if (auto r = ensure_connected(sql); !r) return r;
-  // A simple query: it may be several statements separated by ';', as a schema is.
-  auto waited = answer_within_;
-  Reply reply = send_and_read(conn_, std::string(sql), nullptr, Clock::now() + waited, -1);
-  Result<void> out;
-  if (!reply.ok()) {
-    out = reply_error(conn_, "exec", reply, waited);
-    give_up_if_unusable(out.error());
-  }
-  if (reply.result) PQclear(reply.result);
-  return out;
+  // Without parameters, a simple query: it may be several statements separated by ';', as a
+  // schema is.
+  if (auto r = value_of(std::string(sql), {}, "exec"); !r) return r.error();
+  return {};
 }
 
 Result<std::unique_ptr<Cursor>> PostgresDatabase::compile(std::string_view sql, bool cached) {

@@ -90,8 +90,9 @@ class PostgresDatabase final : public Database {
   // An advisory lock function (pg_try_advisory_lock, ..._shared, pg_advisory_unlock) run on the
   // lock named `name` in this store, on the open connection; what it returned.
   Result<bool> lock_call(std::string_view function, const std::string& name);
-  // The first column of the first row of `sql` with its parameters ($1, ...), as text (nullopt:
-  // no row); `what` names it in an error.
+  // The first column of the first row of `sql` with its parameters ($1, ...; none: sent as a
+  // simple query, which may be several statements), as text (nullopt: no row); `what` names it
+  // in an error. A failure that leaves the connection unusable gives it up.
   Result<std::optional<std::string>> value_of(const std::string& sql,
                                               const std::vector<std::string>& parameters,
                                               std::string_view what);
