@@ -24,7 +24,11 @@ for _ in $(seq 100); do curl -s -o /dev/null "localhost:$port/health" && break; 
 get() { curl -s -m 40 -o /dev/null -w "$1: %{http_code} after %{time_total} s\n" "localhost:$port$2"; }
 curl -s -o /dev/null -X POST "localhost:$port/session" -H 'content-type: application/json' -d '{}'
 "$services" freeze postgres "$dir" 2>/dev/null
-get "frozen, first GET /session" /session
+# The first request that needs the store waits for the hung server; /config is asked meanwhile.
+get "frozen, first GET /session" /session &
+sleep 0.5
+get "frozen, GET /config while the first GET /session waits" /config
+wait
 for _ in 1 2 3; do
   get "frozen, GET /session" /session
   get "frozen, GET /config" /config

@@ -1,5 +1,8 @@
 #include "app/compose.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -166,6 +169,7 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
   if (!opened) return opened.error();
   std::shared_ptr<session::SessionStore> store = std::move(*opened);
   store->set_shared(config.cluster.enabled());
+  state->store = store;
   if (config.client_tools.client_tokens) {
     auto credentials = clienttool::ClientCredentials::open(*database);
     if (!credentials) return credentials.error();
@@ -323,22 +327,35 @@ Result<Composed> compose(boost::asio::io_context& io, config::Config config, Pat
     state->cluster = std::move(*made);
     server::answer_cluster_asks(*state);
     state->client_relay = cluster::ClientRelay::create(state->cluster, state->registry);
-    state->cluster->start(
-        [weak = std::weak_ptr<session::SessionService>(state->sessions)](bool take_over) {
-          auto sessions = weak.lock();
-          if (!sessions) return;
-          if (!take_over) {
-            // A store that does not answer is logged by the store (once per try to connect).
-            (void)sessions->check_claims();
-            return;
-          }
-          auto taken = sessions->take_over();
-          if (!taken)
-            log::warn("cluster: taking turns over failed: ", taken.error().message);
-          else if (taken->failed || taken->resumed)
-            log::info("cluster: took over the turns of a node that went away: ", taken->resumed,
-                      " go on here, ", taken->failed, " were marked as failed");
-        });
+    // A round's store calls run beside the loop; a round that finds the last one's still running
+    // (a store slow to answer) skips them rather than queueing more.
+    auto round_running = std::make_shared<bool>(false);
+    state->cluster->start([weak = std::weak_ptr<session::SessionService>(state->sessions),
+                           executor = io.get_executor(), round_running](bool take_over) {
+      auto sessions = weak.lock();
+      if (!sessions || *round_running) return;
+      *round_running = true;
+      boost::asio::co_spawn(
+          executor,
+          [sessions, take_over, round_running]() -> boost::asio::awaitable<void> {
+            struct Done {
+              bool& running;
+              ~Done() { running = false; }
+            } done{*round_running};
+            if (!take_over) {
+              // A store that does not answer is logged by the store (once per try to connect).
+              (void)co_await sessions->check_claims();
+              co_return;
+            }
+            auto taken = co_await sessions->take_over();
+            if (!taken)
+              log::warn("cluster: taking turns over failed: ", taken.error().message);
+            else if (taken->failed || taken->resumed)
+              log::info("cluster: took over the turns of a node that went away: ", taken->resumed,
+                        " go on here, ", taken->failed, " were marked as failed");
+          },
+          boost::asio::detached);
+    });
     out.notes.push_back("cluster: node " + config.cluster.node_id + ", redis at " +
                         config::redact_url(config.cluster.redis));
   }

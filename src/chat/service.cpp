@@ -48,51 +48,78 @@ std::shared_ptr<ChatService> ChatService::create(ChatDeps deps, ChatOptions opti
 ChatService::ChatService(ChatDeps deps, ChatOptions options)
     : deps_(std::move(deps)), options_(options) {}
 
-Result<std::optional<std::string>> ChatService::session_of(const std::string& chat_id) {
+asio::awaitable<Result<std::optional<std::string>>> ChatService::session_of(std::string chat_id) {
   if (auto it = chats_.find(chat_id); it != chats_.end())
-    return std::optional<std::string>{it->second->session_id};
-  auto stored = deps_.store->get_chat(chat_id);
-  if (!stored) return stored.error();
-  if (!*stored) return std::optional<std::string>{};
-  // A chat whose session was deleted is a chat never used.
-  auto session = deps_.store->get_session(**stored);
-  if (!session) return session.error();
-  if (!*session) return std::optional<std::string>{};
-  return stored;
+    co_return std::optional<std::string>{it->second->session_id};
+  // Named before the co_await (SessionStore::run).
+  auto read = [chat_id](session::SessionStore& store) -> Result<std::optional<std::string>> {
+    auto stored = store.get_chat(chat_id);
+    if (!stored) return stored.error();
+    if (!*stored) return std::optional<std::string>{};
+    // A chat whose session was deleted is a chat never used.
+    auto session = store.get_session(**stored);
+    if (!session) return session.error();
+    if (!*session) return std::optional<std::string>{};
+    return stored;
+  };
+  co_return co_await deps_.store->run(std::move(read));
 }
 
-Result<std::shared_ptr<ChatService::Chat>> ChatService::open_chat(const ChatRequest& request) {
+asio::awaitable<Result<std::shared_ptr<ChatService::Chat>>> ChatService::open_chat(
+    const ChatRequest& request) {
+  auto self = shared_from_this();
+  std::string client_id = request.client_id.value_or("");
   if (auto it = chats_.find(request.chat_id); it != chats_.end()) {
     std::shared_ptr<Chat> chat = it->second;
     // A chat kept between turns whose session was deleted meanwhile is a new chat.
-    if (!chat->stream && !deps_.sessions->get_session(chat->session_id)) {
-      forget(chat->id);
-      return open_chat(request);
+    if (!chat->stream) {
+      auto session = co_await deps_.sessions->get_session(chat->session_id);
+      if (!session && session.error().code != ErrorCode::NotFound) co_return session.error();
+      if (!session) {
+        if (auto again = chats_.find(request.chat_id);
+            again != chats_.end() && again->second == chat)
+          forget(chat->id);
+        co_return co_await open_chat(request);
+      }
+      if (auto own = session::SessionService::client_may_use(client_id, *session); !own)
+        co_return own.error();
+    } else if (auto own =
+                   co_await deps_.sessions->validate_client_session(client_id, chat->session_id);
+               !own) {
+      co_return own.error();
     }
-    if (auto own = deps_.sessions->validate_client_session(request.client_id.value_or(""),
-                                                           chat->session_id);
-        !own)
-      return own.error();
     idle_.remove(chat->id);
-    return chat;
+    co_return chat;
   }
-  auto stored = session_of(request.chat_id);
-  if (!stored) return stored.error();
+  // Two first messages of a chat at once would each make a session.
+  if (opening_.count(request.chat_id))
+    co_return make_error(ErrorCode::Conflict, "chat " + request.chat_id +
+                                                  " is being opened by another request; try "
+                                                  "again when it has answered");
+  opening_.insert(request.chat_id);
+  struct Opened {
+    std::set<std::string>& opening;
+    const std::string& id;
+    ~Opened() { opening.erase(id); }
+  } opened{opening_, request.chat_id};
+  auto stored = co_await session_of(request.chat_id);
+  if (!stored) co_return stored.error();
   std::string session_id;
   if (*stored) {
     session_id = **stored;
-    if (auto own =
-            deps_.sessions->validate_client_session(request.client_id.value_or(""), session_id);
-        !own)
-      return own.error();
+    if (auto own = co_await deps_.sessions->validate_client_session(client_id, session_id); !own)
+      co_return own.error();
   } else {
     session::CreateInput input;
     if (request.user_text) input.title = std::string(utf8_prefix(trim(*request.user_text), 80));
-    input.client_id = request.client_id.value_or("");
-    auto created = deps_.sessions->create_session(std::move(input));
-    if (!created) return created.error();
+    input.client_id = client_id;
+    auto created = co_await deps_.sessions->create_session(std::move(input));
+    if (!created) co_return created.error();
     session_id = created->id;
-    if (auto r = deps_.store->put_chat(request.chat_id, session_id); !r) return r.error();
+    if (auto r = co_await deps_.store->call(&session::SessionStore::put_chat, request.chat_id,
+                                            session_id);
+        !r)
+      co_return r.error();
   }
   auto chat = std::make_shared<Chat>();
   chat->id = request.chat_id;
@@ -100,7 +127,7 @@ Result<std::shared_ptr<ChatService::Chat>> ChatService::open_chat(const ChatRequ
   chat->app_client = "chat-" + session_id;
   chats_.emplace(chat->id, chat);
   by_session_[session_id] = chat->id;
-  return chat;
+  co_return chat;
 }
 
 void ChatService::set_streaming(Chat& chat, std::unique_ptr<TurnStream> stream) {
@@ -218,13 +245,13 @@ Result<void> ChatService::register_app_tools(Chat& chat, const ChatRequest& requ
   return {};
 }
 
-Result<std::shared_ptr<ChatResponse>> ChatService::start_turn(const std::shared_ptr<Chat>& chat,
-                                                              const ChatRequest& request,
-                                                              std::string text,
-                                                              std::string answer_again) {
+asio::awaitable<Result<std::shared_ptr<ChatResponse>>> ChatService::start_turn(
+    std::shared_ptr<Chat> chat, const ChatRequest& request, std::string text,
+    std::string answer_again) {
+  auto self_ref = shared_from_this();
   if (auto r = register_app_tools(*chat, request); !r) {
     rest(chat);
-    return r.error();
+    co_return r.error();
   }
   chat->resumable = request.resumable;
   chat->message_id = ids::make("msg");
@@ -256,12 +283,13 @@ Result<std::shared_ptr<ChatResponse>> ChatService::start_turn(const std::shared_
   input.answer_again = std::move(answer_again);
   input.model = request.model;
   input.agent = request.agent;
-  if (auto started = deps_.sessions->prompt_async(chat->session_id, std::move(input)); !started) {
+  if (auto started = co_await deps_.sessions->prompt_async(chat->session_id, std::move(input));
+      !started) {
     response->end();
     rest(chat);
-    return started.error();
+    co_return started.error();
   }
-  return response;
+  co_return response;
 }
 
 std::shared_ptr<ChatResponse> ChatService::continue_turn(Chat& chat, const ChatRequest& request) {
@@ -338,7 +366,7 @@ std::shared_ptr<ChatResponse> ChatService::answer_late(Chat& chat, const ChatReq
 
 asio::awaitable<Result<std::shared_ptr<ChatResponse>>> ChatService::send(ChatRequest request) {
   for (int attempt = 0;; ++attempt) {
-    auto opened = open_chat(request);
+    auto opened = co_await open_chat(request);
     if (!opened) co_return opened.error();
     std::shared_ptr<Chat> chat = std::move(*opened);
     bool running = deps_.sessions->running(chat->session_id);
@@ -373,13 +401,24 @@ asio::awaitable<Result<std::shared_ptr<ChatResponse>>> ChatService::send(ChatReq
       co_await timer->async_wait(asio::as_tuple(asio::use_awaitable));
       continue;
     }
+    // What follows awaits the store before the turn is registered: a second request of the chat
+    // meanwhile would take this one's stream.
+    if (chat->starting)
+      co_return make_error(ErrorCode::Conflict,
+                           "chat " + chat->id + " is starting a turn; wait for its answer");
+    chat->starting = true;
+    struct Started {
+      Chat& chat;
+      ~Started() { chat.starting = false; }
+    } started{*chat};
     if (request.trigger == ChatRequest::Trigger::Regenerate) {
-      auto question = deps_.sessions->remove_last_answer(chat->session_id);
+      auto question = co_await deps_.sessions->remove_last_answer(chat->session_id);
       if (!question) {
         rest(chat);
         co_return question.error();
       }
-      co_return start_turn(chat, request, {}, std::move(*question));
+      std::string no_text;
+      co_return co_await start_turn(chat, request, std::move(no_text), std::move(*question));
     }
     if (!request.user_text) {
       auto response = answer_late(*chat, request);
@@ -387,20 +426,21 @@ asio::awaitable<Result<std::shared_ptr<ChatResponse>>> ChatService::send(ChatReq
       co_return response;
     }
     std::string text = *request.user_text;
-    co_return start_turn(chat, request, std::move(text));
+    std::string new_message;  // named: GCC 12 and a default argument inside co_await
+    co_return co_await start_turn(chat, request, std::move(text), std::move(new_message));
   }
 }
 
-Result<std::shared_ptr<ChatResponse>> ChatService::active(const std::string& chat_id) {
+asio::awaitable<Result<std::shared_ptr<ChatResponse>>> ChatService::active(std::string chat_id) {
   if (auto it = chats_.find(chat_id); it != chats_.end()) {
     auto& response = it->second->response;
-    if (response && !response->ended()) return response;
-    return std::shared_ptr<ChatResponse>();
+    if (response && !response->ended()) co_return response;
+    co_return std::shared_ptr<ChatResponse>();
   }
-  auto session = session_of(chat_id);
-  if (!session) return session.error();
-  if (!*session) return make_error(ErrorCode::NotFound, "no chat " + chat_id);
-  return std::shared_ptr<ChatResponse>();
+  auto session = co_await session_of(chat_id);
+  if (!session) co_return session.error();
+  if (!*session) co_return make_error(ErrorCode::NotFound, "no chat " + chat_id);
+  co_return std::shared_ptr<ChatResponse>();
 }
 
 void ChatService::reader_left(const std::string& chat_id,
@@ -412,11 +452,11 @@ void ChatService::reader_left(const std::string& chat_id,
   deps_.sessions->abort(chat->session_id, "the chat's response was closed (stop)");
 }
 
-Result<bool> ChatService::stop(const std::string& chat_id) {
-  auto session = session_of(chat_id);
-  if (!session) return session.error();
-  if (!*session) return make_error(ErrorCode::NotFound, "no chat " + chat_id);
-  return deps_.sessions->abort(**session, "stopped by the app");
+asio::awaitable<Result<bool>> ChatService::stop(std::string chat_id) {
+  auto session = co_await session_of(chat_id);
+  if (!session) co_return session.error();
+  if (!*session) co_return make_error(ErrorCode::NotFound, "no chat " + chat_id);
+  co_return deps_.sessions->abort(**session, "stopped by the app");
 }
 
 }  // namespace sb::chat

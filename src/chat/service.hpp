@@ -17,6 +17,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,14 +68,14 @@ class ChatService : public std::enable_shared_from_this<ChatService> {
 
   // The response streaming now, to resume: NotFound for a chat never used, nullptr when nothing
   // streams.
-  Result<std::shared_ptr<ChatResponse>> active(const std::string& chat_id);
+  boost::asio::awaitable<Result<std::shared_ptr<ChatResponse>>> active(std::string chat_id);
   // The reader of `response` left before its end. A chat that is not resumable stops its turn:
   // over HTTP, a closed response is the app's stop().
   void reader_left(const std::string& chat_id, const std::shared_ptr<ChatResponse>& response);
   // Stops the chat's turn. NotFound for a chat never used; false when no turn runs.
-  Result<bool> stop(const std::string& chat_id);
+  boost::asio::awaitable<Result<bool>> stop(std::string chat_id);
   // The session that a chat names, when it was used.
-  Result<std::optional<std::string>> session_of(const std::string& chat_id);
+  boost::asio::awaitable<Result<std::optional<std::string>>> session_of(std::string chat_id);
 
  private:
   struct Chat {
@@ -89,16 +90,19 @@ class ChatService : public std::enable_shared_from_this<ChatService> {
     std::vector<json::object> backlog;  // chunks made while no response was open
     std::unique_ptr<TurnStream> stream;
     std::vector<std::shared_ptr<boost::asio::steady_timer>> idle_waiters;
+    // A request of the chat is starting a turn (its store calls under way): another is refused.
+    bool starting = false;
   };
 
   ChatService(ChatDeps deps, ChatOptions options);
 
-  Result<std::shared_ptr<Chat>> open_chat(const ChatRequest& request);
+  // The request outlives the call (send() owns it).
+  boost::asio::awaitable<Result<std::shared_ptr<Chat>>> open_chat(const ChatRequest& request);
   Result<void> register_app_tools(Chat& chat, const ChatRequest& request);
   // A turn for a new message `text`, or one that answers the stored message `answer_again`.
-  Result<std::shared_ptr<ChatResponse>> start_turn(const std::shared_ptr<Chat>& chat,
-                                                   const ChatRequest& request, std::string text,
-                                                   std::string answer_again = {});
+  boost::asio::awaitable<Result<std::shared_ptr<ChatResponse>>> start_turn(
+      std::shared_ptr<Chat> chat, const ChatRequest& request, std::string text,
+      std::string answer_again = {});
   std::shared_ptr<ChatResponse> continue_turn(Chat& chat, const ChatRequest& request);
   // A response of answers that reach no waiting call: the reasons, then finish.
   std::shared_ptr<ChatResponse> answer_late(Chat& chat, const ChatRequest& request);
@@ -115,7 +119,9 @@ class ChatService : public std::enable_shared_from_this<ChatService> {
   ChatDeps deps_;
   ChatOptions options_;
   std::map<std::string, std::shared_ptr<Chat>> chats_;  // by chat id
-  std::map<std::string, std::string> by_session_;       // session id -> chat id
+  // Chats that a request is opening (reading or creating their session): another is refused.
+  std::set<std::string> opening_;
+  std::map<std::string, std::string> by_session_;  // session id -> chat id
   std::list<std::string> idle_;     // chats without a turn, least recently used first
   std::size_t streaming_ = 0;       // chats with a turn
   bus::Subscription subscription_;  // while any chat has a turn

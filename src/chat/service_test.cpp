@@ -14,6 +14,7 @@
 #include "tool/builtin/bash.hpp"
 #include "tool/builtin/invalid.hpp"
 #include "util/ids.hpp"
+#include "util/run_to_end.hpp"
 
 namespace sb::chat {
 namespace {
@@ -169,14 +170,14 @@ class ChatServiceTest : public ::testing::Test {
   }
 
   std::string session_id(const std::string& chat = "chat-1") {
-    auto s = chats_->session_of(chat);
+    auto s = run_to_end(io_, chats_->session_of(chat));
     return s && *s ? **s : std::string();
   }
   bool idle(const std::string& chat = "chat-1") {
     return !sessions_->status().contains(session_id(chat));
   }
   std::vector<session::MessageWithParts> messages(const std::string& chat = "chat-1") {
-    auto list = sessions_->messages(session_id(chat));
+    auto list = run_to_end(io_, sessions_->messages(session_id(chat)));
     return list ? std::move(*list) : std::vector<session::MessageWithParts>{};
   }
   static std::string call_id(const Read& r) {
@@ -364,7 +365,7 @@ TEST_F(ChatServiceTest, AClosedResponseStopsTheTurnUnlessTheChatIsResumable) {
   auto left = response_;
   chats_->reader_left("chat-1", left);
   // Still streaming: resumed from its start, it runs to the end.
-  auto active = chats_->active("chat-1");
+  auto active = run_to_end(io_, chats_->active("chat-1"));
   ASSERT_TRUE(active);
   ASSERT_EQ(*active, left);
   auto replay = std::make_shared<Read>();
@@ -378,10 +379,10 @@ TEST_F(ChatServiceTest, AClosedResponseStopsTheTurnUnlessTheChatIsResumable) {
   EXPECT_EQ(replay->chunks.front().at("type").as_string(), "start");
   EXPECT_EQ(replay->text(), "a b c d e f g h i j");
   ASSERT_TRUE(run_until([&] { return idle(); }));
-  auto after = chats_->active("chat-1");
+  auto after = run_to_end(io_, chats_->active("chat-1"));
   ASSERT_TRUE(after);
   EXPECT_EQ(*after, nullptr) << "nothing streams: 204";
-  EXPECT_FALSE(chats_->active("never-used")) << "a chat never used: 404";
+  EXPECT_FALSE(run_to_end(io_, chats_->active("never-used"))) << "a chat never used: 404";
 }
 
 TEST_F(ChatServiceTest, RegenerateReplacesTheLastAnswer) {
@@ -513,7 +514,7 @@ TEST_F(ChatServiceTest, AChatKeptBetweenTurnsFollowsItsToolsAndItsSession) {
 
   // Its session deleted between turns: the chat starts a new one.
   std::string old_session = session_id();
-  ASSERT_TRUE(sessions_->delete_session(old_session));
+  ASSERT_TRUE(run_to_end(io_, sessions_->delete_session(old_session)));
   auto r3 = send(user("3"));
   ASSERT_TRUE(r3) << r3.error().message;
   EXPECT_NE(session_id(), old_session);

@@ -52,7 +52,9 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-ClientCredentials::ClientCredentials(std::shared_ptr<store::Database> db) : db_(std::move(db)) {}
+ClientCredentials::ClientCredentials(std::shared_ptr<store::Database> db)
+    : db_(std::move(db)),
+      worker_(std::make_unique<store::Worker>(db_->engine() == store::Engine::Postgres)) {}
 ClientCredentials::~ClientCredentials() = default;
 
 Result<std::shared_ptr<ClientCredentials>> ClientCredentials::open(

@@ -6,12 +6,14 @@
 // not reveal them).
 //
 // Thread-safe: every function may be called from any thread (each holds the database's mutex,
-// which also guards the cache).
+// which also guards the cache). The event loop calls them through run() and post(), which on
+// PostgreSQL run them on a thread of the credentials' own (store::Worker).
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "store/worker.hpp"
 #include "util/error.hpp"
 
 namespace sb::store {
@@ -42,6 +44,21 @@ class ClientCredentials {
 
   bool has_token(const std::string& client_id);
 
+  // From the event loop: `co_await credentials.run(std::move(job))` with a named lambda `job`
+  // (see SessionStore::run) taking a ClientCredentials&, `f`
+  // owning what it uses.
+  template <class F>
+  boost::asio::awaitable<std::invoke_result_t<F&, ClientCredentials&>> run(F f) {
+    // Named: see SessionStore::run (GCC 12 and a lambda inside co_await).
+    auto job = [this, f = std::move(f)]() mutable { return f(*this); };
+    co_return co_await worker_->run(std::move(job));
+  }
+  // After the calls made before it; nobody waits (a withdrawal).
+  template <class F>
+  void post(F f) {
+    worker_->post([this, f = std::move(f)]() mutable { f(*this); });
+  }
+
  private:
   explicit ClientCredentials(std::shared_ptr<store::Database> db);
   // The stored hash, from the cache or the database; "" when the client has none.
@@ -49,6 +66,8 @@ class ClientCredentials {
 
   std::shared_ptr<store::Database> db_;
   std::unordered_map<std::string, std::string> cache_;  // client id -> hex SHA-256 of its token
+  // Last: destroyed first, so that the call it may be running finds the rest.
+  std::unique_ptr<store::Worker> worker_;
 };
 
 // Hex SHA-256 of `text` (also used for the server password's cookie).

@@ -332,14 +332,16 @@ void Node::on_ask_message(std::string_view payload) {
     log::warn("cluster: an ask from node ", from, " does not read as one; dropped");
     return;
   }
-  json::value reply = ask_handler_ ? ask_handler_(op->get_string(), args->get_object()) : nullptr;
-  json::object answer{
-      {"id", id->get_string()}, {"node", options_.node_id}, {"reply", std::move(reply)}};
   asio::co_spawn(
       executor_,
       [self = shared_from_this(), channel = key("answer:" + from),
-       payload = json::serialize(answer)]() mutable -> asio::awaitable<void> {
-        std::vector<std::string> publish{"PUBLISH", std::move(channel), std::move(payload)};
+       id = std::string(id->get_string()), op = std::string(op->get_string()),
+       args = args->get_object()]() mutable -> asio::awaitable<void> {
+        json::value reply = nullptr;
+        if (self->ask_handler_) reply = co_await self->ask_handler_(std::move(op), std::move(args));
+        json::object answer{
+            {"id", id}, {"node", self->options_.node_id}, {"reply", std::move(reply)}};
+        std::vector<std::string> publish{"PUBLISH", std::move(channel), json::serialize(answer)};
         auto sent = co_await self->ask_redis_->command(std::move(publish));
         if (auto why = failed(sent))
           log::warn("cluster: an answer to another node was lost: ", *why);

@@ -58,8 +58,9 @@ struct NodeOptions {
 };
 
 // What a node answers to another's ask (Node::ask): null when it has nothing to do with it.
-using AskHandler =
-    std::function<boost::json::value(std::string_view op, const boost::json::object& args)>;
+// A coroutine: an answer may need the store.
+using AskHandler = std::function<boost::asio::awaitable<boost::json::value>(
+    std::string op, boost::json::object args)>;
 
 // What the other nodes answered to an ask.
 struct Answers {

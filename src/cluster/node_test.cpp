@@ -78,11 +78,11 @@ TEST_F(NodeTest, AnAskGetsTheRepliesOfTheNodesThatHaveIt) {
   EXPECT_TRUE(alone->replies.empty());
   EXPECT_TRUE(alone->silent.empty());
 
-  start("b", [](std::string_view op, const json::object& args) -> json::value {
-    if (op != "echo") return nullptr;
-    return json::object{{"from", "b"}, {"said", args.at("say")}};
+  start("b", [](std::string op, json::object args) -> asio::awaitable<json::value> {
+    if (op != "echo") co_return nullptr;
+    co_return json::object{{"from", "b"}, {"said", args.at("say")}};
   });
-  start("c", [](std::string_view, const json::object&) -> json::value { return nullptr; });
+  start("c", [](std::string, json::object) -> asio::awaitable<json::value> { co_return nullptr; });
   ASSERT_TRUE(all_see(3));
   auto asked = Clock::now();
   auto answers = run(io_, a.ask("echo", json::object{{"say", "hi"}}));
@@ -99,7 +99,7 @@ TEST_F(NodeTest, AnAskGetsTheRepliesOfTheNodesThatHaveIt) {
 TEST_F(NodeTest, ANodeThatDoesNotAnswerCostsTheAskTimeoutAndNoMore) {
   REQUIRE_REDIS();
   Node& a = start("a");
-  start("b", [](std::string_view, const json::object&) -> json::value { return "b here"; });
+  start("b", [](std::string, json::object) -> asio::awaitable<json::value> { co_return "b here"; });
   ASSERT_TRUE(all_see(2));
   // A member whose lease is alive but who never reads its channel.
   RedisOptions options;
@@ -140,7 +140,8 @@ TEST_F(NodeTest, ANodeThatWasMetIsAskedBeforeTheNextLeaseRound) {
   Node& a = start("a", {}, 30s);
   ASSERT_TRUE(all_see(1));
   Node& b = start(
-      "b", [](std::string_view, const json::object&) -> json::value { return "b has it"; }, 30s);
+      "b", [](std::string, json::object) -> asio::awaitable<json::value> { co_return "b has it"; },
+      30s);
   ASSERT_TRUE(run_until(io_, [&] { return b.status().nodes.size() == 2; }));
   ASSERT_EQ(a.status().nodes.size(), 1u) << "a's second round came early";
   auto before = run(io_, a.ask("anything", json::object{}, true));

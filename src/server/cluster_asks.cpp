@@ -64,45 +64,48 @@ std::optional<std::string> question_session(const ServerState& state, const std:
 
 // args: the HTTP body ({reply, message?, clientID?}) with the ask's `id` and, from the V1 route,
 // the `sessionID` it must belong to.
-json::value reply_permission(ServerState& state, const json::object& args) {
+asio::awaitable<json::value> reply_permission(ServerState& state, json::object args) {
   auto id = text_arg(args, "id");
-  if (!id) return nullptr;
+  if (!id) co_return nullptr;
   auto session_id = ask_session(state, *id);
-  if (!session_id) return nullptr;
+  if (!session_id) co_return nullptr;
   auto request = decode_permission_reply(args);
-  if (!request) return answer_of(request.error());
+  if (!request) co_return answer_of(request.error());
   if (auto in = text_arg(args, "sessionID"); in && *in != *session_id)
-    return answer_of(make_error(
+    co_return answer_of(make_error(
         ErrorCode::NotFound, "Permission request not found: " + *id + " (in session " + *in + ")"));
+  auto sessions = state.sessions;
   if (auto own =
-          state.sessions->validate_client_session(request->client_id.value_or(""), *session_id);
+          co_await sessions->validate_client_session(request->client_id.value_or(""), *session_id);
       !own)
-    return answer_of(own.error());
-  return answer_of(state.permissions->reply(*id, request->reply, request->message));
+    co_return answer_of(own.error());
+  co_return answer_of(state.permissions->reply(*id, request->reply, request->message));
 }
 
 // args: the HTTP body ({answers, clientID?} or {clientID?} for a reject) with the question's id.
-json::value answer_question(ServerState& state, const json::object& args, bool reject) {
+asio::awaitable<json::value> answer_question(ServerState& state, json::object args, bool reject) {
   auto id = text_arg(args, "id");
-  if (!id) return nullptr;
+  if (!id) co_return nullptr;
   auto session_id = question_session(state, *id);
-  if (!session_id) return nullptr;
+  if (!session_id) co_return nullptr;
   std::optional<std::string> client_id;
   std::vector<std::vector<std::string>> answers;
   if (reject) {
     auto named = decode_answerer(args);
-    if (!named) return answer_of(named.error());
+    if (!named) co_return answer_of(named.error());
     client_id = std::move(*named);
   } else {
     auto request = decode_question_reply(args);
-    if (!request) return answer_of(request.error());
+    if (!request) co_return answer_of(request.error());
     client_id = std::move(request->client_id);
     answers = std::move(request->answers);
   }
-  if (auto own = state.sessions->validate_client_session(client_id.value_or(""), *session_id); !own)
-    return answer_of(own.error());
-  return answer_of(reject ? state.questions->reject(*id)
-                          : state.questions->reply(*id, std::move(answers)));
+  auto sessions = state.sessions;
+  if (auto own = co_await sessions->validate_client_session(client_id.value_or(""), *session_id);
+      !own)
+    co_return answer_of(own.error());
+  co_return answer_of(reject ? state.questions->reject(*id)
+                             : state.questions->reply(*id, std::move(answers)));
 }
 
 // args: a client's result or progress as it sent it to another node (which checked its token).
@@ -140,34 +143,37 @@ Error not_found_or_silent(const cluster::Answers& answers, Error missing) {
 
 void answer_cluster_asks(ServerState& state) {
   // The node is the state's: it and its handler go together.
-  state.cluster->on_ask([&state](std::string_view op, const json::object& args) -> json::value {
-    if (op == "permission.reply") return reply_permission(state, args);
-    if (op == "question.reply") return answer_question(state, args, false);
-    if (op == "question.reject") return answer_question(state, args, true);
-    if (op == "client.result") return take_client_answer(state, args, true);
-    if (op == "client.progress") return take_client_answer(state, args, false);
-    if (op == "abort") {
-      auto session_id = text_arg(args, "sessionID");
-      if (!session_id || !state.sessions->abort(*session_id)) return nullptr;
-      return true;
-    }
-    if (op == "permission.list") {
-      json::array out;
-      for (const auto& r : state.permissions->list())
-        out.push_back(permission::to_json(r));
-      return out;
-    }
-    if (op == "question.list") {
-      json::array out;
-      if (state.questions)
-        for (const auto& q : state.questions->list())
-          out.push_back(question::to_json(q));
-      return out;
-    }
-    if (op == "session.status") return state.sessions->status();
-    log::warn("cluster: another node asked for \"", op, "\", which this node does not know");
-    return nullptr;
-  });
+  state.cluster->on_ask(
+      [&state](std::string op, json::object args) -> asio::awaitable<json::value> {
+        if (op == "permission.reply") co_return co_await reply_permission(state, std::move(args));
+        if (op == "question.reply")
+          co_return co_await answer_question(state, std::move(args), false);
+        if (op == "question.reject")
+          co_return co_await answer_question(state, std::move(args), true);
+        if (op == "client.result") co_return take_client_answer(state, args, true);
+        if (op == "client.progress") co_return take_client_answer(state, args, false);
+        if (op == "abort") {
+          auto session_id = text_arg(args, "sessionID");
+          if (!session_id || !state.sessions->abort(*session_id)) co_return nullptr;
+          co_return true;
+        }
+        if (op == "permission.list") {
+          json::array out;
+          for (const auto& r : state.permissions->list())
+            out.push_back(permission::to_json(r));
+          co_return out;
+        }
+        if (op == "question.list") {
+          json::array out;
+          if (state.questions)
+            for (const auto& q : state.questions->list())
+              out.push_back(question::to_json(q));
+          co_return out;
+        }
+        if (op == "session.status") co_return state.sessions->status();
+        log::warn("cluster: another node asked for \"", op, "\", which this node does not know");
+        co_return nullptr;
+      });
 }
 
 asio::awaitable<Result<void>> ask_the_node_that_has_it(ServerState& state, std::string op,

@@ -142,6 +142,8 @@ struct ServerState {
   // The store (GET /health asks whether it answers) and, when it is PostgreSQL, the lock of the
   // data directory (which a SQLite store holds itself).
   std::shared_ptr<store::Database> database;
+  // The session store on it: /health's check is its call, off the loop on PostgreSQL.
+  std::shared_ptr<session::SessionStore> store;
   std::shared_ptr<store::FileLock> data_dir_lock;
   // This node of a cluster (cluster.redis); null for a single server.
   std::shared_ptr<cluster::Node> cluster;

@@ -72,7 +72,8 @@ asio::awaitable<void> run_client_sse(ServerState& state, tcp::socket socket, Req
   // The client never saw a token issued for a stream that did not start: take it back, or the
   // clientID would be locked to a token nobody has.
   if (!head_ok && !issued_token.empty() && state.credentials)
-    state.credentials->withdraw(client_id);
+    state.credentials->post(
+        [client_id](clienttool::ClientCredentials& k) { k.withdraw(client_id); });
   if (head_ok) co_await wait_until_closed(conn->socket());
   conn->disconnect();
   state.registry->detach(client_id, connection);
@@ -332,79 +333,83 @@ std::optional<ForwardAnswer> forward_if_unknown(const ServerState& state, const 
 
 // Handles one client -> server message; replies go through the channel (the one writer). An
 // answer for another node is returned, to be forwarded.
-std::optional<ForwardAnswer> handle_ws_message(ServerState& state, const std::string& client_id,
-                                               PushChannel& channel, std::string_view text) {
-  // The message is read and dropped here: its document lives in a buffer on this stack, and
+asio::awaitable<std::optional<ForwardAnswer>> handle_ws_message(ServerState& state,
+                                                                const std::string& client_id,
+                                                                PushChannel& channel,
+                                                                std::string_view text) {
+  // The message is read and dropped here: its document lives in a buffer of this call, and
   // what outlives the call is copied out (into the heap) field by field.
   unsigned char buffer[4096];
   json::monotonic_resource resource(buffer, sizeof buffer);
   auto doc = parse_request_json(state, text, json::storage_ptr(&resource));
-  if (!doc) return post_nothing(channel, ws_error(doc.error()));
+  if (!doc) co_return post_nothing(channel, ws_error(doc.error()));
   if (!doc->is_object())
-    return post_nothing(channel, ws_error(make_error(ErrorCode::InvalidRequest,
-                                                     "a message must be a JSON object, got " +
-                                                         std::string(kind_name(*doc)))));
+    co_return post_nothing(channel, ws_error(make_error(ErrorCode::InvalidRequest,
+                                                        "a message must be a JSON object, got " +
+                                                            std::string(kind_name(*doc)))));
   const json::object& msg = doc->get_object();
   auto type = get_string(msg, "type");
-  if (!type) return post_nothing(channel, ws_error(type.error()));
+  if (!type) co_return post_nothing(channel, ws_error(type.error()));
   if (!*type)
-    return post_nothing(channel,
-                        ws_error(make_error(ErrorCode::InvalidRequest, "type is required")));
+    co_return post_nothing(channel,
+                           ws_error(make_error(ErrorCode::InvalidRequest, "type is required")));
 
   if (**type == "register") {
     auto request = decode_register(msg);
-    if (!request) return post_nothing(channel, ws_error(request.error()));
+    if (!request) co_return post_nothing(channel, ws_error(request.error()));
     if (request->session_id)
-      if (auto own = state.sessions->validate_client_session(client_id, *request->session_id); !own)
-        return post_nothing(channel, ws_error(own.error()));
+      if (auto own =
+              co_await state.sessions->validate_client_session(client_id, *request->session_id);
+          !own)
+        co_return post_nothing(channel, ws_error(own.error()));
     if (auto r = check_registration_limits(state, client_id, request->tools); !r)
-      return post_nothing(channel, ws_error(r.error()));
+      co_return post_nothing(channel, ws_error(r.error()));
     auto ids = state.registry->register_tools(client_id, std::move(request->tools),
                                               request->session_id.value_or(""));
-    if (!ids) return post_nothing(channel, ws_error(ids.error()));
-    return post_nothing(channel,
-                        std::make_shared<const std::string>(json::serialize(json::object{
-                            {"type", "registered"}, {"toolIDs", clienttool::to_json(*ids)}})));
+    if (!ids) co_return post_nothing(channel, ws_error(ids.error()));
+    co_return post_nothing(channel,
+                           std::make_shared<const std::string>(json::serialize(json::object{
+                               {"type", "registered"}, {"toolIDs", clienttool::to_json(*ids)}})));
   }
   if (**type == "unregister") {
     auto request = decode_unregister(msg);
-    if (!request) return post_nothing(channel, ws_error(request.error()));
+    if (!request) co_return post_nothing(channel, ws_error(request.error()));
     auto removed = state.registry->unregister(client_id, request->tool_ids);
-    return post_nothing(channel,
-                        std::make_shared<const std::string>(json::serialize(json::object{
-                            {"type", "unregistered"}, {"toolIDs", clienttool::to_json(removed)}})));
+    co_return post_nothing(
+        channel, std::make_shared<const std::string>(json::serialize(json::object{
+                     {"type", "unregistered"}, {"toolIDs", clienttool::to_json(removed)}})));
   }
   if (**type == "result") {
     auto request = decode_result(msg);
     // An answer that names its request hears about its own failure under that id.
-    if (!request) return post_nothing(channel, ws_error(request.error(), request_id_of(msg)));
+    if (!request) co_return post_nothing(channel, ws_error(request.error(), request_id_of(msg)));
     auto r =
         state.registry->submit_result(request->request_id, client_id, std::move(request->response));
     if (auto forward = forward_if_unknown(state, r, "client.result", msg, client_id))
-      return forward;
+      co_return forward;
     if (!r) channel.post(ws_error(r.error(), request->request_id));
-    return std::nullopt;
+    co_return std::nullopt;
   }
   if (**type == "progress") {
     auto request = decode_progress(msg);
-    if (!request) return post_nothing(channel, ws_error(request.error(), request_id_of(msg)));
+    if (!request) co_return post_nothing(channel, ws_error(request.error(), request_id_of(msg)));
     auto r = state.registry->report_progress(request->request_id, client_id,
                                              std::move(request->progress));
     if (auto forward = forward_if_unknown(state, r, "client.progress", msg, client_id))
-      return forward;
+      co_return forward;
     if (!r) channel.post(ws_error(r.error(), request->request_id));
-    return std::nullopt;
+    co_return std::nullopt;
   }
   channel.post(ws_error(make_error(ErrorCode::InvalidRequest,
                                    "unknown message type \"" + **type +
                                        "\" (expected register, unregister, result or progress)")));
-  return std::nullopt;
+  co_return std::nullopt;
 }
 
 // handle_ws_message as read_messages calls it.
 asio::awaitable<void> handle_client_text(ServerState& state, const std::string& client_id,
                                          WsConnection& conn, std::string text) {
-  auto forward = handle_ws_message(state, client_id, conn, text);
+  auto forward = co_await handle_ws_message(state, client_id, conn, text);
   if (!forward) co_return;
   // Awaited here: the client's next message is read after it, so its answers stay in order.
   std::string request_id = request_id_of(forward->body);
@@ -428,7 +433,9 @@ asio::awaitable<void> run_client_websocket(ServerState& state, tcp::socket socke
   req = Request();  // the upgrade request's headers are not needed any more
   if (ec) {
     // As for SSE: a token issued for a handshake that failed never reached the client.
-    if (!issued_token.empty() && state.credentials) state.credentials->withdraw(client_id);
+    if (!issued_token.empty() && state.credentials)
+      state.credentials->post(
+          [client_id](clienttool::ClientCredentials& k) { k.withdraw(client_id); });
     conn->disconnect();
     co_return;
   }
@@ -531,7 +538,7 @@ asio::awaitable<void> handle_chat_frame(ServerState& state, WsConnection& conn,
     requests.erase(it);
     stream.response->unfollow(stream.reader);
     // The app's stop(): the turn stops, unless the response had ended (it waits for the app).
-    if (!stream.response->ended()) (void)state.chats->stop(stream.chat_id);
+    if (!stream.response->ended()) (void)co_await state.chats->stop(stream.chat_id);
     co_return;
   }
   // Each request id names one stream of chunks; a second use while the first streams would leave
@@ -551,7 +558,7 @@ asio::awaitable<void> handle_chat_frame(ServerState& state, WsConnection& conn,
       conn.post(chat_frame("error", request_id, "lastSequence must be a sequence number"));
       co_return;
     }
-    auto active = state.chats->active(**chat_id);
+    auto active = co_await state.chats->active(**chat_id);
     if (!active) {
       conn.post(chat_frame("error", request_id, active.error().message));
       co_return;

@@ -91,17 +91,20 @@ Reply ok_text(const Call& c, std::string body);  // a body serialized already
 
 // Client tokens (clientTools.clientTokens): the client's first use of its id issues one (returned
 // here, to hand to the client); later uses must present it. Nothing when tokens are off.
-Result<std::optional<std::string>> authenticate_client(const Call& c, const std::string& client_id);
+boost::asio::awaitable<Result<std::optional<std::string>>> authenticate_client(
+    const Call& c, std::string client_id);
 
 // For answers (results, progress, unregister): they must name their client and carry its token.
-Result<void> verify_client(const Call& c, const std::optional<std::string>& client_id);
+boost::asio::awaitable<Result<void>> verify_client(const Call& c,
+                                                   std::optional<std::string> client_id);
 
 // The ask of a session that a client created (a permission ask, a question of the `question`
 // tool) is answered by that client only, with its token. `session_id`: the ask's session, nullopt
 // when nothing waits under the id (the service answers that); `client_id`: who the answer says
 // it comes from.
-Result<void> verify_answerer(const Call& c, const std::optional<std::string>& session_id,
-                             const std::optional<std::string>& client_id);
+boost::asio::awaitable<Result<void>> verify_answerer(const Call& c,
+                                                     std::optional<std::string> session_id,
+                                                     std::optional<std::string> client_id);
 
 // Takes back a token issued for a request that then failed: the client never saw it.
 void withdraw_issued(const Call& c, const std::string& client_id,

@@ -106,34 +106,44 @@ Reply ok_text(const Call& c, std::string body) {
   return json_text_response(http::status::ok, std::move(body), c.req);
 }
 
-Result<std::optional<std::string>> authenticate_client(const Call& c,
-                                                       const std::string& client_id) {
-  if (!c.state.credentials) return std::optional<std::string>();
-  return c.state.credentials->authenticate(client_id, presented_client_token(c.req, c.url));
+asio::awaitable<Result<std::optional<std::string>>> authenticate_client(const Call& c,
+                                                                        std::string client_id) {
+  if (!c.state.credentials) co_return std::optional<std::string>();
+  auto credentials = c.state.credentials;
+  // Named: GCC 12 and a lambda inside co_await (SessionStore::run).
+  auto check = [client_id, token = presented_client_token(c.req, c.url)](
+                   clienttool::ClientCredentials& k) { return k.authenticate(client_id, token); };
+  co_return co_await credentials->run(std::move(check));
 }
 
-Result<void> verify_client(const Call& c, const std::optional<std::string>& client_id) {
-  if (!c.state.credentials) return {};
+asio::awaitable<Result<void>> verify_client(const Call& c, std::optional<std::string> client_id) {
+  if (!c.state.credentials) co_return Result<void>{};
   if (!client_id)
-    return make_error(ErrorCode::Unauthorized,
-                      "clientID is required: name the client that answers and send its token in "
-                      "the X-Switchboard-Client-Token header");
-  return c.state.credentials->verify(*client_id, presented_client_token(c.req, c.url));
+    co_return make_error(ErrorCode::Unauthorized,
+                         "clientID is required: name the client that answers and send its token "
+                         "in the X-Switchboard-Client-Token header");
+  auto credentials = c.state.credentials;
+  auto check = [client_id = *client_id, token = presented_client_token(c.req, c.url)](
+                   clienttool::ClientCredentials& k) { return k.verify(client_id, token); };
+  co_return co_await credentials->run(std::move(check));
 }
 
-Result<void> verify_answerer(const Call& c, const std::optional<std::string>& session_id,
-                             const std::optional<std::string>& client_id) {
-  if (!session_id) return {};
-  if (auto own = c.state.sessions->validate_client_session(client_id.value_or(""), *session_id);
+asio::awaitable<Result<void>> verify_answerer(const Call& c, std::optional<std::string> session_id,
+                                              std::optional<std::string> client_id) {
+  if (!session_id) co_return Result<void>{};
+  auto sessions = c.state.sessions;
+  if (auto own = co_await sessions->validate_client_session(client_id.value_or(""), *session_id);
       !own)
-    return own.error();
-  if (client_id) return verify_client(c, client_id);
-  return {};
+    co_return own.error();
+  if (client_id) co_return co_await verify_client(c, client_id);
+  co_return Result<void>{};
 }
 
 void withdraw_issued(const Call& c, const std::string& client_id,
                      const std::optional<std::string>& issued) {
-  if (issued && c.state.credentials) c.state.credentials->withdraw(client_id);
+  if (issued && c.state.credentials)
+    c.state.credentials->post(
+        [client_id](clienttool::ClientCredentials& k) { k.withdraw(client_id); });
 }
 
 namespace {
@@ -148,8 +158,8 @@ asio::awaitable<Reply> health(Call& c) {
   Result<void> answered;
   if (auto& db = c.state.database) {
     storage["engine"] = store::engine_name(db->engine());
-    std::lock_guard lock(db->mutex());
-    answered = db->run("SELECT 1");
+    auto sessions = c.state.store;
+    if (sessions) answered = co_await sessions->call(&session::SessionStore::check_connection);
   }
   storage["ok"] = bool(answered);
   if (!answered) storage["error"] = answered.error().message;

@@ -31,7 +31,7 @@ asio::awaitable<Reply> post_chat(Call& c) {
   auto request = decode_chat_request(*body, *body);
   if (!request) co_return fail(c, request.error());
   if (request->client_id)
-    if (auto verified = verify_client(c, request->client_id); !verified)
+    if (auto verified = co_await verify_client(c, request->client_id); !verified)
       co_return fail(c, verified.error());
   std::string chat_id = request->chat_id;
   auto response = co_await c.state.chats->send(std::move(*request));
@@ -42,7 +42,7 @@ asio::awaitable<Reply> post_chat(Call& c) {
 
 // GET /api/chat/{id}/stream: the answer streaming now, from its start (the AI SDK's resume).
 asio::awaitable<Reply> resume_chat(Call& c) {
-  auto active = c.state.chats->active(c.params[0]);
+  auto active = co_await c.state.chats->active(c.params[0]);
   if (!active) co_return fail(c, active.error());
   if (!*active) {
     Response res{http::status::no_content, c.req.version()};
@@ -56,7 +56,7 @@ asio::awaitable<Reply> resume_chat(Call& c) {
 
 // DELETE /api/chat/{id}/stream: stops the chat's turn (a resumable chat's stop()).
 asio::awaitable<Reply> stop_chat(Call& c) {
-  auto stopped = c.state.chats->stop(c.params[0]);
+  auto stopped = co_await c.state.chats->stop(c.params[0]);
   if (!stopped) co_return fail(c, stopped.error());
   co_return ok(c, json::object{{"stopped", *stopped}});
 }

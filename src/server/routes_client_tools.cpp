@@ -28,10 +28,11 @@ asio::awaitable<Reply> register_tools(Call& c) {
   const std::string& client_id = *request->client_id;
   if (auto r = check_registration_limits(c.state, client_id, request->tools); !r)
     co_return fail(c, r.error());
-  auto issued = authenticate_client(c, client_id);
+  auto issued = co_await authenticate_client(c, client_id);
   if (!issued) co_return fail(c, issued.error());
   if (request->session_id) {
-    if (auto own = c.state.sessions->validate_client_session(client_id, *request->session_id);
+    if (auto own =
+            co_await c.state.sessions->validate_client_session(client_id, *request->session_id);
         !own) {
       withdraw_issued(c, client_id, *issued);
       co_return fail(c, own.error());
@@ -55,7 +56,7 @@ asio::awaitable<Reply> unregister_tools(Call& c) {
   if (!request) co_return fail(c, request.error());
   if (!request->client_id)
     co_return fail(c, make_error(ErrorCode::InvalidRequest, "clientID is required"));
-  if (auto r = verify_client(c, request->client_id); !r) co_return fail(c, r.error());
+  if (auto r = co_await verify_client(c, request->client_id); !r) co_return fail(c, r.error());
   auto removed = c.state.registry->unregister(*request->client_id, request->tool_ids);
   co_return ok(c, json::object{{"success", true}, {"unregistered", clienttool::to_json(removed)}});
 }
@@ -85,18 +86,23 @@ asio::awaitable<Reply> execute(Call& c) {
   co_return ok_text(c, clienttool::serialize(*outcome));
 }
 
-// Parses the body and hands the result over. Plain function: the document lives in a buffer on
-// this stack, and only the result's fields are copied out.
-Result<void> submit_result_body(const Call& c) {
+// Parses the body. Plain function: the document lives in a buffer on this stack, and only the
+// result's fields are copied out.
+Result<ResultRequest> result_body(const Call& c) {
   unsigned char buffer[4096];
   json::monotonic_resource resource(buffer, sizeof buffer);
   auto body = body_object(c.state, c.req, json::storage_ptr(&resource));
   if (!body) return body.error();
-  auto request = decode_result(*body);
-  if (!request) return request.error();
-  if (auto v = verify_client(c, request->client_id); !v) return v.error();
-  return c.state.registry->submit_result(request->request_id, request->client_id,
-                                         std::move(request->response));
+  return decode_result(*body);
+}
+
+// Hands the body's result over, once its client is verified.
+asio::awaitable<Result<void>> submit_result_body(const Call& c) {
+  auto request = result_body(c);
+  if (!request) co_return request.error();
+  if (auto v = co_await verify_client(c, request->client_id); !v) co_return v.error();
+  co_return c.state.registry->submit_result(request->request_id, request->client_id,
+                                            std::move(request->response));
 }
 
 // A result or progress for a request that this node did not send: in a cluster, the node whose
@@ -112,7 +118,8 @@ asio::awaitable<Result<void>> to_the_node_that_sent_it(Call& c, std::string op, 
 }
 
 asio::awaitable<Reply> submit_result(Call& c) {
-  auto r = co_await to_the_node_that_sent_it(c, "client.result", submit_result_body(c));
+  auto here = co_await submit_result_body(c);
+  auto r = co_await to_the_node_that_sent_it(c, "client.result", std::move(here));
   if (!r) co_return fail(c, r.error());
   co_return ok_text(c, R"({"success":true})");
 }
@@ -122,7 +129,7 @@ asio::awaitable<Reply> report_progress(Call& c) {
   if (!body) co_return fail(c, body.error());
   auto request = decode_progress(*body);
   if (!request) co_return fail(c, request.error());
-  if (auto v = verify_client(c, request->client_id); !v) co_return fail(c, v.error());
+  if (auto v = co_await verify_client(c, request->client_id); !v) co_return fail(c, v.error());
   auto r = c.state.registry->report_progress(request->request_id, request->client_id,
                                              std::move(request->progress));
   r = co_await to_the_node_that_sent_it(c, "client.progress", std::move(r));
@@ -160,7 +167,7 @@ asio::awaitable<Reply> pending_stream(Call& c) {
       co_return fail(c, make_error(ErrorCode::InvalidRequest,
                                    "Last-Event-ID must be a number, got \"" + last + "\""));
   }
-  auto issued = authenticate_client(c, *client_id);
+  auto issued = co_await authenticate_client(c, *client_id);
   if (!issued) co_return fail(c, issued.error());
   auto slot = open_client_stream(c.state, *client_id);
   if (!slot) {
@@ -183,7 +190,7 @@ asio::awaitable<Reply> client_websocket(Call& c) {
   if (!beast::websocket::is_upgrade(c.req))
     co_return fail(c, make_error(ErrorCode::InvalidRequest,
                                  "this route is a WebSocket: send an Upgrade: websocket request"));
-  auto issued = authenticate_client(c, *client_id);
+  auto issued = co_await authenticate_client(c, *client_id);
   if (!issued) co_return fail(c, issued.error());
   // Refused before the upgrade: the client gets an HTTP answer it can read.
   auto slot = open_client_stream(c.state, *client_id);

@@ -85,12 +85,12 @@ Reply accepted(const Call& c) {
 
 // The client whose tools the caller wants (`?clientID=`, with that client's token); none: the
 // open tools.
-Result<std::optional<std::string>> served_client(const Call& c) {
+asio::awaitable<Result<std::optional<std::string>>> served_client(const Call& c) {
   auto q = c.url.params().find("clientID");
-  if (q == c.url.params().end() || !(*q).has_value) return std::optional<std::string>();
-  std::string client_id = (*q).value;
-  if (auto r = verify_client(c, client_id); !r) return r.error();
-  return std::optional<std::string>(client_id);
+  if (q == c.url.params().end() || !(*q).has_value) co_return std::optional<std::string>();
+  std::optional<std::string> client_id = std::string((*q).value);
+  if (auto r = co_await verify_client(c, client_id); !r) co_return r.error();
+  co_return client_id;
 }
 
 std::string header(const Call& c, std::string_view name) {
@@ -175,7 +175,7 @@ asio::awaitable<void> served_changes(ServerState& state, SendMessage send,
 }
 
 asio::awaitable<Reply> served_post(Call& c) {
-  auto client_id = served_client(c);
+  auto client_id = co_await served_client(c);
   if (!client_id) co_return fail(c, client_id.error());
   auto body = body_object(c.state, c.req);
   if (!body)

@@ -155,7 +155,7 @@ asio::awaitable<Reply> init_session(Call& c) {
 // start when it has none).
 asio::awaitable<Reply> current_project_reply(Call& c, bool as_list) {
   const auto& project = c.state.project;
-  auto sessions = c.state.sessions->list_sessions();
+  auto sessions = co_await c.state.sessions->list_sessions();
   if (!sessions) co_return fail(c, sessions.error());
   std::int64_t created = c.state.started, updated = c.state.started;
   for (const auto& s : *sessions) {

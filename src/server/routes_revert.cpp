@@ -14,13 +14,13 @@ asio::awaitable<Reply> revert_session(Call& c) {
   if (!body) co_return fail(c, body.error());
   auto request = decode_revert(*body);
   if (!request) co_return fail(c, request.error());
-  auto s = c.state.sessions->revert(c.params[0], request->message_id, request->part_id);
+  auto s = co_await c.state.sessions->revert(c.params[0], request->message_id, request->part_id);
   if (!s) co_return fail(c, s.error());
   co_return ok(c, session::to_json(*s));
 }
 
 asio::awaitable<Reply> unrevert_session(Call& c) {
-  auto s = c.state.sessions->unrevert(c.params[0]);
+  auto s = co_await c.state.sessions->unrevert(c.params[0]);
   if (!s) co_return fail(c, s.error());
   co_return ok(c, session::to_json(*s));
 }
@@ -32,7 +32,7 @@ asio::awaitable<Reply> session_diff(Call& c) {
     if (!id) co_return fail(c, id.error());
     message_id = std::move(*id);
   }
-  auto diff = c.state.sessions->diff(c.params[0], message_id);
+  auto diff = co_await c.state.sessions->diff(c.params[0], message_id);
   if (!diff) co_return fail(c, diff.error());
   co_return ok(c, *diff);
 }

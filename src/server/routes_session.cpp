@@ -56,12 +56,12 @@ asio::awaitable<Reply> create_session(Call& c) {
   // (a first use of the id claims it, as a registration would).
   std::optional<std::string> issued;
   if (!input.client_id.empty()) {
-    auto auth = authenticate_client(c, input.client_id);
+    auto auth = co_await authenticate_client(c, input.client_id);
     if (!auth) co_return fail(c, auth.error());
     issued = std::move(*auth);
   }
   std::string client_id = input.client_id;
-  auto s = c.state.sessions->create_session(std::move(input));
+  auto s = co_await c.state.sessions->create_session(std::move(input));
   if (!s) {
     withdraw_issued(c, client_id, issued);
     co_return fail(c, s.error());
@@ -72,7 +72,7 @@ asio::awaitable<Reply> create_session(Call& c) {
 }
 
 asio::awaitable<Reply> list_sessions(Call& c) {
-  auto list = c.state.sessions->list_sessions();
+  auto list = co_await c.state.sessions->list_sessions();
   if (!list) co_return fail(c, list.error());
   json::array out;
   for (const auto& s : *list)
@@ -94,13 +94,13 @@ asio::awaitable<Reply> session_status(Call& c) {
 }
 
 asio::awaitable<Reply> get_session(Call& c) {
-  auto s = c.state.sessions->get_session(c.params[0]);
+  auto s = co_await c.state.sessions->get_session(c.params[0]);
   if (!s) co_return fail(c, s.error());
   co_return ok(c, session::to_json(*s));
 }
 
 asio::awaitable<Reply> delete_session(Call& c) {
-  auto r = c.state.sessions->delete_session(c.params[0]);
+  auto r = co_await c.state.sessions->delete_session(c.params[0]);
   if (!r) co_return fail(c, r.error());
   co_return ok(c, true);
 }
@@ -119,7 +119,7 @@ asio::awaitable<Reply> list_messages(Call& c) {
     if (!n) co_return fail(c, n.error());
     limit = *n;
   }
-  auto list = c.state.sessions->messages(c.params[0], limit);
+  auto list = co_await c.state.sessions->messages(c.params[0], limit);
   if (!list) co_return fail(c, list.error());
   std::string out = "[";
   for (const auto& m : *list) {
@@ -131,13 +131,13 @@ asio::awaitable<Reply> list_messages(Call& c) {
 }
 
 asio::awaitable<Reply> get_message(Call& c) {
-  auto m = c.state.sessions->message(c.params[0], c.params[1]);
+  auto m = co_await c.state.sessions->message(c.params[0], c.params[1]);
   if (!m) co_return fail(c, m.error());
   co_return ok_text(c, session::json_text(*m));
 }
 
 asio::awaitable<Reply> delete_message(Call& c) {
-  auto r = c.state.sessions->delete_message(c.params[0], c.params[1]);
+  auto r = co_await c.state.sessions->delete_message(c.params[0], c.params[1]);
   if (!r) co_return fail(c, r.error());
   co_return ok(c, true);
 }
@@ -147,13 +147,13 @@ asio::awaitable<Reply> update_part(Call& c) {
   if (!body) co_return fail(c, body.error());
   auto part = decode_part_update(*body, c.params[0], c.params[1], c.params[2]);
   if (!part) co_return fail(c, part.error());
-  auto r = c.state.sessions->update_part(std::move(*part));
+  auto r = co_await c.state.sessions->update_part(std::move(*part));
   if (!r) co_return fail(c, r.error());
   co_return ok_text(c, session::json_text(*r));
 }
 
 asio::awaitable<Reply> delete_part(Call& c) {
-  auto r = c.state.sessions->delete_part(c.params[0], c.params[1], c.params[2]);
+  auto r = co_await c.state.sessions->delete_part(c.params[0], c.params[1], c.params[2]);
   if (!r) co_return fail(c, r.error());
   co_return ok(c, true);
 }
@@ -164,16 +164,17 @@ asio::awaitable<Reply> update_session(Call& c) {
   if (!body) co_return fail(c, body.error());
   auto request = decode_session_update(*body);
   if (!request) co_return fail(c, request.error());
+  std::optional<std::string> session_id = c.params[0];  // named: GCC 12 and co_await
   if (!request->update.permission.empty())
-    if (auto v = verify_answerer(c, c.params[0], request->client_id); !v)
+    if (auto v = co_await verify_answerer(c, session_id, request->client_id); !v)
       co_return fail(c, v.error());
-  auto s = c.state.sessions->update_session(c.params[0], std::move(request->update));
+  auto s = co_await c.state.sessions->update_session(c.params[0], std::move(request->update));
   if (!s) co_return fail(c, s.error());
   co_return ok(c, session::to_json(*s));
 }
 
 asio::awaitable<Reply> session_children(Call& c) {
-  auto list = c.state.sessions->children(c.params[0]);
+  auto list = co_await c.state.sessions->children(c.params[0]);
   if (!list) co_return fail(c, list.error());
   json::array out;
   for (const auto& s : *list)
@@ -186,7 +187,7 @@ asio::awaitable<Reply> fork_session(Call& c) {
   if (!body) co_return fail(c, body.error());
   auto message_id = decode_fork(*body);
   if (!message_id) co_return fail(c, message_id.error());
-  auto s = c.state.sessions->fork(c.params[0], *message_id);
+  auto s = co_await c.state.sessions->fork(c.params[0], *message_id);
   if (!s) co_return fail(c, s.error());
   co_return ok(c, session::to_json(*s));
 }
@@ -205,19 +206,20 @@ asio::awaitable<Reply> run_shell(Call& c) {
 // Sharing is off in Switchboard: share fails as OpenCode's does with `"share": "disabled"`,
 // unshare has nothing to undo and answers the session.
 asio::awaitable<Reply> share_session(Call& c) {
-  if (auto s = c.state.sessions->get_session(c.params[0]); !s) co_return fail(c, s.error());
+  if (auto s = co_await c.state.sessions->get_session(c.params[0]); !s)
+    co_return fail(c, s.error());
   co_return fail(c, make_error(ErrorCode::Internal,
                                "Sharing is disabled: this server does not share sessions"));
 }
 
 asio::awaitable<Reply> unshare_session(Call& c) {
-  auto s = c.state.sessions->get_session(c.params[0]);
+  auto s = co_await c.state.sessions->get_session(c.params[0]);
   if (!s) co_return fail(c, s.error());
   co_return ok(c, session::to_json(*s));
 }
 
 asio::awaitable<Reply> list_todos(Call& c) {
-  auto todos = c.state.sessions->todos(c.params[0]);
+  auto todos = co_await c.state.sessions->todos(c.params[0]);
   if (!todos) co_return fail(c, todos.error());
   co_return ok_text(c, std::move(*todos));
 }
@@ -240,7 +242,7 @@ asio::awaitable<Reply> prompt(Call& c) {
 asio::awaitable<Reply> prompt_async(Call& c) {
   auto in = prompt_input(c.state, c.req);
   if (!in) co_return fail(c, in.error());
-  auto r = c.state.sessions->prompt_async(c.params[0], std::move(*in));
+  auto r = co_await c.state.sessions->prompt_async(c.params[0], std::move(*in));
   if (!r) co_return fail(c, r.error());
   Response res{http::status::no_content, c.req.version()};
   res.set(http::field::server, "switchboard/" SWITCHBOARD_VERSION);
@@ -264,7 +266,8 @@ asio::awaitable<Reply> summarize_session(Call& c) {
 }
 
 asio::awaitable<Reply> abort_session(Call& c) {
-  if (auto s = c.state.sessions->get_session(c.params[0]); !s) co_return fail(c, s.error());
+  if (auto s = co_await c.state.sessions->get_session(c.params[0]); !s)
+    co_return fail(c, s.error());
   if (c.state.sessions->abort(c.params[0])) co_return ok(c, true);
   // Its turn may run on another node of the cluster.
   auto elsewhere = co_await abort_on_another_node(c.state, c.params[0]);
@@ -291,7 +294,7 @@ asio::awaitable<Reply> answer_permission(Call& c, const std::string& ask_id,
   if (!session_id && c.state.cluster) {
     // The turn that asks may run on another node: that node checks whose session it is.
     if (request.client_id)
-      if (auto v = verify_client(c, request.client_id); !v) co_return fail(c, v.error());
+      if (auto v = co_await verify_client(c, request.client_id); !v) co_return fail(c, v.error());
     json::object args{{"id", ask_id}, {"reply", permission::reply_name(request.reply)}};
     if (request.message) args["message"] = *request.message;
     if (request.client_id) args["clientID"] = *request.client_id;
@@ -305,7 +308,8 @@ asio::awaitable<Reply> answer_permission(Call& c, const std::string& ask_id,
   if (in_session && session_id != in_session)
     co_return fail(c, make_error(ErrorCode::NotFound, "Permission request not found: " + ask_id +
                                                           " (in session " + *in_session + ")"));
-  if (auto v = verify_answerer(c, session_id, request.client_id); !v) co_return fail(c, v.error());
+  if (auto v = co_await verify_answerer(c, session_id, request.client_id); !v)
+    co_return fail(c, v.error());
   auto r = c.state.permissions->reply(ask_id, request.reply, request.message);
   if (!r) co_return fail(c, r.error());
   co_return ok(c, true);
@@ -325,7 +329,8 @@ asio::awaitable<Reply> respond_permission(Call& c) {
   if (!body) co_return fail(c, body.error());
   auto request = decode_permission_response(*body);
   if (!request) co_return fail(c, request.error());
-  if (auto s = c.state.sessions->get_session(c.params[0]); !s) co_return fail(c, s.error());
+  if (auto s = co_await c.state.sessions->get_session(c.params[0]); !s)
+    co_return fail(c, s.error());
   co_return co_await answer_permission(c, c.params[1], *request, c.params[0]);
 }
 
@@ -333,7 +338,8 @@ asio::awaitable<Reply> list_tools(Call& c) {
   std::string session_id, agent;
   if (auto q = c.url.params().find("sessionID"); q != c.url.params().end()) session_id = (*q).value;
   if (auto q = c.url.params().find("agent"); q != c.url.params().end()) agent = (*q).value;
-  auto tools = c.state.sessions->offered_tools(session_id, agent);
+  std::map<std::string, bool> switches;  // named: GCC 12 and co_await
+  auto tools = co_await c.state.sessions->offered_tools(session_id, agent, std::move(switches));
   if (!tools) co_return fail(c, tools.error());
   json::array out;
   for (const auto& t : *tools)
@@ -359,7 +365,7 @@ asio::awaitable<std::optional<Reply>> answer_question_elsewhere(
     if (q.id == c.params[0]) co_return std::nullopt;
   if (!c.state.cluster) co_return std::nullopt;
   if (client_id)
-    if (auto v = verify_client(c, client_id); !v) co_return fail(c, v.error());
+    if (auto v = co_await verify_client(c, client_id); !v) co_return fail(c, v.error());
   body["id"] = c.params[0];
   auto r = co_await ask_the_node_that_has_it(
       c.state, std::move(op), std::move(body),
@@ -370,11 +376,12 @@ asio::awaitable<std::optional<Reply>> answer_question_elsewhere(
 
 // Only the owner of the question's session answers it (verify_answerer). `client_id`: the
 // clientID of the body.
-Result<void> verify_question_answerer(const Call& c, const std::optional<std::string>& client_id) {
+asio::awaitable<Result<void>> verify_question_answerer(const Call& c,
+                                                       std::optional<std::string> client_id) {
   std::optional<std::string> session_id;
   for (const auto& q : c.state.questions->list())
     if (q.id == c.params[0]) session_id = q.session_id;
-  return verify_answerer(c, session_id, client_id);
+  co_return co_await verify_answerer(c, session_id, client_id);
 }
 
 asio::awaitable<Reply> reply_question(Call& c) {
@@ -385,7 +392,8 @@ asio::awaitable<Reply> reply_question(Call& c) {
   if (auto elsewhere =
           co_await answer_question_elsewhere(c, "question.reply", *body, request->client_id))
     co_return std::move(*elsewhere);
-  if (auto v = verify_question_answerer(c, request->client_id); !v) co_return fail(c, v.error());
+  if (auto v = co_await verify_question_answerer(c, request->client_id); !v)
+    co_return fail(c, v.error());
   auto r = c.state.questions->reply(c.params[0], std::move(request->answers));
   if (!r) co_return fail(c, r.error());
   co_return ok(c, true);
@@ -406,7 +414,7 @@ asio::awaitable<Reply> reject_question(Call& c) {
   if (auto elsewhere =
           co_await answer_question_elsewhere(c, "question.reject", std::move(forwarded), client_id))
     co_return std::move(*elsewhere);
-  if (auto v = verify_question_answerer(c, client_id); !v) co_return fail(c, v.error());
+  if (auto v = co_await verify_question_answerer(c, client_id); !v) co_return fail(c, v.error());
   auto r = c.state.questions->reject(c.params[0]);
   if (!r) co_return fail(c, r.error());
   co_return ok(c, true);

@@ -1,10 +1,15 @@
 #include "session/conversation_cache.hpp"
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+
 #include <algorithm>
 
 #include "session/files.hpp"
 
 namespace sb::session {
+
+namespace asio = boost::asio;
 
 namespace {
 // Idle conversations kept in memory; the least recently used beyond this are dropped (and
@@ -57,31 +62,40 @@ std::size_t history_start(const std::vector<MessageWithParts>& stored) {
   return 0;
 }
 
-Result<std::shared_ptr<Conversation>> ConversationCache::get(const std::string& session_id) {
+asio::awaitable<Result<std::shared_ptr<Conversation>>> ConversationCache::get(
+    std::string session_id) {
   if (auto it = conversations_.find(session_id); it != conversations_.end()) {
+    std::shared_ptr<Conversation> kept = it->second;
     bool current = true;
     // Another node may have run a turn (or an edit) since this node's turn ended: the store says
     // whether it did. Once taken by a turn here, the version is unknown again (the turn changes
     // the conversation) until the turn's end is stored; meanwhile only that turn uses it.
     if (store_->shared()) {
-      auto& kept = it->second->stored_version;
-      if (kept.empty()) {
+      if (kept->version_pending) {
+        current = false;
+      } else if (kept->stored_version.empty()) {
         current = status_->running(session_id);
       } else {
-        auto version = store_->messages_version(session_id);
-        if (!version) return version.error();
-        current = *version == kept;
-        kept.clear();
+        std::string was = std::exchange(kept->stored_version, {});
+        auto version = co_await store_->call(&SessionStore::messages_version, session_id);
+        if (!version) {
+          kept->stored_version = std::move(was);
+          co_return version.error();
+        }
+        current = *version == was;
       }
     }
-    if (current) {
-      it->second->used = ++uses_;
-      return it->second;
+    // The store was read meanwhile: the entry may have changed.
+    it = conversations_.find(session_id);
+    bool same = it != conversations_.end() && it->second == kept;
+    if (current && same) {
+      kept->used = ++uses_;
+      co_return kept;
     }
-    conversations_.erase(it);
+    if (same) conversations_.erase(it);
   }
-  auto stored = store_->list_messages(session_id);
-  if (!stored) return stored.error();
+  auto stored = co_await store_->call(&SessionStore::list_messages, session_id, std::size_t{0});
+  if (!stored) co_return stored.error();
   auto loaded = std::make_shared<Conversation>();
   for (std::size_t i = history_start(*stored); i < stored->size(); ++i)
     append_history((*stored)[i], loaded->messages);
@@ -97,7 +111,7 @@ Result<std::shared_ptr<Conversation>> ConversationCache::get(const std::string& 
     if (victim == conversations_.end()) break;
     conversations_.erase(victim);
   }
-  return loaded;
+  co_return loaded;
 }
 
 void ConversationCache::forget(const std::string& session_id) {
@@ -107,12 +121,23 @@ void ConversationCache::forget(const std::string& session_id) {
 void ConversationCache::stored(const std::string& session_id) {
   auto it = conversations_.find(session_id);
   if (it == conversations_.end()) return;
-  auto version = store_->messages_version(session_id);
-  if (!version || version->empty()) {
-    conversations_.erase(it);
-    return;
-  }
-  it->second->stored_version = std::move(*version);
+  it->second->stored_version.clear();
+  it->second->version_pending = true;
+  // Read on the store's thread, set here (a conversation is the loop's); one that went meanwhile
+  // is not kept.
+  store_->post([session_id, conversation = std::weak_ptr<Conversation>(it->second),
+                work = asio::make_work_guard(executor_)](SessionStore& store) mutable {
+    auto version = store.messages_version(session_id);
+    auto executor = work.get_executor();
+    asio::post(executor, [conversation = std::move(conversation), version = std::move(version),
+                          work = std::move(work)]() mutable {
+      auto kept = conversation.lock();
+      // Not read: it stays unknown, and the next turn reads the conversation again.
+      if (!kept || !kept->version_pending || !version || version->empty()) return;
+      kept->version_pending = false;
+      kept->stored_version = std::move(*version);
+    });
+  });
 }
 
 }  // namespace sb::session

@@ -3,6 +3,9 @@
 // turn does not read the whole session back from the store; read from the store on a session's
 // first turn after a start (or after it was dropped). Not thread-safe: use from the server's
 // executor only.
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
 #include <map>
 #include <memory>
 #include <string>
@@ -27,19 +30,23 @@ class ConversationCache {
  public:
   // `status` tells which sessions run a turn: their conversations are never dropped (a running
   // turn holds its conversation and keeps it current).
-  ConversationCache(std::shared_ptr<SessionStore> store, std::shared_ptr<const StatusBoard> status)
-      : store_(std::move(store)), status_(std::move(status)) {}
+  ConversationCache(boost::asio::any_io_executor executor, std::shared_ptr<SessionStore> store,
+                    std::shared_ptr<const StatusBoard> status)
+      : executor_(std::move(executor)), store_(std::move(store)), status_(std::move(status)) {}
 
   // The session's conversation, loaded from the store when it is not in memory. On a store that
   // other nodes share, one kept while no turn ran here is used only when the store's version of
   // the session's messages is still the one it was kept at (stored()).
-  Result<std::shared_ptr<Conversation>> get(const std::string& session_id);
+  boost::asio::awaitable<Result<std::shared_ptr<Conversation>>> get(std::string session_id);
   void forget(const std::string& session_id);
   // A shared store: the session's turn ended here and all of it is stored; the conversation is
-  // kept with the store's version (dropped when that cannot be read).
+  // kept with the store's version (dropped when that cannot be read). The version is read by a
+  // store call made now, ahead of later ones (the claim given back after it); until it arrives
+  // the conversation counts as unknown.
   void stored(const std::string& session_id);
 
  private:
+  boost::asio::any_io_executor executor_;
   std::shared_ptr<SessionStore> store_;
   std::shared_ptr<const StatusBoard> status_;
   std::map<std::string, std::shared_ptr<Conversation>> conversations_;

@@ -193,7 +193,7 @@ asio::awaitable<Result<MessageWithParts>> Processor::run_turn(std::shared_ptr<Tu
   if (auto prepared = prepare(*turn, prompt, input.tools); !prepared) co_return prepared.error();
 
   // Read before the user's message is added to it.
-  auto conversation = deps_.conversations->get(session_id);
+  auto conversation = co_await deps_.conversations->get(session_id);
   if (!conversation) co_return conversation.error();
   turn->conversation = *conversation;
 

@@ -21,6 +21,7 @@
 #include "tool/builtin/invalid.hpp"
 #include "tool/builtin/read.hpp"
 #include "util/ids.hpp"
+#include "util/run_to_end.hpp"
 
 namespace sb::session {
 
@@ -131,7 +132,7 @@ class ProcessorTest : public ::testing::Test {
     options.directory = project_;
     options.data_dir = project_ / "data";
     service_ = SessionService::create(std::move(deps), std::move(options));
-    auto session = service_->create_session({});
+    auto session = run_to_end(io_, service_->create_session({}));
     ASSERT_TRUE(session) << session.error().message;
     sid_ = session->id;
   }
@@ -169,14 +170,14 @@ class ProcessorTest : public ::testing::Test {
   void prompt_async(std::string text) {
     PromptInput input;
     input.text = std::move(text);
-    auto started = service_->prompt_async(sid_, std::move(input));
+    auto started = run_to_end(io_, service_->prompt_async(sid_, std::move(input)));
     ASSERT_TRUE(started) << started.error().message;
   }
 
   bool idle() { return !service_->status().contains(sid_); }
 
   std::vector<MessageWithParts> messages() {
-    auto list = service_->messages(sid_);
+    auto list = run_to_end(io_, service_->messages(sid_));
     EXPECT_TRUE(list) << list.error().message;
     return list ? std::move(*list) : std::vector<MessageWithParts>{};
   }
@@ -476,7 +477,7 @@ TEST_F(ProcessorTest, ARefusedPromptOrShellCommandLeavesTheRevertToUnrevert) {
   ASSERT_TRUE(prompt("hi"));
   auto list = messages();
   ASSERT_EQ(list.size(), 2u);
-  auto reverted = service_->revert(sid_, list[0].info.id, "");
+  auto reverted = run_to_end(io_, service_->revert(sid_, list[0].info.id, ""));
   ASSERT_TRUE(reverted) << reverted.error().message;
   ASSERT_TRUE(reverted->revert);
 
@@ -509,11 +510,11 @@ TEST_F(ProcessorTest, ARefusedPromptOrShellCommandLeavesTheRevertToUnrevert) {
   EXPECT_FALSE(finish(service_->shell(sid_, command)));
 
   EXPECT_TRUE(idle());
-  auto session = service_->get_session(sid_);
+  auto session = run_to_end(io_, service_->get_session(sid_));
   ASSERT_TRUE(session);
   EXPECT_TRUE(session->revert) << "a refused request made the revert final";
   EXPECT_EQ(messages().size(), 2u);
-  auto back = service_->unrevert(sid_);
+  auto back = run_to_end(io_, service_->unrevert(sid_));
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_FALSE(back->revert);
   EXPECT_EQ(messages().size(), 2u);

@@ -112,7 +112,7 @@ asio::awaitable<Result<MessageWithParts>> Processor::resume_turn(
   co_await deps_.writer->store(turn);
   if (go_on && !turn->abort->aborted()) {
     deps_.conversations->forget(session_id);
-    auto conversation = deps_.conversations->get(session_id);
+    auto conversation = co_await deps_.conversations->get(session_id);
     if (!conversation) co_return conversation.error();
     turn->conversation = *conversation;
     PromptInput input;

@@ -46,7 +46,7 @@ SessionService::SessionService(ServiceDeps deps, ServiceOptions options)
       options_(std::move(options)),
       status_(std::make_shared<StatusBoard>(deps_.bus)),
       writer_(TurnWriter::create(deps_.executor, deps_.store, deps_.bus)),
-      conversations_(std::make_shared<ConversationCache>(deps_.store, status_)) {
+      conversations_(std::make_shared<ConversationCache>(deps_.executor, deps_.store, status_)) {
   ProcessorDeps processor;
   processor.bus = deps_.bus;
   processor.tools = deps_.tools;
@@ -59,27 +59,57 @@ SessionService::SessionService(ServiceDeps deps, ServiceOptions options)
 }
 
 Result<Recovered> SessionService::recover() {
-  return recover_turns("The server stopped during this turn");
+  // Before the loop runs: nothing else waits for it, and nothing runs or stores here yet.
+  auto found = find_recoverable(*deps_.store, deps_.agents, deps_.providers,
+                                "The server stopped during this turn", {});
+  if (!found) return found.error();
+  return start_recovered(std::move(*found));
 }
 
-Result<Recovered> SessionService::take_over() {
-  if (!deps_.store->shared() || shutting_down_) return Recovered{};
-  let_go_lost_claims();
-  return recover_turns("The node running this turn stopped");
+asio::awaitable<Result<Recovered>> SessionService::take_over() {
+  if (!deps_.store->shared() || shutting_down_) co_return Recovered{};
+  auto self = shared_from_this();
+  // Each lambda named before its co_await (SessionStore::run).
+  auto read_lost = [](SessionStore& s) -> Result<std::vector<std::string>> {
+    return s.lost_claims();
+  };
+  auto lost = co_await deps_.store->run(std::move(read_lost));
+  if (lost) let_go_lost_claims(*lost);
+  auto find = [agents = deps_.agents, providers = deps_.providers,
+               skip = busy_here()](SessionStore& s) {
+    return find_recoverable(s, agents, providers, "The node running this turn stopped", skip);
+  };
+  auto found = co_await deps_.store->run(std::move(find));
+  if (!found) co_return found.error();
+  if (shutting_down_) {
+    for (const auto& [sid, r] : found->resumable)
+      deps_.store->post([id = sid](SessionStore& s) { s.release(id); });
+    co_return Recovered{};
+  }
+  co_return start_recovered(std::move(*found));
 }
 
-Result<void> SessionService::check_claims() {
-  if (!deps_.store->shared() || shutting_down_) return {};
-  auto checked = deps_.store->check_connection();
-  let_go_lost_claims();
-  return checked;
+asio::awaitable<Result<void>> SessionService::check_claims() {
+  if (!deps_.store->shared() || shutting_down_) co_return Result<void>{};
+  auto self = shared_from_this();
+  // Both in one store call: the claims a broken connection lost are known once it is checked.
+  // (the connection's outcome, the claims lost)
+  using Checked = std::pair<Result<void>, std::vector<std::string>>;
+  auto check = [](SessionStore& s) -> Result<Checked> {
+    auto connection = s.check_connection();
+    return Checked{std::move(connection), s.lost_claims()};
+  };
+  auto checked = co_await deps_.store->run(std::move(check));
+  if (!checked) co_return checked.error();
+  let_go_lost_claims(checked->second);
+  co_return checked->first;
 }
 
-void SessionService::let_go_lost_claims() {
-  for (const auto& session_id : deps_.store->lost_claims()) {
+void SessionService::let_go_lost_claims(const std::vector<std::string>& lost) {
+  for (const auto& session_id : lost) {
     // A turn whose end waits to be stored held it: that write is refused now (the other node's).
     unstored_ends_.erase(session_id);
-    if (!running(session_id)) continue;
+    if (!turns_.count(session_id)) continue;
     log::warn("session ", session_id,
               ": another node took its turn over while this node was cut off from the store");
     turns_.at(session_id)->disowned = true;
@@ -93,15 +123,28 @@ void SessionService::release_stored_ends() {
       ++it;
       continue;
     }
-    deps_.store->release(*it);
+    deps_.store->post([id = *it](SessionStore& s) { s.release(id); });
     it = unstored_ends_.erase(it);
   }
 }
 
-Result<Recovered> SessionService::recover_turns(const std::string& reason) {
-  auto open = deps_.store->open_messages();
+std::set<std::string> SessionService::busy_here() const {
+  std::set<std::string> busy = unstored_ends_;
+  for (const auto& [id, turn] : turns_)
+    busy.insert(id);
+  busy.insert(starting_.begin(), starting_.end());
+  for (const auto& [id, holds] : held_)
+    busy.insert(id);
+  return busy;
+}
+
+Result<SessionService::Recoverable> SessionService::find_recoverable(
+    SessionStore& store, const std::map<std::string, Agent>& agents,
+    const provider::ProviderSet& providers, const std::string& reason,
+    const std::set<std::string>& skip) {
+  auto open = store.open_messages();
   if (!open) return open.error();
-  auto waits = deps_.store->waits();
+  auto waits = store.waits();
   if (!waits) return waits.error();
   // On a shared store, the sessions whose claim no node holds: those of nodes that stopped.
   std::optional<std::set<std::string>> mine;
@@ -114,8 +157,8 @@ Result<Recovered> SessionService::recover_turns(const std::string& reason) {
         for (const auto& id : *sessions)
           store.release(id);
     }
-  } give_back{*deps_.store, mine};
-  if (deps_.store->shared()) {
+  } give_back{store, mine};
+  if (store.shared()) {
     mine.emplace();
     std::set<std::string> candidates;
     for (const auto& m : *open)
@@ -124,31 +167,24 @@ Result<Recovered> SessionService::recover_turns(const std::string& reason) {
       candidates.insert(w.session_id);
     for (const auto& session_id : candidates) {
       // This node's own turn (its claim is re-entrant), or one whose end waits to be stored.
-      if (running(session_id) || unstored_ends_.count(session_id)) continue;
-      auto claimed = deps_.store->claim(session_id);
+      if (skip.count(session_id)) continue;
+      auto claimed = store.claim(session_id);
       if (!claimed) return claimed.error();
       if (*claimed) mine->insert(session_id);
     }
-    if (mine->empty()) return Recovered{};
+    if (mine->empty()) return Recoverable{};
     // Read again now that they are claimed: what was read before may be of a turn that another
     // node ended (and gave up its claim) in between.
-    open = deps_.store->open_messages();
+    open = store.open_messages();
     if (!open) return open.error();
-    waits = deps_.store->waits();
+    waits = store.waits();
     if (!waits) return waits.error();
     std::erase_if(*open,
                   [&](const MessageWithParts& m) { return !mine->count(m.info.session_id); });
     std::erase_if(*waits, [&](const Wait& w) { return !mine->count(w.session_id); });
   }
-  struct Resumable {
-    std::shared_ptr<Turn> turn;
-    ResolvedPrompt prompt;
-    MessageWithParts open;
-    std::vector<Wait> waits;
-    int steps_done = 0;
-    std::map<std::string, bool> switches;
-  };
-  std::map<std::string, Resumable> resumable;  // by session: its newest open message
+  Recoverable found;
+  auto& resumable = found.resumable;  // by session: its newest open message
   for (auto& m : *open) {
     resumable.erase(m.info.session_id);
     if (m.info.role != MessageInfo::Role::Assistant || m.info.summary) continue;
@@ -160,19 +196,19 @@ Result<Recovered> SessionService::recover_turns(const std::string& reason) {
     for (const auto& w : *waits)
       if (w.message_id == m.info.id && w.session_id == m.info.session_id) its.push_back(w);
     if (!answered || its.empty()) continue;
-    auto session = deps_.store->get_session(m.info.session_id);
+    auto session = store.get_session(m.info.session_id);
     // A sub-session's turn ends with its parent's (the task tool's call failed with the server).
     if (!session || !*session || !(*session)->parent_id.empty()) continue;
     PromptInput as_before;
     as_before.agent = m.info.agent;
     as_before.model = m.info.provider_id + "/" + m.info.model_id;
-    auto prompt = resolve_prompt(deps_.agents, deps_.providers, as_before);
+    auto prompt = resolve_prompt(agents, providers, as_before);
     if (!prompt) {
       log::warn("session ", m.info.session_id, ": its waiting turn cannot go on (",
                 prompt.error().message, ")");
       continue;
     }
-    auto stored = deps_.store->list_messages(m.info.session_id);
+    auto stored = store.list_messages(m.info.session_id);
     if (!stored) return stored.error();
     int steps_done = static_cast<int>(
         std::count_if(stored->begin(), stored->end(), [&](const MessageWithParts& s) {
@@ -195,12 +231,27 @@ Result<Recovered> SessionService::recover_turns(const std::string& reason) {
     for (const auto& w : r.waits)
       keep_waits.insert(w.id);
   }
-  auto failed = deps_.store->fail_interrupted_turns(reason, keep, keep_waits, mine);
+  auto failed = store.fail_interrupted_turns(reason, keep, keep_waits, mine);
   if (!failed) return failed.error();
-  for (auto& [sid, r] : resumable) {
-    if (mine) mine->erase(sid);  // claimed by its turn now, given back at its end
+  found.failed = failed->size();
+  if (mine)
+    for (const auto& [sid, r] : resumable)
+      mine->erase(sid);  // claimed by its turn now, given back at its end
+  return found;
+}
+
+Recovered SessionService::start_recovered(Recoverable found) {
+  Recovered recovered{found.failed, 0};
+  for (auto& [sid, r] : found.resumable) {
+    // A turn or an edit began here while the store was read (take_over runs beside the loop):
+    // it has the session now, and what the other node left stays open for a later round.
+    if (busy(sid)) {
+      if (deps_.store->shared()) deps_.store->post([id = sid](SessionStore& s) { s.release(id); });
+      continue;
+    }
     turns_[sid] = r.turn;
     status_->set(sid, json::object{{"type", "busy"}});
+    ++recovered.resumed;
     asio::co_spawn(deps_.executor,
                    resume(std::move(r.turn), std::move(r.prompt), std::move(r.open),
                           std::move(r.waits), r.steps_done, std::move(r.switches)),
@@ -208,7 +259,7 @@ Result<Recovered> SessionService::recover_turns(const std::string& reason) {
                      if (ex) log::error("a resumed turn crashed");
                    });
   }
-  return Recovered{failed->size(), resumable.size()};
+  return recovered;
 }
 
 asio::awaitable<void> SessionService::resume(std::shared_ptr<Turn> turn, ResolvedPrompt prompt,
@@ -224,16 +275,16 @@ asio::awaitable<void> SessionService::resume(std::shared_ptr<Turn> turn, Resolve
 
 // ---- sessions -------------------------------------------------------------------------------
 
-Result<SessionInfo> SessionService::create_session(CreateInput input) {
+asio::awaitable<Result<SessionInfo>> SessionService::create_session(CreateInput input) {
+  auto self = shared_from_this();
   if (!input.parent_id.empty()) {
-    auto parent = deps_.store->get_session(input.parent_id);
-    if (!parent) return parent.error();
+    auto parent = co_await deps_.store->call(&SessionStore::get_session, input.parent_id);
+    if (!parent) co_return parent.error();
     if (!*parent)
-      return make_error(ErrorCode::InvalidRequest,
-                        "parentID: there is no session " + input.parent_id);
+      co_return make_error(ErrorCode::InvalidRequest,
+                           "parentID: there is no session " + input.parent_id);
     // A client's session has children of that client only.
-    if (auto owned = validate_client_session(input.client_id, input.parent_id); !owned)
-      return owned.error();
+    if (auto owned = client_may_use(input.client_id, **parent); !owned) co_return owned.error();
   }
   SessionInfo s;
   s.id = ids::make("ses");
@@ -245,64 +296,72 @@ Result<SessionInfo> SessionService::create_session(CreateInput input) {
   s.parent_id = std::move(input.parent_id);
   s.permission = std::move(input.permission);
   s.created = s.updated = now_ms();
-  if (auto r = deps_.store->put_session(s); !r) return r.error();
+  if (auto r = co_await deps_.store->call(&SessionStore::put_session, s); !r) co_return r.error();
   deps_.bus->publish("session.created", json::object{{"sessionID", s.id}, {"info", to_json(s)}});
-  return s;
+  co_return s;
 }
 
-Result<std::vector<SessionInfo>> SessionService::list_sessions() {
-  return deps_.store->list_sessions();
+asio::awaitable<Result<std::vector<SessionInfo>>> SessionService::list_sessions() {
+  co_return co_await deps_.store->call(&SessionStore::list_sessions);
 }
 
-Result<SessionInfo> SessionService::get_session(const std::string& id) {
-  auto s = deps_.store->get_session(id);
-  if (!s) return s.error();
-  if (!*s) return make_error(ErrorCode::NotFound, "Session not found: " + id);
-  return std::move(**s);
+asio::awaitable<Result<SessionInfo>> SessionService::get_session(std::string id) {
+  auto s = co_await deps_.store->call(&SessionStore::get_session, id);
+  if (!s) co_return s.error();
+  if (!*s) co_return make_error(ErrorCode::NotFound, "Session not found: " + id);
+  co_return std::move(**s);
 }
 
-Result<void> SessionService::validate_client_session(const std::string& client_id,
-                                                     const std::string& session_id) {
-  auto s = deps_.store->get_session(session_id);
-  if (!s) return s.error();
-  // An unknown id protects nothing (ids are the server's, unguessable); a session without a
-  // client is open to every client.
-  if (!*s || (*s)->client_id.empty() || (*s)->client_id == client_id) return {};
+asio::awaitable<Result<void>> SessionService::validate_client_session(std::string client_id,
+                                                                      std::string session_id) {
+  auto s = co_await deps_.store->call(&SessionStore::get_session, session_id);
+  if (!s) co_return s.error();
+  // An unknown id protects nothing (ids are the server's, unguessable).
+  if (!*s) co_return Result<void>{};
+  co_return client_may_use(client_id, **s);
+}
+
+Result<void> SessionService::client_may_use(const std::string& client_id, const SessionInfo& s) {
+  // A session without a client is open to every client.
+  if (s.client_id.empty() || s.client_id == client_id) return {};
   return make_error(ErrorCode::Forbidden,
-                    "session " + session_id + " belongs to another client; " +
+                    "session " + s.id + " belongs to another client; " +
                         (client_id.empty() ? std::string("only that client may use it")
                                            : "client \"" + client_id + "\" may not use it"));
 }
 
-Result<void> SessionService::delete_session(const std::string& id) {
+asio::awaitable<Result<void>> SessionService::delete_session(std::string id) {
+  auto self = shared_from_this();
   // A turn running here is aborted below; one on another node would store the session again.
-  auto hold = hold_unless_running(id);
-  if (!hold) return hold.error();
-  auto s = get_session(id);
-  if (!s) return s.error();
+  auto hold = co_await hold_unless_running(id);
+  if (!hold) co_return hold.error();
+  auto s = co_await get_session(id);
+  if (!s) co_return s.error();
   writer_->forget_session(id);
   conversations_->forget(id);
   abort(id, "the session was deleted");
   deps_.permissions->forget_session(id);
-  auto r = deps_.store->delete_session(id);
-  if (!r) return r.error();
+  auto r = co_await deps_.store->call(&SessionStore::delete_session, id);
+  if (!r) co_return r.error();
   deps_.bus->publish("session.deleted", json::object{{"sessionID", id}, {"info", to_json(*s)}});
-  return {};
+  co_return Result<void>{};
 }
 
-Result<std::vector<MessageWithParts>> SessionService::messages(const std::string& session_id,
-                                                               std::size_t limit) {
-  if (auto s = get_session(session_id); !s) return s.error();
+asio::awaitable<Result<std::vector<MessageWithParts>>> SessionService::messages(
+    std::string session_id, std::size_t limit) {
+  auto self = shared_from_this();
+  if (auto s = co_await get_session(session_id); !s) co_return s.error();
   // What turns have not stored yet (within the write delay), so that it is listed.
-  writer_->write_pending();
-  return deps_.store->list_messages(session_id, limit);
+  co_await writer_->store_pending();
+  co_return co_await deps_.store->call(&SessionStore::list_messages, session_id, limit);
 }
 
-Result<std::string> SessionService::todos(const std::string& session_id) {
-  if (auto s = get_session(session_id); !s) return s.error();
-  auto text = deps_.store->get_todos(session_id);
-  if (!text) return text.error();
-  return text->empty() ? std::string("[]") : std::move(*text);
+asio::awaitable<Result<std::string>> SessionService::todos(std::string session_id) {
+  auto self = shared_from_this();
+  if (auto s = co_await get_session(session_id); !s) co_return s.error();
+  auto text = co_await deps_.store->call(&SessionStore::get_todos, session_id);
+  if (!text) co_return text.error();
+  co_return text->empty() ? std::string("[]") : std::move(*text);
 }
 
 // ---- status ---------------------------------------------------------------------------------
@@ -313,33 +372,44 @@ json::object SessionService::status() const {
 
 // ---- turns ----------------------------------------------------------------------------------
 
-Result<std::shared_ptr<Turn>> SessionService::begin_turn(
-    const std::string& session_id, const std::function<Result<void>(const SessionInfo&)>& ready) {
-  if (shutting_down_) return make_error(ErrorCode::Unavailable, "Server shutting down");
-  if (turns_.count(session_id))
-    return make_error(ErrorCode::Conflict, "Session " + session_id + " is busy with another turn");
+asio::awaitable<Result<std::shared_ptr<Turn>>> SessionService::begin_turn(std::string session_id,
+                                                                          Ready ready) {
+  auto self = shared_from_this();
+  if (shutting_down_) co_return make_error(ErrorCode::Unavailable, "Server shutting down");
+  if (running(session_id))
+    co_return make_error(ErrorCode::Conflict,
+                         "Session " + session_id + " is busy with another turn");
+  if (busy(session_id)) co_return busy_error(session_id);
+  // Reserved while the store is read: a second prompt meanwhile is refused, not a second turn.
+  starting_.insert(session_id);
+  struct Unreserve {
+    std::set<std::string>& starting;
+    const std::string& id;
+    ~Unreserve() { starting.erase(id); }
+  } unreserve{starting_, session_id};
   // Another node's turn (a cluster's shared store); the claim goes with the turn (end_turn).
   // Claimed before the session is read: another node's turn that ended just now has stored it.
-  auto hold = hold_idle(session_id);
-  if (!hold) return hold.error();
-  auto session = get_session(session_id);
-  if (!session) return session.error();
+  auto hold = co_await claim(session_id);
+  if (!hold) co_return hold.error();
+  auto session = co_await get_session(session_id);
+  if (!session) co_return session.error();
   // Refused here, not in the turn: prompt_async's caller hears it.
-  if (auto rules = readable_rules(*session); !rules) return rules.error();
+  if (auto rules = readable_rules(*session); !rules) co_return rules.error();
   auto turn = std::make_shared<Turn>();
   turn->session = std::move(*session);
   // Before the revert is made final: a request refused here must leave it to unrevert.
   if (ready)
-    if (auto r = ready(turn->session); !r) return r.error();
+    if (auto r = co_await ready(turn->session); !r) co_return r.error();
   if (turn->session.revert) {
-    auto settled = settle_revert(std::move(turn->session));
-    if (!settled) return settled.error();
+    auto settled = co_await settle_revert(std::move(turn->session));
+    if (!settled) co_return settled.error();
     turn->session = std::move(*settled);
   }
+  if (shutting_down_) co_return make_error(ErrorCode::Unavailable, "Server shutting down");
   hold->keep();
   turns_[session_id] = turn;
   status_->set(session_id, json::object{{"type", "busy"}});
-  return turn;
+  co_return turn;
 }
 
 void SessionService::end_turn(const std::string& session_id) {
@@ -369,7 +439,7 @@ void SessionService::end_turn(const std::string& session_id) {
   if (unstored)
     unstored_ends_.insert(session_id);
   else
-    deps_.store->release(session_id);
+    deps_.store->post([session_id](SessionStore& s) { s.release(session_id); });
   status_->set(session_id, json::object{{"type", "idle"}});
 }
 
@@ -430,14 +500,16 @@ asio::awaitable<Result<MessageWithParts>> SessionService::prompt(std::string ses
   // Looked up once the session is known to be free (a busy session is a Conflict whatever the
   // prompt names), and before a pending revert is made final (a refused prompt leaves it).
   std::optional<ResolvedPrompt> resolved;
-  auto turn = begin_turn(session_id, [&](const SessionInfo& session) -> Result<void> {
+  // Named: GCC 12 and a conversion inside co_await.
+  Ready ready = [&](const SessionInfo& session) -> asio::awaitable<Result<void>> {
     auto found = resolve_prompt(deps_.agents, deps_.providers, input);
-    if (!found) return found.error();
+    if (!found) co_return found.error();
     if (auto read = read_prompt_files(input, session.directory, options_.files, *found); !read)
-      return read.error();
+      co_return read.error();
     resolved = std::move(*found);
-    return {};
-  });
+    co_return Result<void>{};
+  };
+  auto turn = co_await begin_turn(session_id, std::move(ready));
   if (!turn) co_return turn.error();
   auto result = co_await processor_->run_turn(*turn, std::move(input), std::move(*resolved));
   end_turn(session_id);
@@ -455,12 +527,13 @@ asio::awaitable<Result<bool>> SessionService::summarize(std::string session_id,
   // Looked up once the session is known to be free (a busy session is a Conflict whatever the
   // request names), as for a prompt.
   std::optional<ResolvedPrompt> resolved;
-  auto turn = begin_turn(session_id, [&](const SessionInfo&) -> Result<void> {
-    // The session's agent and model (its last prompt's) unless the request names a model: the
-    // summary needs the context the conversation was held in, and the turn after it goes on as
-    // the session did. A stored choice the config no longer has falls back to the defaults.
-    auto stored = messages(session_id);
-    if (!stored) return stored.error();
+  Ready ready = [&](const SessionInfo&) -> asio::awaitable<Result<void>> {
+    // The session's agent and model (its last prompt's) unless the request names a model:
+    // the summary needs the context the conversation was held in, and the turn after it
+    // goes on as the session did. A stored choice the config no longer has falls back to the
+    // defaults.
+    auto stored = co_await messages(session_id);
+    if (!stored) co_return stored.error();
     auto last = std::find_if(stored->rbegin(), stored->rend(), [](const MessageWithParts& m) {
       return m.info.role == MessageInfo::Role::User && !m.info.provider_id.empty();
     });
@@ -471,14 +544,15 @@ asio::awaitable<Result<bool>> SessionService::summarize(std::string session_id,
       if (auto found = resolve_prompt(deps_.agents, deps_.providers, as_before)) {
         input = std::move(as_before);
         resolved = std::move(*found);
-        return {};
+        co_return Result<void>{};
       }
     }
     auto found = resolve_prompt(deps_.agents, deps_.providers, input);
-    if (!found) return found.error();
+    if (!found) co_return found.error();
     resolved = std::move(*found);
-    return {};
-  });
+    co_return Result<void>{};
+  };
+  auto turn = co_await begin_turn(session_id, std::move(ready));
   if (!turn) co_return turn.error();
   auto summary = co_await processor_->run_turn(*turn, input, *resolved);
   // The conversation in memory holds everything before the summary and the request for it:
@@ -505,17 +579,20 @@ asio::awaitable<Result<bool>> SessionService::summarize(std::string session_id,
   co_return summarized;
 }
 
-Result<void> SessionService::prompt_async(std::string session_id, PromptInput input) {
-  auto session = get_session(session_id);
-  if (!session) return session.error();
+asio::awaitable<Result<void>> SessionService::prompt_async(std::string session_id,
+                                                           PromptInput input) {
+  auto self = shared_from_this();
+  auto session = co_await get_session(session_id);
+  if (!session) co_return session.error();
   // Checked before the turn starts: once prompt_async has answered 204, an unknown agent or
   // model (or an unreadable file) would reach nobody but the log.
   auto resolved = resolve_prompt(deps_.agents, deps_.providers, input);
-  if (!resolved) return resolved.error();
+  if (!resolved) co_return resolved.error();
   if (auto read = read_prompt_files(input, session->directory, options_.files, *resolved); !read)
-    return read.error();
-  auto turn = begin_turn(session_id);
-  if (!turn) return turn.error();
+    co_return read.error();
+  Ready checked_above;
+  auto turn = co_await begin_turn(session_id, std::move(checked_above));
+  if (!turn) co_return turn.error();
   asio::co_spawn(
       deps_.executor,
       [self = shared_from_this(), turn = *turn, input = std::move(input),
@@ -532,24 +609,29 @@ Result<void> SessionService::prompt_async(std::string session_id, PromptInput in
           log::error("turn crashed: ", ex.what());
         }
       });
-  return {};
+  co_return Result<void>{};
 }
 
-Result<std::string> SessionService::remove_last_answer(const std::string& session_id) {
-  auto idle = hold_idle(session_id);
-  if (!idle) return idle.error();
-  auto all = messages(session_id);
-  if (!all) return all.error();
+asio::awaitable<Result<std::string>> SessionService::remove_last_answer(std::string session_id) {
+  auto self = shared_from_this();
+  auto idle = co_await hold_idle(session_id);
+  if (!idle) co_return idle.error();
+  auto all = co_await messages(session_id);
+  if (!all) co_return all.error();
   auto last_user = std::find_if(all->rbegin(), all->rend(), [](const MessageWithParts& m) {
     return m.info.role == MessageInfo::Role::User;
   });
   if (last_user == all->rend())
-    return make_error(ErrorCode::NotFound, "Session " + session_id + " has no message to answer");
-  if (auto r = deps_.store->delete_messages_after(session_id, last_user->info.id); !r)
-    return r.error();
+    co_return make_error(ErrorCode::NotFound,
+                         "Session " + session_id + " has no message to answer");
+  std::string answered = last_user->info.id;
+  if (auto r =
+          co_await deps_.store->call(&SessionStore::delete_messages_after, session_id, answered);
+      !r)
+    co_return r.error();
   // The model must not see the answer it is asked to replace.
   conversations_->forget(session_id);
-  return last_user->info.id;
+  co_return answered;
 }
 
 asio::awaitable<Result<tool::TaskOutcome>> SessionService::run_subtask(tool::TaskRequest request) {
@@ -557,8 +639,9 @@ asio::awaitable<Result<tool::TaskOutcome>> SessionService::run_subtask(tool::Tas
   input.title = request.description + " (@" + request.agent + " subagent)";
   input.parent_id = request.parent_session_id;
   // The sub-session belongs to the parent's client, so it offers that client's tools only.
-  if (auto parent = get_session(request.parent_session_id)) input.client_id = parent->client_id;
-  auto child = create_session(std::move(input));
+  if (auto parent = co_await get_session(request.parent_session_id))
+    input.client_id = parent->client_id;
+  auto child = co_await create_session(std::move(input));
   if (!child) co_return child.error();
   AbortSignal::Registration on_abort(request.abort, [weak = weak_from_this(), id = child->id] {
     if (auto self = weak.lock()) self->abort(id, "the parent turn was aborted");
@@ -583,20 +666,20 @@ asio::awaitable<Result<tool::TaskOutcome>> SessionService::run_subtask(tool::Tas
   co_return tool::TaskOutcome{child->id, text};
 }
 
-Result<std::vector<tool::ToolPtr>> SessionService::offered_tools(
-    const std::string& session_id, const std::string& agent_name,
-    const std::map<std::string, bool>& switches) {
+asio::awaitable<Result<std::vector<tool::ToolPtr>>> SessionService::offered_tools(
+    std::string session_id, std::string agent_name, std::map<std::string, bool> switches) {
+  auto self = shared_from_this();
   std::optional<SessionInfo> session;
   if (!session_id.empty()) {
-    auto s = get_session(session_id);
-    if (!s) return s.error();
+    auto s = co_await get_session(session_id);
+    if (!s) co_return s.error();
     session = std::move(*s);
   }
   auto agent = deps_.agents.find(agent_name.empty() ? "build" : agent_name);
   if (agent == deps_.agents.end())
-    return make_error(ErrorCode::NotFound, "Unknown agent: " + agent_name);
-  return session::offered_tools(agent->second, session ? &*session : nullptr, deps_.config_rules,
-                                *deps_.permissions, *deps_.tools, switches);
+    co_return make_error(ErrorCode::NotFound, "Unknown agent: " + agent_name);
+  co_return session::offered_tools(agent->second, session ? &*session : nullptr, deps_.config_rules,
+                                   *deps_.permissions, *deps_.tools, switches);
 }
 
 }  // namespace sb::session

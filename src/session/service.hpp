@@ -72,34 +72,50 @@ struct ShellInput {
   std::string command;
 };
 
-// Held while this node changes a session outside a turn (an edit, a revert): on a store that
-// several nodes share, no other node's turn can start on the session meanwhile
-// (SessionStore::claim). Gives the claim back when it goes. Move-only.
+// Held while this node changes a session outside a turn (an edit, a revert, a turn's start): no
+// turn or other change of the session begins on this node meanwhile (`ended` tells the service
+// when the hold goes), and on a store that several nodes share no other node's turn can start on
+// it either (SessionStore::claim, given back when the hold goes). Move-only.
 class SessionHold {
  public:
   SessionHold() = default;
-  SessionHold(std::shared_ptr<SessionStore> store, std::string session_id)
-      : store_(std::move(store)), session_id_(std::move(session_id)) {}
+  SessionHold(std::string session_id, std::function<void()> ended)
+      : session_id_(std::move(session_id)), ended_(std::move(ended)) {}
   SessionHold(SessionHold&& other) noexcept
-      : store_(std::move(other.store_)), session_id_(std::move(other.session_id_)) {}
+      : store_(std::move(other.store_)),
+        session_id_(std::move(other.session_id_)),
+        ended_(std::exchange(other.ended_, nullptr)) {}
   SessionHold& operator=(SessionHold&& other) noexcept {
     if (this != &other) {
       give_back();
       store_ = std::move(other.store_);
       session_id_ = std::move(other.session_id_);
+      ended_ = std::exchange(other.ended_, nullptr);
     }
     return *this;
   }
   ~SessionHold() { give_back(); }
+  // The store's claim is taken: it is given back with the hold.
+  void claimed(std::shared_ptr<SessionStore> store) { store_ = std::move(store); }
   // The claim outlives the hold: a turn keeps it to its end (SessionService::end_turn).
-  void keep() { store_ = nullptr; }
+  void keep() {
+    store_ = nullptr;
+    end();
+  }
 
  private:
+  void end() {
+    if (auto ended = std::exchange(ended_, nullptr)) ended();
+  }
   void give_back() {
-    if (auto store = std::exchange(store_, nullptr)) store->release(session_id_);
+    end();
+    // Not waited for: later calls to the store come after it.
+    if (auto store = std::exchange(store_, nullptr))
+      store->post([id = std::move(session_id_)](SessionStore& s) { s.release(id); });
   }
   std::shared_ptr<SessionStore> store_;
   std::string session_id_;
+  std::function<void()> ended_;
 };
 
 class SessionService : public std::enable_shared_from_this<SessionService> {
@@ -116,44 +132,51 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // node whose claim another node took while this one was cut off from the store are let go
   // (stopped here without storing their end; the other node has them). Call when a node went
   // away, and now and then.
-  Result<Recovered> take_over();
+  boost::asio::awaitable<Result<Recovered>> take_over();
   // A node of a cluster, now and then (each lease round): checks the store's connection (which
   // connects again if it broke) and lets go of turns whose claim another node took meanwhile,
   // so that a node whose turns only wait learns of it before their next write.
-  Result<void> check_claims();
+  boost::asio::awaitable<Result<void>> check_claims();
 
   const ServiceOptions& options() const { return options_; }
 
-  Result<SessionInfo> create_session(CreateInput input);
-  Result<std::vector<SessionInfo>> list_sessions();
-  Result<SessionInfo> get_session(const std::string& id);
-  Result<void> delete_session(const std::string& id);
+  // What reads or writes the store is a coroutine: on PostgreSQL the store answers on a thread of
+  // its own (SessionStore::call) while the event loop goes on.
+  boost::asio::awaitable<Result<SessionInfo>> create_session(CreateInput input);
+  boost::asio::awaitable<Result<std::vector<SessionInfo>>> list_sessions();
+  boost::asio::awaitable<Result<SessionInfo>> get_session(std::string id);
+  boost::asio::awaitable<Result<void>> delete_session(std::string id);
   // Seed 000's validateClientSession: Forbidden when `session_id` belongs to another client.
   // Sessions created without a client, and ids that name no session, are open to every client.
-  Result<void> validate_client_session(const std::string& client_id, const std::string& session_id);
+  boost::asio::awaitable<Result<void>> validate_client_session(std::string client_id,
+                                                               std::string session_id);
+  // The same for a session read already.
+  static Result<void> client_may_use(const std::string& client_id, const SessionInfo& session);
   // `limit` > 0: the newest `limit` messages only (oldest first still).
-  Result<std::vector<MessageWithParts>> messages(const std::string& session_id,
-                                                 std::size_t limit = 0);
+  boost::asio::awaitable<Result<std::vector<MessageWithParts>>> messages(std::string session_id,
+                                                                         std::size_t limit = 0);
 
   // ---- editing sessions (service_edit.cpp) ----
   // Title, archive time, more rules; publishes session.updated. Rules and title changes do not
   // move the session in the list (its `updated` stays), as OpenCode's.
-  Result<SessionInfo> update_session(const std::string& id, SessionUpdate update);
+  boost::asio::awaitable<Result<SessionInfo>> update_session(std::string id, SessionUpdate update);
   // The sessions whose parentID is `id` (the task tool's sub-sessions), oldest first.
-  Result<std::vector<SessionInfo>> children(const std::string& id);
+  boost::asio::awaitable<Result<std::vector<SessionInfo>>> children(std::string id);
   // NotFound for an unknown message or one of another session.
-  Result<MessageWithParts> message(const std::string& session_id, const std::string& message_id);
+  boost::asio::awaitable<Result<MessageWithParts>> message(std::string session_id,
+                                                           std::string message_id);
   // A new session with copies (new ids) of the messages before `message_id` (all when absent):
   // title "<title> (fork #N)", the source's client and rules, no parent. Of a running session
   // only what precedes the running turn's user message is copied.
-  Result<SessionInfo> fork(const std::string& session_id,
-                           const std::optional<std::string>& message_id);
+  boost::asio::awaitable<Result<SessionInfo>> fork(std::string session_id,
+                                                   std::optional<std::string> message_id);
   // Delete one stored message, or one part of it; Conflict while a turn runs.
-  Result<void> delete_message(const std::string& session_id, const std::string& message_id);
-  Result<void> delete_part(const std::string& session_id, const std::string& message_id,
-                           const std::string& part_id);
+  boost::asio::awaitable<Result<void>> delete_message(std::string session_id,
+                                                      std::string message_id);
+  boost::asio::awaitable<Result<void>> delete_part(std::string session_id, std::string message_id,
+                                                   std::string part_id);
   // Replaces a stored part (same id, message and session); Conflict while a turn runs.
-  Result<Part> update_part(Part part);
+  boost::asio::awaitable<Result<Part>> update_part(Part part);
 
   // ---- shell (shell.cpp) ----
   // Runs the user's command with the bash tool as a turn of its own: a user message and an
@@ -165,22 +188,22 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // Reverts the session to a message (or a part of it): files that edit/write changed from
   // there on are put back, the session is marked reverted. Conflict while a turn runs,
   // NotFound for a message or part the session does not have.
-  Result<SessionInfo> revert(const std::string& session_id, const std::string& message_id,
-                             const std::string& part_id);
+  boost::asio::awaitable<Result<SessionInfo>> revert(std::string session_id, std::string message_id,
+                                                     std::string part_id);
   // Undoes the revert (files as they were before it); a session not reverted is returned as is.
-  Result<SessionInfo> unrevert(const std::string& session_id);
+  boost::asio::awaitable<Result<SessionInfo>> unrevert(std::string session_id);
   // OpenCode's FileDiff list of a message's turn (empty id: the whole session).
-  Result<json::array> diff(const std::string& session_id, const std::string& message_id);
+  boost::asio::awaitable<Result<json::array>> diff(std::string session_id, std::string message_id);
 
   // The session's todo list (todowrite's) as the JSON text of an array, "[]" for none.
-  Result<std::string> todos(const std::string& session_id);
+  boost::asio::awaitable<Result<std::string>> todos(std::string session_id);
 
   // Runs a turn to its end and returns the last assistant message with its parts. Conflict
   // when the session is already running one.
   boost::asio::awaitable<Result<MessageWithParts>> prompt(std::string session_id,
                                                           PromptInput input);
   // Starts a turn and returns at once.
-  Result<void> prompt_async(std::string session_id, PromptInput input);
+  boost::asio::awaitable<Result<void>> prompt_async(std::string session_id, PromptInput input);
   // Summarizes the conversation (OpenCode's compaction) with the model (`model`, else the
   // default agent's or the default): a user message with a compaction part, answered by an
   // assistant message with `summary: true`; from then on the model sees the conversation from
@@ -193,8 +216,16 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   // Takes back the last answer to have it made again (a chat's regenerate): the messages after
   // the last user message are deleted, as a revert, and that message's id is returned for
   // PromptInput::answer_again. Conflict while a turn runs; NotFound without a user message.
-  Result<std::string> remove_last_answer(const std::string& session_id);
-  bool running(const std::string& session_id) const { return turns_.count(session_id) > 0; }
+  boost::asio::awaitable<Result<std::string>> remove_last_answer(std::string session_id);
+  // A turn runs, or is starting (its session is being read).
+  bool running(const std::string& session_id) const {
+    return turns_.count(session_id) > 0 || starting_.count(session_id) > 0;
+  }
+  // A turn runs or starts, or this node is changing the session (SessionHold): no other turn or
+  // change begins.
+  bool busy(const std::string& session_id) const {
+    return running(session_id) || held_.count(session_id) > 0;
+  }
   // Ends the running turn now: tools are cancelled, their parts end in error. False when idle.
   bool abort(const std::string& session_id, const std::string& reason = "aborted by the user");
   // {sessionID: {type: "busy" | "retry" | "awaiting-input", ...}} for sessions that are not idle.
@@ -209,44 +240,68 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   const provider::ProviderSet& providers() const { return deps_.providers; }
   const std::map<std::string, Agent>& agents() const { return deps_.agents; }
   // The tools the model would be offered in this session with this agent (GET /tool).
-  Result<std::vector<tool::ToolPtr>> offered_tools(
-      const std::string& session_id, const std::string& agent,
-      const std::map<std::string, bool>& switches = {});
+  boost::asio::awaitable<Result<std::vector<tool::ToolPtr>>> offered_tools(
+      std::string session_id, std::string agent, std::map<std::string, bool> switches);
 
  private:
   SessionService(ServiceDeps deps, ServiceOptions options);
 
-  // Registers the session's turn (Conflict while one runs). `ready` (when set) checks the
-  // request once the session is known to be free, before anything changes: a refused request
-  // (its error returned) leaves a pending revert as it is; otherwise the revert is made final.
-  Result<std::shared_ptr<Turn>> begin_turn(
-      const std::string& session_id,
-      const std::function<Result<void>(const SessionInfo&)>& ready = {});
+  // Registers the session's turn (Conflict while one runs or starts). `ready` (when set) checks
+  // the request once the session is known to be free, before anything changes: a refused
+  // request (its error returned) leaves a pending revert as it is; otherwise the revert is made
+  // final.
+  using Ready = std::function<boost::asio::awaitable<Result<void>>(const SessionInfo&)>;
+  boost::asio::awaitable<Result<std::shared_ptr<Turn>>> begin_turn(std::string session_id,
+                                                                   Ready ready);
   void end_turn(const std::string& session_id);
   // A turn recover() found waiting (begun there), run on until it ends.
   boost::asio::awaitable<void> resume(std::shared_ptr<Turn> turn, ResolvedPrompt prompt,
                                       MessageWithParts open, std::vector<Wait> waits,
                                       int steps_done, std::map<std::string, bool> switches);
   // A prompt to a reverted session first makes the revert final (service_revert.cpp).
-  Result<SessionInfo> settle_revert(SessionInfo session);
+  boost::asio::awaitable<Result<SessionInfo>> settle_revert(SessionInfo session);
   // Conflict while the session runs a turn, here or on another node (edits of its stored
   // messages, reverts); held, no other node's turn starts on it until the hold goes.
-  Result<SessionHold> hold_idle(const std::string& session_id);
+  boost::asio::awaitable<Result<SessionHold>> hold_idle(std::string session_id);
   // The same for a change that a turn running here takes in (a title, a delete): no hold then.
-  Result<SessionHold> hold_unless_running(const std::string& session_id);
+  boost::asio::awaitable<Result<SessionHold>> hold_unless_running(std::string session_id);
+  // The hold itself (SessionStore::claim), whatever runs here.
+  boost::asio::awaitable<Result<SessionHold>> claim(std::string session_id);
+  // The Conflict of a busy() session.
+  Error busy_error(const std::string& session_id) const;
   // Lost claims (SessionStore::lost_claims): their turns stop here, disowned.
-  void let_go_lost_claims();
+  void let_go_lost_claims(const std::vector<std::string>& lost);
   // Gives back the claims of ended turns whose last write is stored now.
   void release_stored_ends();
   // recover() and take_over(): the open turns of the sessions this node can claim (all of them
-  // on a store of its own).
-  Result<Recovered> recover_turns(const std::string& reason);
+  // on a store of its own), found by find_recoverable (store calls only: on the store's thread
+  // for take_over) and started by start_recovered. `skip`: sessions that run or wait to store
+  // their end here.
+  struct Resumable {
+    std::shared_ptr<Turn> turn;
+    ResolvedPrompt prompt;
+    MessageWithParts open;
+    std::vector<Wait> waits;
+    int steps_done = 0;
+    std::map<std::string, bool> switches;
+  };
+  struct Recoverable {
+    std::map<std::string, Resumable> resumable;  // by session
+    std::size_t failed = 0;
+  };
+  static Result<Recoverable> find_recoverable(SessionStore& store,
+                                              const std::map<std::string, Agent>& agents,
+                                              const provider::ProviderSet& providers,
+                                              const std::string& reason,
+                                              const std::set<std::string>& skip);
+  Recovered start_recovered(Recoverable found);
+  std::set<std::string> busy_here() const;
   // Stops a running turn without failing what it stored when it only waits (it goes on after a
   // restart, or on the node that took it over); aborts it otherwise.
   void let_go(const std::string& session_id, const std::string& reason);
   // A stored message, what turns have staged written first.
-  Result<MessageWithParts> stored_message(const std::string& session_id,
-                                          const std::string& message_id);
+  boost::asio::awaitable<Result<MessageWithParts>> stored_message(std::string session_id,
+                                                                  std::string message_id);
 
   ServiceDeps deps_;
   ServiceOptions options_;
@@ -255,6 +310,10 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   std::shared_ptr<ConversationCache> conversations_;
   std::shared_ptr<Processor> processor_;
   std::map<std::string, std::shared_ptr<Turn>> turns_;
+  // Sessions whose turn begin_turn() is starting (reading the store): a second one is refused.
+  std::set<std::string> starting_;
+  // Holds (SessionHold) of each session: what changes it outside a turn is under way.
+  std::map<std::string, int> held_;
   // Sessions whose turn ended while its last changes failed to store (a shared store): their
   // claim is kept until the writer's retry stores them.
   std::set<std::string> unstored_ends_;

@@ -9,6 +9,8 @@
 
 namespace sb::session {
 
+namespace asio = boost::asio;
+
 namespace {
 
 // "<title> (fork #N)" for a fork of `title`: a fork of a fork counts on from its number. Read by
@@ -32,100 +34,132 @@ std::string fork_title(const std::string& title) {
 
 }  // namespace
 
-Result<SessionHold> SessionService::hold_idle(const std::string& session_id) {
+Error SessionService::busy_error(const std::string& session_id) const {
   if (running(session_id))
     return make_error(ErrorCode::Conflict, "Session " + session_id + " is busy with a turn");
-  return hold_unless_running(session_id);
+  return make_error(ErrorCode::Conflict, "Session " + session_id +
+                                             " is being changed (an edit or a revert); try again "
+                                             "when that is done");
 }
 
-Result<SessionHold> SessionService::hold_unless_running(const std::string& session_id) {
+asio::awaitable<Result<SessionHold>> SessionService::hold_idle(std::string session_id) {
+  if (busy(session_id)) co_return busy_error(session_id);
+  co_return co_await claim(std::move(session_id));
+}
+
+asio::awaitable<Result<SessionHold>> SessionService::hold_unless_running(std::string session_id) {
   // This node's turn holds the claim: a hold would give it back when it goes.
-  if (running(session_id)) return SessionHold();
+  if (turns_.count(session_id)) co_return SessionHold();
+  // One that starts, or another change: this one would read what that one is about to write.
+  if (busy(session_id)) co_return busy_error(session_id);
+  co_return co_await claim(std::move(session_id));
+}
+
+asio::awaitable<Result<SessionHold>> SessionService::claim(std::string session_id) {
+  auto self = shared_from_this();
   if (unstored_ends_.count(session_id))
-    return make_error(ErrorCode::Unavailable,
-                      "Session " + session_id +
-                          ": the end of its last turn is not stored yet (the store failed); try "
-                          "again when it is");
-  auto claimed = deps_.store->claim(session_id);
-  if (!claimed) return claimed.error();
+    co_return make_error(ErrorCode::Unavailable,
+                         "Session " + session_id +
+                             ": the end of its last turn is not stored yet (the store failed); "
+                             "try again when it is");
+  // Counted from here, before the store is asked: what begins meanwhile finds the session busy.
+  ++held_[session_id];
+  SessionHold hold(session_id, [weak = weak_from_this(), session_id] {
+    auto service = weak.lock();
+    if (!service) return;
+    auto it = service->held_.find(session_id);
+    if (it != service->held_.end() && --it->second == 0) service->held_.erase(it);
+  });
+  auto claimed = co_await deps_.store->call(&SessionStore::claim, session_id);
+  if (!claimed) co_return claimed.error();
   if (!*claimed)
-    return make_error(ErrorCode::Conflict,
-                      "Session " + session_id + " is busy with a turn on another node");
-  return SessionHold(deps_.store, session_id);
+    co_return make_error(ErrorCode::Conflict,
+                         "Session " + session_id + " is busy with a turn on another node");
+  hold.claimed(deps_.store);
+  co_return hold;
 }
 
-Result<MessageWithParts> SessionService::stored_message(const std::string& session_id,
-                                                        const std::string& message_id) {
-  if (auto s = get_session(session_id); !s) return s.error();
-  writer_->write_pending();
-  auto m = deps_.store->get_message(session_id, message_id);
-  if (!m) return m.error();
-  if (!*m) return make_error(ErrorCode::NotFound, "Message not found: " + message_id);
-  return std::move(**m);
+asio::awaitable<Result<MessageWithParts>> SessionService::stored_message(std::string session_id,
+                                                                         std::string message_id) {
+  auto self = shared_from_this();
+  if (auto s = co_await get_session(session_id); !s) co_return s.error();
+  co_await writer_->store_pending();
+  auto m = co_await deps_.store->call(&SessionStore::get_message, session_id, message_id);
+  if (!m) co_return m.error();
+  if (!*m) co_return make_error(ErrorCode::NotFound, "Message not found: " + message_id);
+  co_return std::move(**m);
 }
 
-Result<SessionInfo> SessionService::update_session(const std::string& id, SessionUpdate update) {
+asio::awaitable<Result<SessionInfo>> SessionService::update_session(std::string id,
+                                                                    SessionUpdate update) {
+  auto self = shared_from_this();
   // A turn running here takes the change (below); one on another node would store its own copy.
-  auto hold = hold_unless_running(id);
-  if (!hold) return hold.error();
-  auto s = get_session(id);
-  if (!s) return s.error();
+  auto hold = co_await hold_unless_running(id);
+  if (!hold) co_return hold.error();
+  auto s = co_await get_session(id);
+  if (!s) co_return s.error();
   if (update.title) s->title = std::move(*update.title);
   if (update.archived) s->archived = *update.archived;
   if (!update.permission.empty()) {
     if (s->unreadable_permission)
-      return make_error(ErrorCode::Conflict,
-                        "session " + id + " has stored rules that do not read back (" +
-                            s->unreadable_permission->why + "); rules cannot be added to them");
+      co_return make_error(ErrorCode::Conflict,
+                           "session " + id + " has stored rules that do not read back (" +
+                               s->unreadable_permission->why + "); rules cannot be added to them");
     s->permission.insert(s->permission.end(), update.permission.begin(), update.permission.end());
     // New rules change what the session may do: it moves up the list, as OpenCode's does.
     s->updated = now_ms();
   }
   // A write on the writer's thread may carry a running turn's older copy of the session: it
   // lands first, so that it does not cover this change.
-  writer_->write_pending();
-  // What a running turn's asks approved is the turn's to know (it may not be stored yet).
-  if (auto t = turns_.find(id); t != turns_.end()) s->approved = t->second->session.approved;
-  if (auto r = deps_.store->put_session(*s); !r) return r.error();
+  co_await writer_->store_pending();
   // A running turn keeps the session it began with (and stores it at its end): it takes the
-  // change too, so that its end does not write the old title back.
+  // change too, so that its end does not write the old title back. Taken before the write is
+  // sent: a write of the turn's that the writer starts meanwhile carries the change.
   if (auto t = turns_.find(id); t != turns_.end()) {
+    // What a running turn's asks approved is the turn's to know (it may not be stored yet).
+    s->approved = t->second->session.approved;
     t->second->session.title = s->title;
     t->second->session.archived = s->archived;
     t->second->session.permission = s->permission;
   }
+  if (auto r = co_await deps_.store->call(&SessionStore::put_session, *s); !r) co_return r.error();
   deps_.bus->publish("session.updated", json::object{{"sessionID", id}, {"info", to_json(*s)}});
-  return std::move(*s);
+  co_return std::move(*s);
 }
 
-Result<std::vector<SessionInfo>> SessionService::children(const std::string& id) {
-  if (auto s = get_session(id); !s) return s.error();
-  auto all = deps_.store->list_sessions();
-  if (!all) return all.error();
+asio::awaitable<Result<std::vector<SessionInfo>>> SessionService::children(std::string id) {
+  auto self = shared_from_this();
+  if (auto s = co_await get_session(id); !s) co_return s.error();
+  auto all = co_await deps_.store->call(&SessionStore::list_sessions);
+  if (!all) co_return all.error();
   std::vector<SessionInfo> out;
   for (auto& s : *all)
     if (s.parent_id == id) out.push_back(std::move(s));
   std::sort(out.begin(), out.end(),
             [](const SessionInfo& a, const SessionInfo& b) { return a.id < b.id; });
-  return out;
+  co_return out;
 }
 
-Result<MessageWithParts> SessionService::message(const std::string& session_id,
-                                                 const std::string& message_id) {
-  return stored_message(session_id, message_id);
+asio::awaitable<Result<MessageWithParts>> SessionService::message(std::string session_id,
+                                                                  std::string message_id) {
+  co_return co_await stored_message(std::move(session_id), std::move(message_id));
 }
 
-Result<SessionInfo> SessionService::fork(const std::string& session_id,
-                                         const std::optional<std::string>& message_id) {
-  auto source = get_session(session_id);
-  if (!source) return source.error();
+asio::awaitable<Result<SessionInfo>> SessionService::fork(std::string session_id,
+                                                          std::optional<std::string> message_id) {
+  auto self = shared_from_this();
+  auto source = co_await get_session(session_id);
+  if (!source) co_return source.error();
   if (message_id)
-    if (auto m = stored_message(session_id, *message_id); !m) return m.error();
-  auto all = messages(session_id);
-  if (!all) return all.error();
+    if (auto m = co_await stored_message(session_id, *message_id); !m) co_return m.error();
+  // A turn that runs before the messages are read has its user message among them; one that
+  // begins while they are read has nothing there yet.
+  bool turn_runs = turns_.count(session_id) > 0;
+  auto all = co_await messages(session_id);
+  if (!all) co_return all.error();
   // The running turn's messages start at its user message, the last one: not copied half done.
   std::optional<std::string> end = message_id;
-  if (running(session_id)) {
+  if (turn_runs) {
     auto last_user = std::find_if(all->rbegin(), all->rend(), [](const MessageWithParts& m) {
       return m.info.role == MessageInfo::Role::User;
     });
@@ -134,15 +168,15 @@ Result<SessionInfo> SessionService::fork(const std::string& session_id,
 
   // The rules are the source's: a fork must not run without rules its creator set.
   if (source->unreadable_permission)
-    return make_error(ErrorCode::Conflict, "session " + session_id +
-                                               " has stored rules that do not read back (" +
-                                               source->unreadable_permission->why + ")");
+    co_return make_error(ErrorCode::Conflict, "session " + session_id +
+                                                  " has stored rules that do not read back (" +
+                                                  source->unreadable_permission->why + ")");
   CreateInput input;
   input.title = fork_title(source->title);
   input.client_id = source->client_id;
   input.permission = source->permission;
-  auto s = create_session(std::move(input));
-  if (!s) return s.error();
+  auto s = co_await create_session(std::move(input));
+  if (!s) co_return s.error();
   StoreChanges changes;
   std::vector<MessageWithParts> copies;
   std::map<std::string, std::string> new_ids;  // the source's message ids -> the copies'
@@ -161,10 +195,14 @@ Result<SessionInfo> SessionService::fork(const std::string& session_id,
     changes.add(copy);
     copies.push_back(std::move(copy));
   }
-  if (auto r = deps_.store->write(changes); !r) {
-    (void)deps_.store->delete_session(s->id);
-    return r.error();
-  }
+  // Named before the co_await (SessionStore::run).
+  auto write = [changes = std::move(changes), id = s->id](SessionStore& store) -> Result<void> {
+    auto r = store.write(changes);
+    if (!r) (void)store.delete_session(id);
+    return r;
+  };
+  auto written = co_await deps_.store->run(std::move(write));
+  if (!written) co_return written.error();
   if (deps_.bus->has_subscribers())
     for (const auto& m : copies) {
       deps_.bus->publish("message.updated",
@@ -173,57 +211,62 @@ Result<SessionInfo> SessionService::fork(const std::string& session_id,
         deps_.bus->publish("message.part.updated",
                            json::object{{"sessionID", s->id}, {"part", to_json(p)}});
     }
-  return std::move(*s);
+  co_return std::move(*s);
 }
 
-Result<void> SessionService::delete_message(const std::string& session_id,
-                                            const std::string& message_id) {
-  if (auto m = stored_message(session_id, message_id); !m) return m.error();
-  auto idle = hold_idle(session_id);
-  if (!idle) return idle.error();
-  if (auto r = deps_.store->delete_message(session_id, message_id); !r) return r.error();
+asio::awaitable<Result<void>> SessionService::delete_message(std::string session_id,
+                                                             std::string message_id) {
+  auto self = shared_from_this();
+  if (auto m = co_await stored_message(session_id, message_id); !m) co_return m.error();
+  auto idle = co_await hold_idle(session_id);
+  if (!idle) co_return idle.error();
+  if (auto r = co_await deps_.store->call(&SessionStore::delete_message, session_id, message_id);
+      !r)
+    co_return r.error();
   // The model must not see what was deleted.
   conversations_->forget(session_id);
   deps_.bus->publish("message.removed",
                      json::object{{"sessionID", session_id}, {"messageID", message_id}});
-  return {};
+  co_return Result<void>{};
 }
 
-Result<void> SessionService::delete_part(const std::string& session_id,
-                                         const std::string& message_id,
-                                         const std::string& part_id) {
+asio::awaitable<Result<void>> SessionService::delete_part(std::string session_id,
+                                                          std::string message_id,
+                                                          std::string part_id) {
+  auto self = shared_from_this();
   // Held before the message is read: it is written back whole.
-  auto idle = hold_idle(session_id);
-  if (!idle) return idle.error();
-  auto m = stored_message(session_id, message_id);
-  if (!m) return m.error();
+  auto idle = co_await hold_idle(session_id);
+  if (!idle) co_return idle.error();
+  auto m = co_await stored_message(session_id, message_id);
+  if (!m) co_return m.error();
   auto it = std::find_if(m->parts.begin(), m->parts.end(),
                          [&](const Part& p) { return p.id == part_id; });
-  if (it == m->parts.end()) return make_error(ErrorCode::NotFound, "Part not found: " + part_id);
+  if (it == m->parts.end()) co_return make_error(ErrorCode::NotFound, "Part not found: " + part_id);
   m->parts.erase(it);
-  if (auto r = deps_.store->put_message(*m); !r) return r.error();
+  if (auto r = co_await deps_.store->call(&SessionStore::put_message, *m); !r) co_return r.error();
   conversations_->forget(session_id);
   deps_.bus->publish(
       "message.part.removed",
       json::object{{"sessionID", session_id}, {"messageID", message_id}, {"partID", part_id}});
-  return {};
+  co_return Result<void>{};
 }
 
-Result<Part> SessionService::update_part(Part part) {
+asio::awaitable<Result<Part>> SessionService::update_part(Part part) {
+  auto self = shared_from_this();
   // Held before the message is read: it is written back whole.
-  auto idle = hold_idle(part.session_id);
-  if (!idle) return idle.error();
-  auto m = stored_message(part.session_id, part.message_id);
-  if (!m) return m.error();
+  auto idle = co_await hold_idle(part.session_id);
+  if (!idle) co_return idle.error();
+  auto m = co_await stored_message(part.session_id, part.message_id);
+  if (!m) co_return m.error();
   auto it = std::find_if(m->parts.begin(), m->parts.end(),
                          [&](const Part& p) { return p.id == part.id; });
-  if (it == m->parts.end()) return make_error(ErrorCode::NotFound, "Part not found: " + part.id);
+  if (it == m->parts.end()) co_return make_error(ErrorCode::NotFound, "Part not found: " + part.id);
   *it = part;
-  if (auto r = deps_.store->put_message(*m); !r) return r.error();
+  if (auto r = co_await deps_.store->call(&SessionStore::put_message, *m); !r) co_return r.error();
   conversations_->forget(part.session_id);
   deps_.bus->publish("message.part.updated",
                      json::object{{"sessionID", part.session_id}, {"part", to_json(part)}});
-  return part;
+  co_return part;
 }
 
 }  // namespace sb::session

@@ -42,14 +42,15 @@ asio::awaitable<Result<MessageWithParts>> SessionService::shell(std::string sess
   // Checked before a pending revert is made final: a refused command leaves it.
   std::optional<ResolvedPrompt> resolved;
   tool::ToolPtr tool;
-  auto begun = begin_turn(session_id, [&](const SessionInfo&) -> Result<void> {
+  Ready ready = [&](const SessionInfo&) -> asio::awaitable<Result<void>> {
     auto found = resolve_prompt(deps_.agents, deps_.providers, named);
-    if (!found) return found.error();
+    if (!found) co_return found.error();
     tool = deps_.tools->find("bash", session_id);
-    if (!tool) return make_error(ErrorCode::Unavailable, "the bash tool is not available");
+    if (!tool) co_return make_error(ErrorCode::Unavailable, "the bash tool is not available");
     resolved = std::move(*found);
-    return {};
-  });
+    co_return Result<void>{};
+  };
+  auto begun = co_await begin_turn(session_id, std::move(ready));
   if (!begun) co_return begun.error();
   std::shared_ptr<Turn> turn = *begun;
 

@@ -5,8 +5,9 @@
 // row, not one per part. Ids sort by creation time, so ORDER BY id is chronological.
 //
 // Thread-safe: the connection's mutex (store::Database::mutex()) around each use; the server
-// writes its turns from a thread of their own (session::TurnWriter) and does the rest on its
-// event loop.
+// writes its turns from a thread of their own (session::TurnWriter), and its event loop makes
+// every other call through call(), run() or post(), which on PostgreSQL run them on the store's
+// own thread (store::Worker) so that the loop never waits for the network.
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include "permission/service.hpp"
 #include "session/types.hpp"
 #include "store/database.hpp"
+#include "store/worker.hpp"
 
 namespace sb::session {
 
@@ -100,6 +103,34 @@ class SessionStore {
   // credentials).
   static Result<std::unique_ptr<SessionStore>> open(std::shared_ptr<store::Database> db);
   static Result<std::unique_ptr<SessionStore>> open_memory();
+
+  // ---- from the event loop (store::Worker: inline on SQLite, on the store's thread otherwise)
+  // ---- `co_await store.call(&SessionStore::get_session, id)`: the arguments are copied.
+  template <class Method, class... Args>
+  boost::asio::awaitable<std::invoke_result_t<Method, SessionStore&, Args&...>> call(Method method,
+                                                                                     Args... args) {
+    auto job = [this, method, args = std::make_tuple(std::move(args)...)]() mutable {
+      return std::apply([&](auto&... a) { return (this->*method)(a...); }, args);
+    };
+    co_return co_await worker_->run(std::move(job));
+  }
+  // Several calls in one go: `f(SessionStore&)`, owning what it uses (captured by value).
+  // Name the lambda before the co_await (`auto job = [..](SessionStore& s) {..}; co_await
+  // store.run(std::move(job))`): GCC 12 moves a lambda written inside a co_await expression
+  // byte by byte, and a std::string it captured then points into the old place.
+  template <class F>
+  boost::asio::awaitable<std::invoke_result_t<F&, SessionStore&>> run(F f) {
+    auto job = [this, f = std::move(f)]() mutable { return f(*this); };
+    co_return co_await worker_->run(std::move(job));
+  }
+  // After the calls made before it; nobody waits (a claim given back).
+  template <class F>
+  void post(F f) {
+    worker_->post([this, f = std::move(f)]() mutable { f(*this); });
+  }
+  // Whether call() and run() run inline (SQLite): a caller may then skip what only guards the
+  // time a call is away from the loop.
+  bool calls_inline() const { return worker_->inline_calls(); }
 
   // ---- several servers on one store (issue 20's cluster) ----
   // Set before use when other nodes share the store: sessions read are no longer remembered (a
@@ -188,7 +219,9 @@ class SessionStore {
       const std::optional<std::set<std::string>>& sessions = std::nullopt);
 
  private:
-  explicit SessionStore(std::shared_ptr<store::Database> db) : db_(std::move(db)) {}
+  explicit SessionStore(std::shared_ptr<store::Database> db)
+      : db_(std::move(db)),
+        worker_(std::make_unique<store::Worker>(db_->engine() == store::Engine::Postgres)) {}
   Result<void> migrate();
   Result<void> migrate_postgres();
   Result<void> put_session_locked(const SessionInfo& s);
@@ -209,6 +242,8 @@ class SessionStore {
   std::mutex cache_mutex_;
   bool shared_ = false;
   std::unordered_map<std::string, SessionInfo> sessions_;
+  // Last: destroyed first, so that the call it may be running finds the rest of this store.
+  std::unique_ptr<store::Worker> worker_;
 };
 
 }  // namespace sb::session

@@ -14,8 +14,9 @@ namespace sb::session {
 class StoredTodos : public tool::TodoStore {
  public:
   explicit StoredTodos(std::shared_ptr<SessionStore> store) : store_(std::move(store)) {}
-  Result<std::vector<tool::Todo>> get(const std::string& session_id) override;
-  Result<void> set(const std::string& session_id, std::vector<tool::Todo> todos) override;
+  boost::asio::awaitable<Result<std::vector<tool::Todo>>> get(std::string session_id) override;
+  boost::asio::awaitable<Result<void>> set(std::string session_id,
+                                           std::vector<tool::Todo> todos) override;
 
  private:
   std::shared_ptr<SessionStore> store_;

@@ -31,6 +31,8 @@ struct Conversation {
   // On a shared store: SessionStore::messages_version() when the conversation was last known
   // to be what the store holds (a turn's end stored); "" while unknown.
   std::string stored_version;
+  // The version is being read (ConversationCache::stored): until it arrives, unknown.
+  bool version_pending = false;
 };
 
 struct Step;

@@ -142,6 +142,18 @@ asio::awaitable<void> TurnWriter::store(std::shared_ptr<Turn> turn) {
     co_return;
   }
   // The turn's changes go with the next write that starts: now, or after the one in flight.
+  co_await next_write();
+}
+
+asio::awaitable<void> TurnWriter::store_pending() {
+  if (at_once_ || store_->calls_inline()) {
+    write_pending();
+    co_return;
+  }
+  co_await next_write();
+}
+
+asio::awaitable<void> TurnWriter::next_write() {
   std::uint64_t after = started_ + 1;
   auto wait = [this, after](auto handler) {
     waiters_.push_back(Waiter{after, asio::any_completion_handler<void()>(std::move(handler))});

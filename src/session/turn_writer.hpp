@@ -58,6 +58,10 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
   // as everything that touches a turn's staged changes (or after the executor has stopped, from
   // the destructor).
   void write_pending();
+  // The same for the event loop: on a store whose calls run on a thread of their own
+  // (PostgreSQL), the write is the writer thread's and the caller waits for it without holding
+  // the loop up; on SQLite, write_pending().
+  boost::asio::awaitable<void> store_pending();
   // A call of the turn waits for a client or a person / no longer does: stored at the turn's
   // next flush() (with the running part that it belongs to), so that a restart finds it.
   void stage_wait(const std::shared_ptr<Turn>& turn, const Wait& wait);
@@ -103,6 +107,9 @@ class TurnWriter : public std::enable_shared_from_this<TurnWriter> {
   std::vector<PendingWrite> take_batch();
   // Starts a write on the writer's thread, or asks for one after the write in flight.
   void start_write();
+  // Waits for the next write that starts (now, or after the one in flight): it takes everything
+  // staged so far.
+  boost::asio::awaitable<void> next_write();
   // The write in flight is done: what failed is kept, waiters of it are resumed.
   void settle(const std::shared_ptr<Flight>& flight);
   void resume_waiters(std::uint64_t written);

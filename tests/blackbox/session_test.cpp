@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -1845,11 +1846,13 @@ TEST_F(SessionRestart, APostgresOutageIs503NamingItAndTheServerReconnectsWithEve
 }
 
 // A PostgreSQL that hangs (its processes stopped: connections are accepted and what is sent is
-// acknowledged, nothing answers) holds the server up for one statement's time at most: the
-// request that finds it fails with a 503 naming postgres once statementTimeout + 2 s have passed.
-// From then on nothing waits for it (a new connection is made in the background, for up to
-// connectTimeout a try): what needs the store fails at once, what does not is served, /health
-// says so; once it answers again the server goes on by itself, with everything.
+// acknowledged, nothing answers) holds up only the requests that need it, one statement's time
+// at most: the request that finds it fails with a 503 naming postgres once statementTimeout + 2 s
+// have passed, and meanwhile the server serves what needs no store (the statement waits on the
+// store's thread, not on the event loop). From then on nothing waits for it (a new connection is
+// made in the background, for up to connectTimeout a try): what needs the store fails at once, what
+// does not is served, /health says so; once it answers again the server goes on by itself, with
+// everything.
 TEST_F(SessionRestart, AHungPostgresHoldsTheServerUpForOneStatementAtMost) {
   OwnService pg("postgres");
   json::object cfg = two_answers_config();
@@ -1864,10 +1867,21 @@ TEST_F(SessionRestart, AHungPostgresHoldsTheServerUpForOneStatementAtMost) {
     request();
     return Clock::now() - started;
   };
-  auto first = took([&] {
-    EXPECT_TRUE(IsError(http_get(port(), "/session/" + sid + "/message"), 503, "UNAVAILABLE",
-                        {"postgres", "no answer within 2500 ms"}));
+  Clock::duration first{};
+  std::atomic<bool> answered{false};
+  std::thread waiting([&] {
+    first = took([&] {
+      EXPECT_TRUE(IsError(http_get(port(), "/session/" + sid + "/message"), 503, "UNAVAILABLE",
+                          {"postgres", "no answer within 2500 ms"}));
+    });
+    answered = true;
   });
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(answered) << "the request did not wait for the hung server at all";
+  auto beside = took([&] { EXPECT_TRUE(IsOk(http_get(port(), "/config"))); });
+  EXPECT_LT(beside, 1s) << "a request that needs no store waited for the one that does";
+  EXPECT_FALSE(answered) << "/config was not served while the store's statement waited";
+  waiting.join();
   EXPECT_LT(first, 6s) << "the statement waited past its time";
   // A connect to the hung server waits for up to 20 s: none of these does.
   for (int i = 0; i < 3; ++i) {

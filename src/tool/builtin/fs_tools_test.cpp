@@ -32,6 +32,7 @@
 #include "tool/builtin/todo.hpp"
 #include "tool/builtin/write.hpp"
 #include "tool/tool_test_helpers.hpp"
+#include "util/run_to_end.hpp"
 #include "util/text.hpp"
 
 namespace sb::tool {
@@ -1188,6 +1189,11 @@ class TodoTest : public ToolTest {
  protected:
   std::shared_ptr<bus::EventBus> bus_ = bus::EventBus::create();
   std::shared_ptr<TodoStore> store_ = std::make_shared<InMemoryTodoStore>();
+  asio::io_context io_;
+  // The stored list, as the tools read it.
+  Result<std::vector<Todo>> stored_list(std::string session_id) {
+    return run_to_end(io_, store_->get(std::move(session_id)));
+  }
   ToolPtr write_ = make_todowrite_tool(store_, bus_);
   ToolPtr read_ = make_todoread_tool(store_);
   static constexpr std::string_view kList = R"([
@@ -1212,7 +1218,7 @@ TEST_F(TodoTest, WriteStoresPublishesAndAnswersWithTheList) {
   EXPECT_EQ(events[0]->properties.at("sessionID"), "ses_test");
   EXPECT_EQ(events[0]->properties.at("todos"), parse(kList));
 
-  auto stored = store_->get("ses_test");
+  auto stored = stored_list("ses_test");
   ASSERT_TRUE(stored);
   ASSERT_EQ(stored->size(), 3u);
   EXPECT_EQ((*stored)[1], (Todo{"Test the parser", "in_progress", "high", "2"}));
@@ -1239,7 +1245,7 @@ TEST_F(TodoTest, WriteReplacesTheWholeList) {
       R"({"todos": [{"content": "Only this", "status": "cancelled", "priority": "medium", "id": "9"}]})");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->title, "1 todos");  // cancelled is not completed, as OpenCode counts
-  auto stored = store_->get("ses_test");
+  auto stored = stored_list("ses_test");
   ASSERT_TRUE(stored);
   ASSERT_EQ(stored->size(), 1u);
   EXPECT_EQ((*stored)[0].id, "9");
@@ -1248,7 +1254,7 @@ TEST_F(TodoTest, WriteReplacesTheWholeList) {
   ASSERT_TRUE(cleared) << cleared.error().message;
   EXPECT_EQ(cleared->title, "0 todos");
   EXPECT_EQ(cleared->output, "[]");
-  EXPECT_TRUE(store_->get("ses_test")->empty());
+  EXPECT_TRUE(stored_list("ses_test")->empty());
 }
 
 TEST_F(TodoTest, ExecuteChecksItemsItselfWhenCalledDirectly) {
@@ -1259,26 +1265,28 @@ TEST_F(TodoTest, ExecuteChecksItemsItselfWhenCalledDirectly) {
   EXPECT_EQ(r.error().message,
             "todos[0].status must be one of pending, in_progress, completed, cancelled, got "
             "\"doing\"");
-  auto stored = store_->get("ses_test");
+  auto stored = stored_list("ses_test");
   ASSERT_TRUE(stored);
   EXPECT_TRUE(stored->empty());
 }
 
 TEST(InMemoryTodoStore, KeepsOneListPerSessionAndDropsAnEmptyOne) {
   InMemoryTodoStore store;
+  asio::io_context io;
   for (int i = 0; i < 500; ++i) {
     std::string session = "ses_" + std::to_string(i % 2);
-    ASSERT_TRUE(store.set(session, {Todo{"c" + std::to_string(i), "pending", "low", "1"}}));
-    auto got = store.get(session);
+    ASSERT_TRUE(
+        run_to_end(io, store.set(session, {Todo{"c" + std::to_string(i), "pending", "low", "1"}})));
+    auto got = run_to_end(io, store.get(session));
     ASSERT_TRUE(got);
     ASSERT_EQ(got->size(), 1u);
     EXPECT_EQ((*got)[0].content, "c" + std::to_string(i));  // set replaces the whole list
   }
-  EXPECT_EQ(store.get("ses_0")->at(0).content, "c498");
-  EXPECT_EQ(store.get("ses_1")->at(0).content, "c499");
-  ASSERT_TRUE(store.set("ses_0", {}));
-  EXPECT_TRUE(store.get("ses_0")->empty());
-  EXPECT_EQ(store.get("ses_1")->size(), 1u);
+  EXPECT_EQ(run_to_end(io, store.get("ses_0"))->at(0).content, "c498");
+  EXPECT_EQ(run_to_end(io, store.get("ses_1"))->at(0).content, "c499");
+  ASSERT_TRUE(run_to_end(io, store.set("ses_0", {})));
+  EXPECT_TRUE(run_to_end(io, store.get("ses_0"))->empty());
+  EXPECT_EQ(run_to_end(io, store.get("ses_1"))->size(), 1u);
 }
 
 }  // namespace

@@ -124,22 +124,19 @@ class TodoWriteTool final : public BasicTool {
         bus_(std::move(bus)) {}
 
   awaitable<Result<ToolResult>> execute(json::object args, ToolContext& ctx) override {
-    co_return write(args, ctx.session_id);
+    auto items = get_array(args, "todos");
+    if (!items) co_return items.error();
+    if (!*items) co_return make_error(ErrorCode::InvalidRequest, "todos is required");
+    auto todos = todos_from_json(**items);
+    if (!todos) co_return todos.error();
+    std::string session_id = ctx.session_id;
+    if (auto stored = co_await store_->set(session_id, *todos); !stored) co_return stored.error();
+    if (bus_)
+      bus_->publish("todo.updated", {{"sessionID", session_id}, {"todos", to_json(*todos)}});
+    co_return list_result(*todos);
   }
 
  private:
-  Result<ToolResult> write(const json::object& args, const std::string& session_id) {
-    auto items = get_array(args, "todos");
-    if (!items) return items.error();
-    if (!*items) return make_error(ErrorCode::InvalidRequest, "todos is required");
-    auto todos = todos_from_json(**items);
-    if (!todos) return todos.error();
-    if (auto stored = store_->set(session_id, *todos); !stored) return stored.error();
-    if (bus_)
-      bus_->publish("todo.updated", {{"sessionID", session_id}, {"todos", to_json(*todos)}});
-    return list_result(*todos);
-  }
-
   std::shared_ptr<TodoStore> store_;
   std::shared_ptr<bus::EventBus> bus_;
 };
@@ -151,7 +148,7 @@ class TodoReadTool final : public BasicTool {
         store_(std::move(store)) {}
 
   awaitable<Result<ToolResult>> execute(json::object, ToolContext& ctx) override {
-    auto todos = store_->get(ctx.session_id);
+    auto todos = co_await store_->get(ctx.session_id);
     if (!todos) co_return todos.error();
     co_return list_result(*todos);
   }
@@ -204,19 +201,19 @@ Result<std::vector<Todo>> todos_from_json(const json::array& items) {
   return out;
 }
 
-Result<std::vector<Todo>> InMemoryTodoStore::get(const std::string& session_id) {
+awaitable<Result<std::vector<Todo>>> InMemoryTodoStore::get(std::string session_id) {
   auto it = lists_.find(session_id);
-  if (it == lists_.end()) return std::vector<Todo>{};
-  return it->second;
+  if (it == lists_.end()) co_return std::vector<Todo>{};
+  co_return it->second;
 }
 
-Result<void> InMemoryTodoStore::set(const std::string& session_id, std::vector<Todo> todos) {
+awaitable<Result<void>> InMemoryTodoStore::set(std::string session_id, std::vector<Todo> todos) {
   // An empty list is the same as none; dropping it keeps ended sessions from piling up.
   if (todos.empty())
     lists_.erase(session_id);
   else
     lists_[session_id] = std::move(todos);
-  return {};
+  co_return Result<void>{};
 }
 
 ToolPtr make_todowrite_tool(std::shared_ptr<TodoStore> store, std::shared_ptr<bus::EventBus> bus) {
