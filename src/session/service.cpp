@@ -385,8 +385,12 @@ asio::awaitable<Result<std::shared_ptr<Turn>>> SessionService::begin_turn(std::s
   struct Unreserve {
     std::set<std::string>& starting;
     const std::string& id;
-    ~Unreserve() { starting.erase(id); }
-  } unreserve{starting_, session_id};
+    std::map<std::string, std::string>& aborted;
+    ~Unreserve() {
+      starting.erase(id);
+      aborted.erase(id);
+    }
+  } unreserve{starting_, session_id, aborted_while_starting_};
   // Another node's turn (a cluster's shared store); the claim goes with the turn (end_turn).
   // Claimed before the session is read: another node's turn that ended just now has stored it.
   auto hold = co_await claim(session_id);
@@ -409,6 +413,12 @@ asio::awaitable<Result<std::shared_ptr<Turn>>> SessionService::begin_turn(std::s
   hold->keep();
   turns_[session_id] = turn;
   status_->set(session_id, json::object{{"type", "busy"}});
+  if (auto aborted = aborted_while_starting_.find(session_id);
+      aborted != aborted_while_starting_.end()) {
+    std::string reason = std::move(aborted->second);
+    aborted_while_starting_.erase(aborted);
+    abort(session_id, reason);
+  }
   co_return turn;
 }
 
@@ -445,7 +455,12 @@ void SessionService::end_turn(const std::string& session_id) {
 
 bool SessionService::abort(const std::string& session_id, const std::string& reason) {
   auto it = turns_.find(session_id);
-  if (it == turns_.end()) return false;
+  if (it == turns_.end()) {
+    // Its store calls are under way: the turn is aborted as soon as it is registered.
+    if (!starting_.count(session_id)) return false;
+    aborted_while_starting_[session_id] = reason;
+    return true;
+  }
   // A copy: abort() runs the turn's callbacks, and the turn must outlive them whatever they do.
   std::shared_ptr<Turn> turn = it->second;
   turn->abort->abort(reason);

@@ -226,7 +226,8 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   bool busy(const std::string& session_id) const {
     return running(session_id) || held_.count(session_id) > 0;
   }
-  // Ends the running turn now: tools are cancelled, their parts end in error. False when idle.
+  // Ends the running turn now (one that is starting, once it has started): tools are cancelled,
+  // their parts end in error. False when idle.
   bool abort(const std::string& session_id, const std::string& reason = "aborted by the user");
   // {sessionID: {type: "busy" | "retry" | "awaiting-input", ...}} for sessions that are not idle.
   json::object status() const;
@@ -312,6 +313,8 @@ class SessionService : public std::enable_shared_from_this<SessionService> {
   std::map<std::string, std::shared_ptr<Turn>> turns_;
   // Sessions whose turn begin_turn() is starting (reading the store): a second one is refused.
   std::set<std::string> starting_;
+  // An abort() that came while the turn started, by session: its reason.
+  std::map<std::string, std::string> aborted_while_starting_;
   // Holds (SessionHold) of each session: what changes it outside a turn is under way.
   std::map<std::string, int> held_;
   // Sessions whose turn ended while its last changes failed to store (a shared store): their

@@ -122,7 +122,9 @@ function Panel({
     }
   };
   const cancel = () => {
-    const why = reason.trim();
+    // Read where the input's handler wrote it, not from this render: a click that comes before
+    // the re-render (a loaded machine) would cancel without the reason just typed.
+    const why = String(callState(call).values.get('reason') ?? '').trim();
     void run(() => call.cancel(why ? `The user cancelled: ${why}` : 'The user cancelled this tool call'));
   };
   return (
