@@ -1906,6 +1906,38 @@ TEST_F(SessionRestart, AHungPostgresHoldsTheServerUpForOneStatementAtMost) {
   EXPECT_EQ(text_of(list[3]), "second answer");
 }
 
+// A turn that starts reads the store (its session, its claim) while the event loop goes on: a
+// second prompt of the session meanwhile is refused at once (409), not queued behind the first
+// nor run beside it. PostgreSQL is frozen so that the first start waits.
+TEST_F(SessionRestart, ASecondPromptWhileTheFirstStartsIsAConflict) {
+  OwnService pg("postgres");
+  json::object cfg = two_answers_config();
+  cfg["storage"] = json::object{{"statementTimeout", 500}, {"connectTimeout", 20000}};
+  start_on(pg, cfg);
+  std::string sid = create_session();
+
+  pg.run("freeze");
+  std::atomic<bool> first_answered{false};
+  std::thread first([&] {
+    EXPECT_TRUE(IsError(prompt(sid, "hello"), 503, "UNAVAILABLE", {"postgres"}));
+    first_answered = true;
+  });
+  std::this_thread::sleep_for(500ms);
+  auto started = Clock::now();
+  EXPECT_TRUE(IsError(prompt(sid, "again"), 409, "CONFLICT", {"busy"}));
+  EXPECT_LT(Clock::now() - started, 1s) << "the second prompt waited for the first one's start";
+  EXPECT_FALSE(first_answered) << "the first prompt did not wait for the frozen store";
+  first.join();
+
+  pg.run("thaw");
+  ASSERT_TRUE(wait_until([&] { return http_get(port(), "/health").status == 200; }, 30s))
+      << "the server did not connect again";
+  ASSERT_TRUE(IsOk(prompt(sid, "hello")));
+  auto list = messages(sid);
+  ASSERT_EQ(list.size(), 2u) << str(list);
+  EXPECT_EQ(text_of(list[1]), "first answer");
+}
+
 // A server tool that is still running is in the store as running (GET .../message reads the
 // store) while it runs, so a crash then leaves it failed after the restart, not missing.
 TEST_F(SessionRestart, CrashDuringAServerToolLeavesItFailed) {
