@@ -416,6 +416,13 @@ void PermissionService::forget_session(const std::string& session_id) {
     effect();
 }
 
+void PermissionService::replace_approved(const std::string& session_id, Ruleset rules) {
+  if (rules.empty())
+    approved_.erase(session_id);
+  else
+    approved_[session_id] = std::move(rules);
+}
+
 Ruleset PermissionService::session_rules(const std::string& session_id) const {
   auto it = approved_.find(session_id);
   return it == approved_.end() ? Ruleset{} : it->second;

@@ -167,6 +167,8 @@ class PermissionService : public std::enable_shared_from_this<PermissionService>
 
   // What "always" replies approved in this session, to layer last in evaluate() / disabled().
   Ruleset session_rules(const std::string& session_id) const;
+  // Replaces them (PATCH /session/{id} `approved`; [] takes them all back).
+  void replace_approved(const std::string& session_id, Ruleset rules);
 
   // Waiting asks, oldest first (GET /permission); or only those of one session.
   std::vector<PermissionRequest> list() const;

@@ -262,6 +262,11 @@ Result<SessionUpdateRequest> decode_session_update(const json::object& body) {
         !r)
       return r.error();
   }
+  if (auto it = body.find("approved"); it != body.end()) {
+    auto rules = permission::parse_rules(it->value(), "approved");
+    if (!rules) return rules.error();
+    out.update.approved = std::move(*rules);
+  }
   if (auto r = take(optional_client_id(body), out.client_id); !r) return r.error();
   return out;
 }

@@ -165,7 +165,8 @@ asio::awaitable<Reply> update_session(Call& c) {
   auto request = decode_session_update(*body);
   if (!request) co_return fail(c, request.error());
   std::optional<std::string> session_id = c.params[0];  // named: GCC 12 and co_await
-  if (!request->update.permission.empty())
+  // What the session may do without asking: its owner's to change.
+  if (!request->update.permission.empty() || request->update.approved)
     if (auto v = co_await verify_answerer(c, session_id, request->client_id); !v)
       co_return fail(c, v.error());
   auto s = co_await c.state.sessions->update_session(c.params[0], std::move(request->update));

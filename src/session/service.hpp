@@ -63,6 +63,8 @@ struct SessionUpdate {
   // time.archived: a time sets it, nullopt inside clears it.
   std::optional<std::optional<std::int64_t>> archived;
   permission::Ruleset permission;  // rules appended to the session's own
+  // Replaces what "always" answers approved (SessionInfo::approved); [] takes them back.
+  std::optional<permission::Ruleset> approved;
 };
 
 // POST /session/{id}/shell: the user's own command, run with the bash tool.

@@ -116,12 +116,24 @@ asio::awaitable<Result<SessionInfo>> SessionService::update_session(std::string 
   // change too, so that its end does not write the old title back. Taken before the write is
   // sent: a write of the turn's that the writer starts meanwhile carries the change.
   if (auto t = turns_.find(id); t != turns_.end()) {
-    // What a running turn's asks approved is the turn's to know (it may not be stored yet).
-    s->approved = t->second->session.approved;
-    t->second->session.title = s->title;
-    t->second->session.archived = s->archived;
-    t->second->session.permission = s->permission;
+    Turn& turn = *t->second;
+    // What a running turn's asks approved is the turn's to know (it may not be stored yet),
+    // unless this change replaces it: then the turn's next asks go by the new approvals.
+    if (update.approved) {
+      turn.session.approved = *update.approved;
+      turn.session_rules = s->permission;
+      turn.session_rules.insert(turn.session_rules.end(), update.approved->begin(),
+                                update.approved->end());
+    }
+    s->approved = turn.session.approved;
+    turn.session.title = s->title;
+    turn.session.archived = s->archived;
+    turn.session.permission = s->permission;
+  } else if (update.approved) {
+    s->approved = *update.approved;
   }
+  // The approvals the permission service keeps for the session's asks (memory) follow.
+  if (update.approved) deps_.permissions->replace_approved(id, *update.approved);
   if (auto r = co_await deps_.store->call(&SessionStore::put_session, *s); !r) co_return r.error();
   deps_.bus->publish("session.updated", json::object{{"sessionID", id}, {"info", to_json(*s)}});
   co_return std::move(*s);

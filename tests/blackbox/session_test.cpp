@@ -900,6 +900,91 @@ TEST_F(SessionPermission, AlwaysOutlivesARestart) {
   EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
 }
 
+// What `always` approved is taken back with PATCH `approved: []`: the next call asks again, and
+// the session shows none. The session's client only, for a client's session.
+TEST_F(SessionPermission, AnAlwaysIsTakenBackWithPatch) {
+  start_server(ask_bash_config());
+  std::string sid = create_session();
+  // Runs one bash call; `reply`: the ask it must raise is answered so ("" : it must not ask).
+  auto run_bash = [&](const std::string& call_id, const std::string& reply) {
+    BusEvents bus(port());
+    model_.push(FakeResponse::with_tool_call(
+        call_id, "bash", json::object{{"command", "echo " + call_id}, {"description", call_id}}));
+    model_.push(FakeResponse::with_text("Ran it."));
+    prompt_async(sid, "run " + call_id);
+    if (!reply.empty()) {
+      auto asked = bus.next("permission.asked");
+      ASSERT_TRUE(asked) << call_id << " did not ask";
+      ASSERT_TRUE(IsOk(http_post(
+          port(), "/permission/" + string_at(json::value(*asked), "/properties/id") + "/reply",
+          json::object{{"reply", reply}})));
+    }
+    for (const auto& e : bus.until_idle(sid))
+      EXPECT_NE(string_at(json::value(e), "/type"), "permission.asked")
+          << call_id << " asked: " << str(e);
+    auto part = tool_part(messages(sid), call_id);
+    ASSERT_TRUE(part) << call_id;
+    EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
+  };
+  run_bash("call_1", "always");
+  run_bash("call_2", "");  // approved: no ask
+  auto shown = http_get(port(), "/session/" + sid);
+  ASSERT_TRUE(IsOk(shown));
+  EXPECT_FALSE(shown.json().at("approved").as_array().empty()) << shown.describe();
+
+  EXPECT_TRUE(IsError(http_request(port(), "PATCH", "/session/" + sid,
+                                   json::serialize(json::object{{"approved", "none"}})),
+                      400, "INVALID_REQUEST", {"approved"}));
+  auto cleared = http_request(port(), "PATCH", "/session/" + sid,
+                              json::serialize(json::object{{"approved", json::array()}}));
+  ASSERT_TRUE(IsOk(cleared));
+  // None approved: the field is left out, as for a session that never had any.
+  EXPECT_FALSE(cleared.json().as_object().contains("approved")) << cleared.describe();
+  run_bash("call_3", "once");  // taken back: it asks again
+  shown = http_get(port(), "/session/" + sid);
+  EXPECT_FALSE(shown.json().as_object().contains("approved")) << shown.describe();
+}
+
+// Taken back while a turn runs: that turn's next call asks again too.
+TEST_F(SessionPermission, AnAlwaysTakenBackDuringATurnAsksAgainInIt) {
+  start_server(ask_bash_config());
+  std::string sid = create_session();
+  auto ws = connect_client(sid, {tool_def("wait")});
+  BusEvents bus(port());
+  json::object echo{{"command", "echo one"}, {"description", "echo"}};
+  model_.push(FakeResponse::with_tool_call("call_1", "bash", echo));
+  model_.push(
+      FakeResponse::with_tool_call("call_w", "client_c1_wait", json::object{{"text", "x"}}));
+  model_.push(FakeResponse::with_tool_call("call_2", "bash", echo));
+  model_.push(FakeResponse::with_text("Done."));
+  prompt_async(sid, "echo, wait, echo");
+
+  auto asked = bus.next("permission.asked");
+  ASSERT_TRUE(asked) << "the first call did not ask";
+  ASSERT_TRUE(IsOk(http_post(
+      port(), "/permission/" + string_at(json::value(*asked), "/properties/id") + "/reply",
+      json::object{{"reply", "always"}})));
+  json::object req = next_ws_request(*ws);  // the turn waits for the client now
+  ASSERT_TRUE(IsOk(http_request(port(), "PATCH", "/session/" + sid,
+                                json::serialize(json::object{{"approved", json::array()}}))));
+  ws->send_json(
+      json::object{{"type", "result"},
+                   {"requestID", req.at("requestID")},
+                   {"result", json::object{{"status", "success"}, {"output", "waited"}}}});
+  auto again = bus.next("permission.asked");
+  ASSERT_TRUE(again) << "the call after the take-back did not ask";
+  EXPECT_EQ(string_at(json::value(*again), "/properties/tool/callID"), "call_2") << str(*again);
+  ASSERT_TRUE(IsOk(http_post(
+      port(), "/permission/" + string_at(json::value(*again), "/properties/id") + "/reply",
+      json::object{{"reply", "once"}})));
+  wait_idle(bus, sid);
+  auto part = tool_part(messages(sid), "call_2");
+  ASSERT_TRUE(part);
+  EXPECT_EQ(string_at(json::value(*part), "/state/status"), "completed") << str(*part);
+  auto shown = http_get(port(), "/session/" + sid);
+  EXPECT_FALSE(shown.json().as_object().contains("approved")) << shown.describe();
+}
+
 TEST_F(SessionPermission, DoomLoopAsksOnTheThirdIdenticalCall) {
   start_server(openai_config());
   std::string sid = create_session();
