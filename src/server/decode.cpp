@@ -265,6 +265,12 @@ Result<SessionUpdateRequest> decode_session_update(const json::object& body) {
   if (auto it = body.find("approved"); it != body.end()) {
     auto rules = permission::parse_rules(it->value(), "approved");
     if (!rules) return rules.error();
+    // What "always" answers approved: allow rules only (a deny belongs in `permission`).
+    for (std::size_t i = 0; i < rules->size(); ++i)
+      if ((*rules)[i].action != permission::Action::Allow)
+        return invalid("approved[" + std::to_string(i) + "].action must be \"allow\", got \"" +
+                       std::string(permission::action_name((*rules)[i].action)) +
+                       "\" (rules that ask or deny go in permission)");
     out.update.approved = std::move(*rules);
   }
   if (auto r = take(optional_client_id(body), out.client_id); !r) return r.error();

@@ -109,7 +109,8 @@ class SessionStore {
   template <class Method, class... Args>
   boost::asio::awaitable<std::invoke_result_t<Method, SessionStore&, Args&...>> call(Method method,
                                                                                      Args... args) {
-    // SQLite: here and now, without the job (a turn makes a dozen of these calls).
+    // SQLite: here and now, without the job (a turn makes a dozen of these calls); an exception
+    // reaches the caller as from any call here (the worker's thread turns it into an error).
     if (worker_->inline_calls()) co_return (this->*method)(args...);
     auto job = [this, method, args = std::make_tuple(std::move(args)...)]() mutable {
       return std::apply([&](auto&... a) { return (this->*method)(a...); }, args);

@@ -935,6 +935,10 @@ TEST_F(SessionPermission, AnAlwaysIsTakenBackWithPatch) {
   EXPECT_TRUE(IsError(http_request(port(), "PATCH", "/session/" + sid,
                                    json::serialize(json::object{{"approved", "none"}})),
                       400, "INVALID_REQUEST", {"approved"}));
+  json::array deny{json::object{{"permission", "bash"}, {"pattern", "*"}, {"action", "deny"}}};
+  EXPECT_TRUE(IsError(http_request(port(), "PATCH", "/session/" + sid,
+                                   json::serialize(json::object{{"approved", deny}})),
+                      400, "INVALID_REQUEST", {"approved[0].action must be \"allow\""}));
   auto cleared = http_request(port(), "PATCH", "/session/" + sid,
                               json::serialize(json::object{{"approved", json::array()}}));
   ASSERT_TRUE(IsOk(cleared));
